@@ -1,0 +1,12 @@
+// CPU out-of-place transpose with an optional scale, cache-blocked, for every dtype.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/registry.h"
+#include "kernels/transpose_problem.h"
+
+namespace matserve::kernels {
+
+absl::Status cpu_blocked_transpose(const TransposeProblem& p, const ExecContext& ctx);
+
+}  // namespace matserve::kernels

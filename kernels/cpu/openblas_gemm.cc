@@ -1,0 +1,80 @@
+// CPU GEMM through OpenBLAS: see openblas_gemm.h.
+#include "kernels/cpu/openblas_gemm.h"
+
+#include <cblas.h>
+
+#include <vector>
+
+#include "kernels/cpu/element.h"
+#include "kernels/half.h"
+
+namespace matserve::kernels {
+namespace {
+
+CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+// The elements of a stored operand (`count` of them, leading-dimension layout unchanged) as fp32,
+// rounded to the precision the request computes in.
+std::vector<float> operand_as_f32(const void* data, DType t, std::int64_t count, Precision p) {
+  std::vector<float> out(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    float v = static_cast<float>(load_element(data, t, i));
+    if (p == Precision::kTF32) v = round_to_tf32(v);
+    if (p == Precision::kF16) v = half_to_float(float_to_half(v));
+    if (p == Precision::kBF16) v = bf16_to_float(float_to_bf16(v));
+    out[static_cast<std::size_t>(i)] = v;
+  }
+  return out;
+}
+
+// Elements a stored operand spans: the last element's index + 1.
+std::int64_t span(std::int64_t rows_stored, std::int64_t ld, std::int64_t cols_stored) {
+  return (rows_stored - 1) * ld + cols_stored;
+}
+
+}  // namespace
+
+absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
+  const int m = static_cast<int>(p.m);
+  const int n = static_cast<int>(p.n);
+  const int k = static_cast<int>(p.k);
+  const int lda = static_cast<int>(p.lda);
+  const int ldb = static_cast<int>(p.ldb);
+  const int ldc = static_cast<int>(p.ldc);
+  if (p.precision == Precision::kF64) {
+    cblas_dgemm(CblasRowMajor, trans(p.a_trans), trans(p.b_trans), m, n, k, p.alpha,
+                static_cast<const double*>(p.a), lda, static_cast<const double*>(p.b), ldb, p.beta,
+                static_cast<double*>(p.c), ldc);
+    return absl::OkStatus();
+  }
+  if (p.precision == Precision::kF32 && p.in_type == DType::kF32 && p.out_type == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, trans(p.a_trans), trans(p.b_trans), m, n, k,
+                static_cast<float>(p.alpha), static_cast<const float*>(p.a), lda,
+                static_cast<const float*>(p.b), ldb, static_cast<float>(p.beta),
+                static_cast<float*>(p.c), ldc);
+    return absl::OkStatus();
+  }
+  // Reduced precisions and 16-bit data: fp32 copies, fp32 accumulation, then the output type.
+  const std::int64_t a_span = p.a_trans ? span(p.k, p.lda, p.m) : span(p.m, p.lda, p.k);
+  const std::int64_t b_span = p.b_trans ? span(p.n, p.ldb, p.k) : span(p.k, p.ldb, p.n);
+  const std::vector<float> a = operand_as_f32(p.a, p.in_type, a_span, p.precision);
+  const std::vector<float> b = operand_as_f32(p.b, p.in_type, b_span, p.precision);
+  const std::int64_t c_span = span(p.m, p.ldc, p.n);
+  std::vector<float> c(static_cast<std::size_t>(c_span), 0.0f);
+  if (p.beta != 0.0) {
+    for (std::int64_t i = 0; i < c_span; ++i) {
+      c[static_cast<std::size_t>(i)] = static_cast<float>(load_element(p.c, p.out_type, i));
+    }
+  }
+  cblas_sgemm(CblasRowMajor, trans(p.a_trans), trans(p.b_trans), m, n, k,
+              static_cast<float>(p.alpha), a.data(), lda, b.data(), ldb,
+              static_cast<float>(p.beta), c.data(), ldc);
+  for (std::int64_t i = 0; i < p.m; ++i) {
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      store_element(p.c, p.out_type, i * p.ldc + j, c[static_cast<std::size_t>(i * p.ldc + j)]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace matserve::kernels

@@ -1,0 +1,13 @@
+// CPU GEMM through OpenBLAS: sgemm/dgemm directly on the data where the precision allows, and
+// through fp32 copies (rounded to tf32/fp16/bf16 as asked) otherwise.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/registry.h"
+
+namespace matserve::kernels {
+
+absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& ctx);
+
+}  // namespace matserve::kernels

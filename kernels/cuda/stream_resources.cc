@@ -1,0 +1,55 @@
+// Per-stream CUDA resources: see stream_resources.h.
+#include "kernels/cuda/stream_resources.h"
+
+#include <utility>
+
+namespace matserve::kernels {
+
+absl::StatusOr<StreamResources> StreamResources::create(std::size_t workspace_bytes) {
+  StreamResources r;
+  absl::StatusOr<Stream> stream = create_stream();
+  if (!stream.ok()) return stream.status();
+  r.stream_ = *std::move(stream);
+  absl::StatusOr<CublasHandle> cublas = create_cublas();
+  if (!cublas.ok()) return cublas.status();
+  r.cublas_ = *std::move(cublas);
+  absl::StatusOr<CublasLtHandle> lt = create_cublaslt();
+  if (!lt.ok()) return lt.status();
+  r.cublaslt_ = *std::move(lt);
+  absl::StatusOr<DeviceBuffer> ws = allocate_device(workspace_bytes);
+  if (!ws.ok()) return ws.status();
+  r.workspace_ = *std::move(ws);
+  if (absl::Status s = cublas_status(cublasSetStream(r.cublas_.get(), r.stream_.get()),
+                                     "cublasSetStream");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = cublas_status(
+          cublasSetWorkspace(r.cublas_.get(), r.workspace_.data(), r.workspace_.size()),
+          "cublasSetWorkspace");
+      !s.ok()) {
+    return s;
+  }
+  return r;
+}
+
+ExecContext StreamResources::context() const {
+  ExecContext c;
+  c.stream = stream_.get();
+  c.cublas = cublas_.get();
+  c.cublaslt = cublaslt_.get();
+  c.workspace = workspace_.data();
+  c.workspace_bytes = workspace_.size();
+  return c;
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the non-sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace matserve::kernels

@@ -1,0 +1,32 @@
+// Registry entries of the CPU backend (OpenBLAS GEMM, blocked transpose).
+#include "kernels/cpu/cpu_transpose.h"
+#include "kernels/cpu/openblas_gemm.h"
+#include "kernels/registry_parts.h"
+
+namespace matserve::kernels::internal {
+
+void append_cpu_variants(std::vector<GemmVariant>& gemm, std::vector<TransposeVariant>& transpose) {
+  gemm.push_back(GemmVariant{
+      .name = "cpu_openblas",
+      .family = "cpu",
+      .description = "OpenBLAS sgemm/dgemm; tf32/fp16/bf16 emulated by rounding the operands to "
+                     "that format and accumulating in fp32",
+      .constraints = "",
+      .backend = Backend::kCpu,
+      .precisions = kAllPrecisions,
+      .can_implement = nullptr,
+      .launch = &openblas_gemm,
+  });
+  transpose.push_back(TransposeVariant{
+      .name = "cpu_blocked",
+      .family = "cpu",
+      .description = "cache-blocked 32x32 transpose on the host; exact bit copy when scale is 1",
+      .constraints = "",
+      .backend = Backend::kCpu,
+      .in_place = false,
+      .can_implement = nullptr,
+      .launch = &cpu_blocked_transpose,
+  });
+}
+
+}  // namespace matserve::kernels::internal
