@@ -1,0 +1,76 @@
+// The one module that owns every metric family (prometheus-cpp) and renders the text exposition.
+// Everything else reports into it through record(); names follow <product>_<what>_<unit>.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/runtime/jobs.h"
+
+namespace matserve::server {
+
+struct BuildInfo {
+  std::string version;
+  std::string git_sha;
+  std::string cuda_version;
+  std::string backend;
+};
+
+// One finished RPC, successful or not.
+struct RequestRecord {
+  std::string rpc;        // "Multiply", "Transpose", ...
+  std::string op;         // "gemm", "transpose", "info"
+  std::string variant;    // the variant that ran; "none" when it failed before choosing
+  std::string precision;  // "fp32", "tf32", ...; "none" when unknown
+  std::string device;     // "cuda:0", "cpu", "none"
+  std::string code;       // gRPC status code name, e.g. "OK", "INVALID_ARGUMENT"
+  StageTimes times;       // all zero for failed requests except total
+  double work = 0;        // flops (gemm) or bytes moved (transpose) of the kernel
+  double problem_size = 0;  // m*n*k (gemm) or rows*cols (transpose)
+  std::int64_t bytes_received = 0;
+  std::int64_t bytes_sent = 0;
+};
+
+class Metrics {
+ public:
+  explicit Metrics(const BuildInfo& build);
+
+  void record(const RequestRecord& r);
+
+  // Marks one request in flight for the lifetime of the returned guard.
+  class InFlight {
+   public:
+    explicit InFlight(prometheus::Gauge& g) : gauge_(&g) { gauge_->Increment(); }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    ~InFlight() { gauge_->Decrement(); }
+
+   private:
+    prometheus::Gauge* gauge_;
+  };
+  InFlight in_flight() { return InFlight(*in_flight_); }
+
+  // The Prometheus text exposition of every family.
+  std::string scrape() const;
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Family<prometheus::Histogram>* duration_;
+  prometheus::Family<prometheus::Counter>* flops_;
+  prometheus::Family<prometheus::Counter>* kernel_bytes_;
+  prometheus::Family<prometheus::Counter>* kernel_seconds_;
+  prometheus::Family<prometheus::Counter>* received_;
+  prometheus::Family<prometheus::Counter>* sent_;
+  prometheus::Family<prometheus::Histogram>* problem_size_;
+};
+
+}  // namespace matserve::server

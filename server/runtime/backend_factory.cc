@@ -1,0 +1,37 @@
+// Backend creation: see backend_factory.h.
+#include "server/runtime/backend_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/runtime/cpu_backend.h"
+#ifdef MATSERVE_HAVE_CUDA
+#include "kernels/cuda/stream_resources.h"
+#include "server/runtime/cuda_backend.h"
+#endif
+
+namespace matserve::server {
+
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options) {
+  if (options.backend != "auto" && options.backend != "cuda" && options.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: '", options.backend, "' is not one of auto, cuda, cpu"));
+  }
+  if (options.backend == "cpu") return std::make_unique<CpuBackend>(options.cpu_concurrency);
+#ifdef MATSERVE_HAVE_CUDA
+  if (options.backend == "cuda" || kernels::cuda_device_count() > 0) {
+    CudaBackendOptions cuda;
+    cuda.devices = options.devices;
+    cuda.streams_per_device = options.streams_per_device;
+    absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::create(cuda);
+    if (!b.ok()) return b.status();
+    return std::unique_ptr<Backend>(*std::move(b));
+  }
+#else
+  if (options.backend == "cuda") {
+    return absl::FailedPreconditionError(
+        "backend: this matserve was built without CUDA (configure with a CUDA toolkit)");
+  }
+#endif
+  return std::make_unique<CpuBackend>(options.cpu_concurrency);
+}
+
+}  // namespace matserve::server

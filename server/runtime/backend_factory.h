@@ -1,0 +1,23 @@
+// Creates the backend the flags ask for: "cuda", "cpu", or "auto" (CUDA when this build has it and
+// a device is visible, else the CPU).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/runtime/backend.h"
+
+namespace matserve::server {
+
+struct BackendOptions {
+  std::string backend = "auto";  // auto | cuda | cpu
+  std::vector<int> devices;      // CUDA ordinals; empty = all
+  int streams_per_device = 4;
+  int cpu_concurrency = 2;
+};
+
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);
+
+}  // namespace matserve::server

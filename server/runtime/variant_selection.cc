@@ -1,0 +1,103 @@
+// Variant selection: see variant_selection.h.
+#include "server/runtime/variant_selection.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+
+namespace matserve::server {
+namespace {
+
+// "auto"'s fallback order when nothing was measured: the library first for GEMM (it is never the
+// wrong choice), the fastest hand-written kernels first for transpose.
+constexpr std::array<std::string_view, 2> kGemmDefaults = {"cublas", "cpu_openblas"};
+constexpr std::array<std::string_view, 6> kTransposeDefaults = {
+    "transpose_vectorized", "transpose_tiled", "cublas_geam", "transpose_naive", "cpu_blocked",
+    "transpose_inplace_square"};
+
+bool is_auto(std::string_view name) { return name.empty() || name == "auto"; }
+
+template <typename Variant>
+absl::Status wrong_backend(const Variant& v, kernels::Backend have) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("variant '", std::string(v.name), "' runs on the ",
+                   std::string(kernels::backend_name(v.backend)), " backend; this server runs the ",
+                   std::string(kernels::backend_name(have)), " backend (see ListKernels)"));
+}
+
+}  // namespace
+
+absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view requested,
+                                                                const kernels::GemmProblem& shape,
+                                                                const SelectionContext& ctx) {
+  if (!is_auto(requested)) {
+    const kernels::GemmVariant* v = kernels::find_gemm_variant(requested);
+    if (v == nullptr) {
+      if (kernels::find_transpose_variant(requested) != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variant: '", std::string(requested), "' is a transpose kernel, not a GEMM kernel"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variant: unknown GEMM kernel '", std::string(requested), "' (see ListKernels, or 'auto')"));
+    }
+    if (v->backend != ctx.backend) return wrong_backend(*v, ctx.backend);
+    if (absl::Status s = kernels::check_gemm_variant(*v, shape); !s.ok()) return s;
+    return v;
+  }
+  const auto usable = [&](std::string_view name) -> const kernels::GemmVariant* {
+    const kernels::GemmVariant* v = kernels::find_gemm_variant(name);
+    if (v == nullptr || v->backend != ctx.backend) return nullptr;
+    return kernels::check_gemm_variant(*v, shape).ok() ? v : nullptr;
+  };
+  if (ctx.tuned) {
+    if (std::optional<std::string> name = ctx.tuned(shape); name.has_value()) {
+      if (const kernels::GemmVariant* v = usable(*name)) return v;
+    }
+  }
+  for (std::string_view name : kGemmDefaults) {
+    if (const kernels::GemmVariant* v = usable(name)) return v;
+  }
+  for (const kernels::GemmVariant& v : kernels::gemm_variants()) {
+    if (const kernels::GemmVariant* ok = usable(v.name)) return ok;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "variant: no ", std::string(kernels::backend_name(ctx.backend)), " GEMM kernel computes ",
+      std::string(kernels::precision_name(shape.precision)), " for this problem"));
+}
+
+absl::StatusOr<const kernels::TransposeVariant*> select_transpose_variant(
+    std::string_view requested, const kernels::TransposeProblem& shape,
+    const SelectionContext& ctx) {
+  if (!is_auto(requested)) {
+    const kernels::TransposeVariant* v = kernels::find_transpose_variant(requested);
+    if (v == nullptr) {
+      if (kernels::find_gemm_variant(requested) != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variant: '", std::string(requested), "' is a GEMM kernel, not a transpose kernel"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("variant: unknown transpose kernel '",
+                                                     std::string(requested),
+                                                     "' (see ListKernels, or 'auto')"));
+    }
+    if (v->backend != ctx.backend) return wrong_backend(*v, ctx.backend);
+    if (absl::Status s = kernels::check_transpose_variant(*v, shape); !s.ok()) return s;
+    return v;
+  }
+  const auto usable = [&](std::string_view name) -> const kernels::TransposeVariant* {
+    const kernels::TransposeVariant* v = kernels::find_transpose_variant(name);
+    if (v == nullptr || v->backend != ctx.backend) return nullptr;
+    return kernels::check_transpose_variant(*v, shape).ok() ? v : nullptr;
+  };
+  for (std::string_view name : kTransposeDefaults) {
+    if (const kernels::TransposeVariant* v = usable(name)) return v;
+  }
+  for (const kernels::TransposeVariant& v : kernels::transpose_variants()) {
+    if (const kernels::TransposeVariant* ok = usable(v.name)) return ok;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("variant: no ", std::string(kernels::backend_name(ctx.backend)),
+                   " transpose kernel handles ", std::string(kernels::dtype_name(shape.dtype)),
+                   " data"));
+}
+
+}  // namespace matserve::server

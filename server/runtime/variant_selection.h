@@ -1,0 +1,33 @@
+// Chooses the variant for a request: a named one is looked up and checked (unknown name ->
+// INVALID_ARGUMENT, other backend or a failed constraint -> FAILED_PRECONDITION); "auto" (or an
+// empty name) takes the autotune table's choice for the shape when there is one, else the
+// backend's default order, and never a variant whose constraints refuse the problem.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry.h"
+
+namespace matserve::server {
+
+// The measured choice for a GEMM shape (from the autotune table), if any.
+using TunedChoice = std::function<std::optional<std::string>(const kernels::GemmProblem& shape)>;
+
+struct SelectionContext {
+  kernels::Backend backend = kernels::Backend::kCpu;
+  TunedChoice tuned;  // may be empty
+};
+
+// `shape` carries the problem's shape and types (pointers may be null).
+absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view requested,
+                                                                const kernels::GemmProblem& shape,
+                                                                const SelectionContext& ctx);
+absl::StatusOr<const kernels::TransposeVariant*> select_transpose_variant(
+    std::string_view requested, const kernels::TransposeProblem& shape,
+    const SelectionContext& ctx);
+
+}  // namespace matserve::server

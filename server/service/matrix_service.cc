@@ -1,0 +1,217 @@
+// MatrixService handlers: see matrix_service.h.
+#include "server/service/matrix_service.h"
+
+#include <chrono>
+#include <span>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kernels/registry.h"
+#include "matserve/version.h"
+#include "server/service/proto_convert.h"
+#include "server/service/status_mapping.h"
+#include "server/service/validation.h"
+
+namespace matserve::server {
+namespace {
+
+// The call's deadline as absl::Time (InfiniteFuture when the client set none).
+absl::Time deadline_of(const grpc::ServerContext& context) {
+  const auto d = context.deadline();
+  if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(d);
+}
+
+absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
+  if (context.IsCancelled()) return absl::CancelledError("the client cancelled the request");
+  if (context.deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError("the request's deadline passed before it started");
+  }
+  return absl::OkStatus();
+}
+
+std::span<std::byte> as_span(std::string& s) {
+  return {reinterpret_cast<std::byte*>(s.data()), s.size()};
+}
+
+// "cuda:0 NVIDIA H100 80GB HBM3" -> "cuda:0" for metric labels.
+std::string device_label(const std::string& device) {
+  const auto space = device.find(' ');
+  return space == std::string::npos ? device : device.substr(0, space);
+}
+
+double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+
+}  // namespace
+
+MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
+                                     const ServiceLimits& limits)
+    : runtime_(runtime), metrics_(metrics), limits_(limits) {}
+
+grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
+                                         const v1::MultiplyRequest* request,
+                                         v1::MultiplyReply* reply) {
+  const absl::Time received = absl::Now();
+  Metrics::InFlight in_flight = metrics_.in_flight();
+  RequestRecord rec{.rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none",
+                    .device = "none"};
+  rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_);
+    if (!job.ok()) return job.status();
+    rec.precision = std::string(kernels::precision_name(job->precision));
+    rec.problem_size =
+        static_cast<double>(job->m()) * static_cast<double>(job->n()) * static_cast<double>(job->k());
+    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
+    v1::Matrix* c = reply->mutable_c();
+    c->set_rows(job->m());
+    c->set_cols(job->n());
+    c->set_dtype(to_proto(job->out_dtype));
+    c->set_layout(request->output_layout());
+    std::string* data = c->mutable_data();
+    data->resize(job->out_bytes());
+    Outcome outcome;
+    if (absl::Status s = runtime_.multiply(*job, request->variant(), as_span(*data),
+                                           deadline_of(*context), outcome);
+        !s.ok()) {
+      return s;
+    }
+    outcome.times.total_us = micros_since(received);
+    reply->set_variant(outcome.variant);
+    reply->set_device(outcome.device);
+    reply->set_precision(rec.precision);
+    fill_timing(outcome.times, reply->mutable_timing());
+    reply->set_gflops(outcome.rate());
+    if (outcome.verification.has_value()) {
+      fill_verification(*outcome.verification, reply->mutable_verification());
+    }
+    rec.variant = outcome.variant;
+    rec.device = device_label(outcome.device);
+    rec.times = outcome.times;
+    rec.work = outcome.work;
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  rec.code = absl::StatusCodeToString(status.code());
+  rec.times.total_us = micros_since(received);
+  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
+  metrics_.record(rec);
+  return to_grpc(status);
+}
+
+grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
+                                          const v1::TransposeRequest* request,
+                                          v1::TransposeReply* reply) {
+  const absl::Time received = absl::Now();
+  Metrics::InFlight in_flight = metrics_.in_flight();
+  RequestRecord rec{.rpc = "Transpose", .op = "transpose", .variant = "none", .precision = "none",
+                    .device = "none"};
+  rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_);
+    if (!job.ok()) return job.status();
+    rec.precision = std::string(kernels::dtype_name(job->a.dtype));
+    rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
+    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
+    v1::Matrix* b = reply->mutable_b();
+    b->set_rows(job->a.cols);
+    b->set_cols(job->a.rows);
+    b->set_dtype(request->a().dtype());
+    b->set_layout(request->a().layout());
+    std::string* data = b->mutable_data();
+    data->resize(job->out_bytes());
+    Outcome outcome;
+    if (absl::Status s = runtime_.transpose(*job, request->variant(), as_span(*data),
+                                            deadline_of(*context), outcome);
+        !s.ok()) {
+      return s;
+    }
+    outcome.times.total_us = micros_since(received);
+    reply->set_variant(outcome.variant);
+    reply->set_device(outcome.device);
+    fill_timing(outcome.times, reply->mutable_timing());
+    reply->set_gb_per_s(outcome.rate());
+    if (outcome.verification.has_value()) {
+      fill_verification(*outcome.verification, reply->mutable_verification());
+    }
+    rec.variant = outcome.variant;
+    rec.device = device_label(outcome.device);
+    rec.times = outcome.times;
+    rec.work = outcome.work;
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  rec.code = absl::StatusCodeToString(status.code());
+  rec.times.total_us = micros_since(received);
+  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
+  metrics_.record(rec);
+  return to_grpc(status);
+}
+
+grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* /*context*/,
+                                            const v1::ListKernelsRequest* /*request*/,
+                                            v1::ListKernelsReply* reply) {
+  const kernels::Backend mine = runtime_.backend().kind();
+  for (const kernels::GemmVariant& v : kernels::gemm_variants()) {
+    if (v.backend != mine) continue;
+    v1::KernelInfo* k = reply->add_kernels();
+    k->set_name(std::string(v.name));
+    k->set_family(std::string(v.family));
+    k->set_operation(v1::GEMM);
+    for (kernels::Precision p : {kernels::Precision::kF64, kernels::Precision::kF32,
+                                 kernels::Precision::kTF32, kernels::Precision::kF16,
+                                 kernels::Precision::kBF16}) {
+      if (v.supports(p)) k->add_precisions(std::string(kernels::precision_name(p)));
+    }
+    k->set_constraints(std::string(v.constraints));
+    k->set_description(std::string(v.description));
+    k->set_backend(std::string(kernels::backend_name(v.backend)));
+  }
+  for (const kernels::TransposeVariant& v : kernels::transpose_variants()) {
+    if (v.backend != mine) continue;
+    v1::KernelInfo* k = reply->add_kernels();
+    k->set_name(std::string(v.name));
+    k->set_family(std::string(v.family));
+    k->set_operation(v1::TRANSPOSE);
+    for (const char* p : {"fp64", "fp32", "fp16", "bf16"}) k->add_precisions(p);
+    std::string constraints(v.constraints);
+    if (v.in_place) {
+      constraints = constraints.empty() ? "in-place: resident matrices only"
+                                        : absl::StrCat("in-place: resident matrices only; ",
+                                                       constraints);
+    }
+    k->set_constraints(constraints);
+    k->set_description(std::string(v.description));
+    k->set_backend(std::string(kernels::backend_name(v.backend)));
+  }
+  RequestRecord rec{.rpc = "ListKernels", .op = "info", .variant = "none", .precision = "none",
+                    .device = "none", .code = "OK"};
+  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
+  metrics_.record(rec);
+  return grpc::Status::OK;
+}
+
+grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* /*context*/,
+                                              const v1::GetServerInfoRequest* /*request*/,
+                                              v1::GetServerInfoReply* reply) {
+  reply->set_version(kVersion);
+  reply->set_git_sha(kGitSha);
+  reply->set_backend(std::string(kernels::backend_name(runtime_.backend().kind())));
+  for (const DeviceDescription& d : runtime_.backend().devices()) {
+    fill_device(d, reply->add_devices());
+  }
+  v1::ServerLimits* l = reply->mutable_limits();
+  l->set_max_message_bytes(limits_.max_message_bytes);
+  l->set_max_dimension(limits_.max_dimension);
+  l->set_max_matrix_bytes(limits_.max_matrix_bytes);
+  RequestRecord rec{.rpc = "GetServerInfo", .op = "info", .variant = "none",
+                    .precision = "none", .device = "none", .code = "OK"};
+  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
+  metrics_.record(rec);
+  return grpc::Status::OK;
+}
+
+}  // namespace matserve::server

@@ -1,0 +1,183 @@
+// Request validation: see validation.h. Checks run in an order that never overflows: enums, then
+// each dimension against [1, max_dimension] (so rows * cols * 8 fits in 64 bits), then byte
+// lengths, then agreement between operands.
+#include "server/service/validation.h"
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/precision.h"
+#include "server/service/proto_convert.h"
+
+namespace matserve::server {
+namespace {
+
+using absl::StrCat;
+
+std::string dims(std::int64_t r, std::int64_t c) { return StrCat(r, "x", c); }
+
+std::string name_of(v1::DataType t) {
+  const std::string& n = v1::DataType_Name(t);
+  return n.empty() ? StrCat(static_cast<int>(t)) : n;
+}
+
+absl::Status check_dimension(const std::string& field, std::int64_t v,
+                             const ServiceLimits& limits) {
+  if (v < 1) return absl::InvalidArgumentError(StrCat(field, ": must be >= 1 (got ", v, ")"));
+  if (v > limits.max_dimension) {
+    return absl::InvalidArgumentError(StrCat(field, ": ", v, " exceeds the limit of ",
+                                             limits.max_dimension, " (--max_dimension)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_size(const std::string& field, std::int64_t bytes,
+                        const ServiceLimits& limits) {
+  if (bytes > limits.max_matrix_bytes) {
+    return absl::ResourceExhaustedError(StrCat(field, ": ", bytes, " bytes exceeds the limit of ",
+                                               limits.max_matrix_bytes,
+                                               " bytes per matrix (--max_matrix_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// A present matrix: dtype, layout, dimensions, byte length, size limit.
+absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
+                                        const ServiceLimits& limits) {
+  const std::optional<kernels::DType> dtype = from_proto(m.dtype());
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".dtype: must be FP64, FP32, FP16 or BF16 (got ", name_of(m.dtype()), ")"));
+  }
+  const std::optional<kernels::Layout> layout = from_proto(m.layout());
+  if (!layout.has_value()) {
+    return absl::InvalidArgumentError(StrCat(field, ".layout: must be ROW_MAJOR or COL_MAJOR (got ",
+                                             static_cast<int>(m.layout()), ")"));
+  }
+  if (absl::Status s = check_dimension(field + ".rows", m.rows(), limits); !s.ok()) return s;
+  if (absl::Status s = check_dimension(field + ".cols", m.cols(), limits); !s.ok()) return s;
+  const auto elem = static_cast<std::int64_t>(kernels::dtype_size(*dtype));
+  const std::int64_t expected = m.rows() * m.cols() * elem;
+  if (static_cast<std::int64_t>(m.data().size()) != expected) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".data: ", m.data().size(), " bytes, expected ", expected, " (rows ",
+               m.rows(), " * cols ", m.cols(), " * ", elem, " bytes per ", name_of(m.dtype()),
+               ")"));
+  }
+  if (absl::Status s = check_size(field, expected, limits); !s.ok()) return s;
+  HostMatrix h;
+  h.rows = m.rows();
+  h.cols = m.cols();
+  h.dtype = *dtype;
+  h.layout = *layout;
+  h.data = std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data().data()),
+                                      m.data().size());
+  return h;
+}
+
+absl::Status check_finite(const std::string& field, double v) {
+  if (!std::isfinite(v)) {
+    return absl::InvalidArgumentError(StrCat(field, ": must be a finite number (got ", v, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
+                                          const ServiceLimits& limits) {
+  if (!request.has_a()) return absl::InvalidArgumentError("a: missing (the left operand)");
+  if (!request.has_b()) return absl::InvalidArgumentError("b: missing (the right operand)");
+  GemmJob job;
+  absl::StatusOr<HostMatrix> a = check_matrix("a", request.a(), limits);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<HostMatrix> b = check_matrix("b", request.b(), limits);
+  if (!b.ok()) return b.status();
+  job.a = *a;
+  job.b = *b;
+  job.transpose_a = request.transpose_a();
+  job.transpose_b = request.transpose_b();
+  if (job.b.dtype != job.a.dtype) {
+    return absl::InvalidArgumentError(StrCat("b.dtype: ", name_of(request.b().dtype()),
+                                             " differs from a.dtype ",
+                                             name_of(request.a().dtype()),
+                                             " (both operands share one type)"));
+  }
+  const std::int64_t k_b = job.transpose_b ? job.b.cols : job.b.rows;
+  if (job.k() != k_b) {
+    return absl::InvalidArgumentError(StrCat(
+        "b: inner dimensions do not agree: op(A) is ", dims(job.m(), job.k()), ", op(B) is ",
+        dims(k_b, job.n()), " (transpose_a=", job.transpose_a ? "true" : "false",
+        ", transpose_b=", job.transpose_b ? "true" : "false", ")"));
+  }
+  const std::optional<kernels::Compute> compute = from_proto(request.compute());
+  if (!compute.has_value()) {
+    return absl::InvalidArgumentError(
+        StrCat("compute: unknown compute mode ", static_cast<int>(request.compute())));
+  }
+  absl::StatusOr<kernels::Precision> precision = kernels::resolve_precision(job.a.dtype, *compute);
+  if (!precision.ok()) return precision.status();
+  job.precision = *precision;
+  job.out_dtype = job.a.dtype;
+  if (request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED) {
+    const std::optional<kernels::DType> out = from_proto(request.output_dtype());
+    if (!out.has_value()) {
+      return absl::InvalidArgumentError(StrCat("output_dtype: unknown data type ",
+                                               static_cast<int>(request.output_dtype())));
+    }
+    if (absl::Status s = kernels::check_output_dtype(job.a.dtype, *out); !s.ok()) return s;
+    job.out_dtype = *out;
+  }
+  const std::optional<kernels::Layout> out_layout = from_proto(request.output_layout());
+  if (!out_layout.has_value()) {
+    return absl::InvalidArgumentError(StrCat("output_layout: must be ROW_MAJOR or COL_MAJOR (got ",
+                                             static_cast<int>(request.output_layout()), ")"));
+  }
+  job.out_layout = *out_layout;
+  job.alpha = request.has_alpha() ? request.alpha() : 1.0;
+  job.beta = request.has_beta() ? request.beta() : 0.0;
+  if (absl::Status s = check_finite("alpha", job.alpha); !s.ok()) return s;
+  if (absl::Status s = check_finite("beta", job.beta); !s.ok()) return s;
+  // The output obeys the same limits as the inputs (m and n are already within max_dimension).
+  if (absl::Status s = check_size("c (the result)", static_cast<std::int64_t>(job.out_bytes()), limits);
+      !s.ok()) {
+    return s;
+  }
+  if (request.has_c()) {
+    absl::StatusOr<HostMatrix> c = check_matrix("c", request.c(), limits);
+    if (!c.ok()) return c.status();
+    if (c->rows != job.m() || c->cols != job.n()) {
+      return absl::InvalidArgumentError(StrCat("c: is ", dims(c->rows, c->cols), ", expected ",
+                                               dims(job.m(), job.n()), " (m x n of op(A)*op(B))"));
+    }
+    if (c->dtype != job.out_dtype) {
+      return absl::InvalidArgumentError(
+          StrCat("c.dtype: ", name_of(request.c().dtype()), " differs from the output type ",
+                 std::string(kernels::dtype_name(job.out_dtype))));
+    }
+    if (c->layout != job.out_layout) {
+      return absl::InvalidArgumentError(
+          "c.layout: must equal output_layout (the result is written in C's place)");
+    }
+    job.c = *c;
+  }
+  job.verify = request.verify();
+  return job;
+}
+
+absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
+                                                const ServiceLimits& limits) {
+  if (!request.has_a()) return absl::InvalidArgumentError("a: missing (the matrix to transpose)");
+  absl::StatusOr<HostMatrix> a = check_matrix("a", request.a(), limits);
+  if (!a.ok()) return a.status();
+  TransposeJob job;
+  job.a = *a;
+  job.scale = request.has_scale() ? request.scale() : 1.0;
+  if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
+  job.verify = request.verify();
+  return job;
+}
+
+}  // namespace matserve::server
