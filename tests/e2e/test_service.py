@@ -1,0 +1,288 @@
+"""End-to-end: the real matserve binary on loopback, driven by a Python grpcio client.
+
+Results are checked against NumPy (float64), every bad-input class against its gRPC status code
+and message, and health, reflection and graceful shutdown against their contracts.
+"""
+import concurrent.futures
+import os
+import signal
+import time
+import unittest
+
+import grpc
+import numpy as np
+
+from matserve.v1 import matrix_service_pb2 as pb
+from server_process import ServerProcess, health_check, matrix, reflection_services
+
+RNG = np.random.default_rng(7)
+
+
+def rand(rows, cols, dtype=np.float32):
+    """Random non-zero values in [-1, -0.01] U [0.01, 1]."""
+    mag = RNG.uniform(0.01, 1.0, size=(rows, cols))
+    sign = np.where(RNG.random((rows, cols)) < 0.5, -1.0, 1.0)
+    return (mag * sign).astype(dtype)
+
+
+def to_bf16_bits(x):
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def from_bf16_bits(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def decode(m):
+    """A reply Matrix as a float64 2-D array."""
+    kinds = {pb.FP64: np.float64, pb.FP32: np.float32, pb.FP16: np.float16}
+    if m.dtype == pb.BF16:
+        flat = from_bf16_bits(np.frombuffer(m.data, dtype=np.uint16))
+    else:
+        flat = np.frombuffer(m.data, dtype=kinds[m.dtype])
+    order = "F" if m.layout == pb.COL_MAJOR else "C"
+    return flat.reshape((m.rows, m.cols), order=order).astype(np.float64)
+
+
+def rel_l2(got, want):
+    return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+class ServiceTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--max_matrix_bytes=67108864", "--max_dimension=100000")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+
+    def multiply(self, **kw):
+        return self.stub.Multiply(pb.MultiplyRequest(**kw), timeout=60)
+
+    def assert_code(self, code, fragment, call, *args):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(*args)
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        self.assertIn(fragment, ctx.exception.details())
+        return ctx.exception.details()
+
+    # --- results ---------------------------------------------------------------------------------
+    def test_fp32_fp64_all_transpose_states_and_odd_shapes(self):
+        for m, n, k in [(1, 1, 1), (7, 5, 3), (61, 17, 131), (1, 97, 1), (97, 1, 1), (1, 1, 300)]:
+            for dtype, tol in [(np.float32, 1e-5), (np.float64, 1e-12)]:
+                for ta in (False, True):
+                    for tb in (False, True):
+                        a = rand(m, k, dtype)
+                        b = rand(k, n, dtype)
+                        r = self.multiply(a=matrix(a.T.copy() if ta else a),
+                                          b=matrix(b.T.copy() if tb else b),
+                                          transpose_a=ta, transpose_b=tb)
+                        want = a.astype(np.float64) @ b.astype(np.float64)
+                        self.assertEqual((r.c.rows, r.c.cols), (m, n))
+                        self.assertLess(rel_l2(decode(r.c), want), tol, (m, n, k, dtype, ta, tb))
+
+    def test_alpha_beta_input_c_and_column_major(self):
+        a, b, c = rand(13, 7), rand(7, 11), rand(13, 11)
+        r = self.multiply(a=matrix(a, layout=pb.COL_MAJOR), b=matrix(b), c=matrix(c, layout=pb.COL_MAJOR),
+                          alpha=0.5, beta=2.0, output_layout=pb.COL_MAJOR)
+        self.assertEqual(r.c.layout, pb.COL_MAJOR)
+        want = 0.5 * (a.astype(np.float64) @ b) + 2.0 * c
+        self.assertLess(rel_l2(decode(r.c), want), 1e-5)
+        # beta without C: C counts as zero.
+        r = self.multiply(a=matrix(a), b=matrix(b), beta=3.0)
+        self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
+
+    def test_identity_zero_single_element(self):
+        x = rand(9, 9)
+        r = self.multiply(a=matrix(np.eye(9, dtype=np.float32)), b=matrix(x))
+        np.testing.assert_array_equal(decode(r.c), x.astype(np.float64))
+        r = self.multiply(a=matrix(np.zeros((3, 4), np.float32)), b=matrix(rand(4, 5)))
+        self.assertFalse(decode(r.c).any())
+        r = self.multiply(a=matrix(np.array([[3.0]], np.float32)), b=matrix(np.array([[-2.0]], np.float32)))
+        self.assertEqual(decode(r.c)[0, 0], -6.0)
+
+    def test_reduced_precisions_report_what_ran(self):
+        a, b = rand(64, 96), rand(96, 40)
+        want = a.astype(np.float64) @ b
+        for compute, name, tol in [(pb.COMPUTE_TF32, "tf32", 5e-3), (pb.COMPUTE_FP16, "fp16", 1e-2),
+                                   (pb.COMPUTE_BF16, "bf16", 1e-2), (pb.COMPUTE_FP32, "fp32", 1e-5)]:
+            r = self.multiply(a=matrix(a), b=matrix(b), compute=compute, verify=True)
+            self.assertEqual(r.precision, name)
+            self.assertLess(rel_l2(decode(r.c), want), tol, name)
+            self.assertLess(r.verification.rel_l2_error, tol, name)
+        # fp16 and bf16 data, fp32 or 16-bit output.
+        a16, b16 = a.astype(np.float16), b.astype(np.float16)
+        want16 = a16.astype(np.float64) @ b16.astype(np.float64)
+        r = self.multiply(a=matrix(a16), b=matrix(b16), output_dtype=pb.FP32)
+        self.assertEqual(r.c.dtype, pb.FP32)
+        self.assertLess(rel_l2(decode(r.c), want16), 1e-5)
+        r = self.multiply(a=matrix(a16), b=matrix(b16))
+        self.assertEqual(r.c.dtype, pb.FP16)
+        self.assertLess(rel_l2(decode(r.c), want16), 1e-2)
+        abf, bbf = to_bf16_bits(a), to_bf16_bits(b)
+        wantbf = from_bf16_bits(abf).astype(np.float64) @ from_bf16_bits(bbf)
+        r = self.multiply(a=pb.Matrix(rows=64, cols=96, dtype=pb.BF16, data=abf.tobytes()),
+                          b=pb.Matrix(rows=96, cols=40, dtype=pb.BF16, data=bbf.tobytes()))
+        self.assertEqual(r.precision, "bf16")
+        self.assertLess(rel_l2(decode(r.c), wantbf), 1e-2)
+
+    def test_reply_carries_variant_device_timing_and_rate(self):
+        a, b = rand(200, 300), rand(300, 100)
+        r = self.multiply(a=matrix(a), b=matrix(b), variant="auto", verify=True)
+        self.assertTrue(r.variant)
+        self.assertTrue(r.device)
+        t = r.timing
+        self.assertGreater(t.kernel_us, 0)
+        self.assertGreaterEqual(t.total_us, t.queue_us + t.host_to_device_us + t.kernel_us +
+                                t.device_to_host_us)
+        self.assertAlmostEqual(r.gflops, 2 * 200 * 300 * 100 / (t.kernel_us * 1e3), delta=1e-6 * r.gflops)
+        self.assertLess(r.verification.rel_l2_error, 1e-5)
+        self.assertGreater(r.verification.max_abs_error, 0)
+
+    def test_transpose_every_dtype_both_layouts_and_scale(self):
+        for dtype in (np.float64, np.float32, np.float16):
+            for layout in (pb.ROW_MAJOR, pb.COL_MAJOR):
+                a = rand(33, 65, dtype)
+                r = self.stub.Transpose(pb.TransposeRequest(a=matrix(a, layout=layout)))
+                self.assertEqual((r.b.rows, r.b.cols, r.b.layout), (65, 33, layout))
+                np.testing.assert_array_equal(decode(r.b), a.T.astype(np.float64))
+                self.assertGreater(r.gb_per_s, 0)
+        a = rand(5, 8)
+        r = self.stub.Transpose(pb.TransposeRequest(a=matrix(a), scale=-2.0, verify=True))
+        np.testing.assert_array_equal(decode(r.b), -2.0 * a.T.astype(np.float64))
+        self.assertEqual(r.verification.max_abs_error, 0.0)
+        bits = to_bf16_bits(rand(3, 7))
+        r = self.stub.Transpose(pb.TransposeRequest(a=pb.Matrix(rows=3, cols=7, dtype=pb.BF16, data=bits.tobytes())))
+        np.testing.assert_array_equal(np.frombuffer(r.b.data, np.uint16).reshape(7, 3), bits.T)
+
+    def test_list_kernels_and_server_info(self):
+        kernels = self.stub.ListKernels(pb.ListKernelsRequest()).kernels
+        names = {k.name for k in kernels}
+        self.assertIn("cpu_openblas", names)
+        self.assertIn("cpu_blocked", names)
+        for k in kernels:
+            self.assertTrue(k.description and k.family and k.precisions and k.backend, k)
+        info = self.stub.GetServerInfo(pb.GetServerInfoRequest())
+        self.assertEqual(info.backend, "cpu")
+        self.assertTrue(info.version)
+        self.assertEqual(info.limits.max_matrix_bytes, 67108864)
+        self.assertEqual(len(info.devices), 1)
+
+    # --- bad input ------------------------------------------------------------------------------
+    def test_every_bad_input_class_gets_a_precise_status(self):
+        a, b = rand(4, 3), rand(3, 5)
+        IA, FP, RE = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                      grpc.StatusCode.RESOURCE_EXHAUSTED)
+        cases = [
+            (IA, "a: missing", dict(b=matrix(b))),
+            (IA, "b: missing", dict(a=matrix(a))),
+            (IA, "variant: unknown GEMM kernel 'warp9'", dict(a=matrix(a), b=matrix(b), variant="warp9")),
+            (IA, "is a transpose kernel", dict(a=matrix(a), b=matrix(b), variant="cpu_blocked")),
+            (FP, "runs on the cuda backend", dict(a=matrix(a), b=matrix(b), variant="cublas")),
+            (IA, "a.dtype: must be FP64, FP32, FP16 or BF16",
+             dict(a=pb.Matrix(rows=4, cols=3, data=a.tobytes()), b=matrix(b))),
+            (IA, "a.dtype", dict(a=pb.Matrix(rows=4, cols=3, dtype=77, data=a.tobytes()), b=matrix(b))),
+            (IA, "compute: mode 'tf32' is not available for fp64",
+             dict(a=matrix(a.astype(np.float64)), b=matrix(b.astype(np.float64)), compute=pb.COMPUTE_TF32)),
+            (IA, "compute: unknown compute mode 42", dict(a=matrix(a), b=matrix(b), compute=42)),
+            (IA, "output_dtype: fp16 output is not available for fp32",
+             dict(a=matrix(a), b=matrix(b), output_dtype=pb.FP16)),
+            (IA, "a.rows: must be >= 1 (got 0)", dict(a=pb.Matrix(rows=0, cols=3, dtype=pb.FP32), b=matrix(b))),
+            (IA, "a.cols: must be >= 1 (got -3)", dict(a=pb.Matrix(rows=4, cols=-3, dtype=pb.FP32), b=matrix(b))),
+            (IA, "a.rows: 4611686018427387904 exceeds the limit of 100000",
+             dict(a=pb.Matrix(rows=1 << 62, cols=1 << 62, dtype=pb.FP32), b=matrix(b))),
+            (IA, "a.data: 47 bytes, expected 48", dict(a=pb.Matrix(rows=4, cols=3, dtype=pb.FP32, data=a.tobytes()[:-1]), b=matrix(b))),
+            (IA, "b.dtype: FP64 differs from a.dtype FP32", dict(a=matrix(a), b=matrix(b.astype(np.float64)))),
+            (IA, "inner dimensions do not agree: op(A) is 4x3, op(B) is 5x3",
+             dict(a=matrix(a), b=matrix(b), transpose_b=True)),
+            (IA, "c: is 5x4, expected 4x5", dict(a=matrix(a), b=matrix(b), c=matrix(rand(5, 4)), beta=1.0)),
+            (IA, "c.dtype", dict(a=matrix(a), b=matrix(b), c=matrix(rand(4, 5).astype(np.float64)))),
+            (IA, "alpha: must be a finite number", dict(a=matrix(a), b=matrix(b), alpha=float("nan"))),
+            (IA, "beta: must be a finite number", dict(a=matrix(a), b=matrix(b), beta=float("inf"))),
+            (RE, "exceeds the limit of 67108864 bytes per matrix",
+             dict(a=pb.Matrix(rows=4100, cols=4100, dtype=pb.FP32, data=bytes(4100 * 4100 * 4)), b=matrix(b))),
+            (RE, "c (the result)", dict(a=pb.Matrix(rows=90000, cols=1, dtype=pb.FP32, data=bytes(360000)),
+                                         b=pb.Matrix(rows=1, cols=90000, dtype=pb.FP32, data=bytes(360000)))),
+        ]
+        for code, fragment, kw in cases:
+            with self.subTest(fragment=fragment):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    self.multiply(**kw)
+                self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+                self.assertIn(fragment, ctx.exception.details())
+        t = self.stub.Transpose
+        self.assert_code(IA, "a: missing", t, pb.TransposeRequest())
+        self.assert_code(IA, "scale: must be a finite number", t, pb.TransposeRequest(a=matrix(a), scale=float("nan")))
+        self.assert_code(IA, "is a GEMM kernel", t, pb.TransposeRequest(a=matrix(a), variant="cpu_openblas"))
+        self.assert_code(IA, "a.data", t, pb.TransposeRequest(a=pb.Matrix(rows=2, cols=2, dtype=pb.FP16, data=b"abc")))
+        # The server keeps serving correctly afterwards.
+        r = self.multiply(a=matrix(a), b=matrix(b))
+        self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
+
+    def test_message_over_the_limit_is_resource_exhausted(self):
+        with ServerProcess("--max_message_bytes=65536") as small:
+            big = rand(200, 200)  # 160 KB
+            with self.assertRaises(grpc.RpcError) as ctx:
+                small.stub.Multiply(pb.MultiplyRequest(a=matrix(big), b=matrix(big)), timeout=10)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            ok = small.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(8, 8)), b=matrix(rand(8, 8))))
+            self.assertEqual(ok.c.rows, 8)
+
+    def test_expired_deadline_is_deadline_exceeded(self):
+        a = rand(1500, 1500)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(a)), timeout=0.001)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    def test_concurrent_requests_all_correct(self):
+        def one(i):
+            a, b = rand(50 + i, 40), rand(40, 30 + i)
+            r = self.multiply(a=matrix(a), b=matrix(b))
+            return rel_l2(decode(r.c), a.astype(np.float64) @ b)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            errors = list(pool.map(one, range(32)))
+        self.assertLess(max(errors), 1e-5)
+
+    # --- health, reflection ---------------------------------------------------------------------
+    def test_health_and_reflection(self):
+        self.assertEqual(health_check(self.server.channel), 1)
+        self.assertEqual(health_check(self.server.channel, "matserve.v1.MatrixService"), 1)
+        self.assertIn(b"matserve.v1.MatrixService", reflection_services(self.server.channel))
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_drains_in_flight_then_refuses_and_exits_zero(self):
+        server = ServerProcess("--cpu_concurrency=1")
+        a = rand(1400, 1400, np.float64)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(server.stub.Multiply,
+                               pb.MultiplyRequest(a=matrix(a), b=matrix(a)), timeout=120)
+            time.sleep(0.3)  # the request is running (or queued) on the server
+            server.proc.send_signal(signal.SIGTERM)
+            # Health turns NOT_SERVING, new calls are refused while the slow one finishes.
+            deadline = time.monotonic() + 10
+            status = None
+            while time.monotonic() < deadline:
+                try:
+                    status = health_check(server.channel)
+                except grpc.RpcError as e:
+                    status = e.code()
+                if status != 1:
+                    break
+                time.sleep(0.05)
+            self.assertNotEqual(status, 1)
+            reply = slow.result()
+        self.assertEqual((reply.c.rows, reply.c.cols), (1400, 1400))
+        self.assertLess(rel_l2(decode(reply.c), a @ a), 1e-12)
+        self.assertEqual(server.proc.wait(timeout=60), 0, server.output())
+        self.assertIn("SIGTERM received", server.output())
+        self.assertIn("matserve: stopped", server.output())
+
+
+if __name__ == "__main__":
+    unittest.main()
