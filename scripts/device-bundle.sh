@@ -40,6 +40,8 @@ strip --strip-debug "$stage"/lib/*.so* 2>/dev/null || true
 
 tar -C "$stage" -cJf "$out/bundle.tar.xz" bin lib
 here=$(cd "$(dirname "$0")" && pwd)
+# Python stubs for the end-to-end tests and the Python client (plain files; no compiled code).
+if [ -d "$build/python" ]; then rm -rf "$out/python" && cp -r "$build/python" "$out/python"; fi
 cp "$here/device/with-env.sh" "$here/device/run-gpu-checks.sh" "$out/"
 chmod +x "$out"/*.sh
 echo "device-bundle: $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries," \

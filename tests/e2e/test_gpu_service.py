@@ -1,0 +1,131 @@
+"""End-to-end on the GPU: the real matserve binary with --backend=cuda, driven by Python grpcio.
+
+Skips (visibly) when the server cannot start its CUDA backend: no GPU visible, or a CPU-only build.
+Checks every GPU GEMM variant the server lists for every precision it claims, against NumPy in
+float64, plus transposes, the timing breakdown and the device reported.
+"""
+import unittest
+
+import grpc
+import numpy as np
+
+from matserve.v1 import matrix_service_pb2 as pb
+from server_process import ServerProcess, health_check, matrix
+from test_service import decode, from_bf16_bits, rand, rel_l2, to_bf16_bits
+
+TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2}
+COMPUTE = {"fp64": pb.COMPUTE_DEFAULT, "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32,
+           "fp16": pb.COMPUTE_DEFAULT, "bf16": pb.COMPUTE_DEFAULT}
+
+
+def operands(precision, m, n, k, ta, tb):
+    """(request matrices, float64 values) for one precision."""
+    a, b = rand(m, k), rand(k, n)
+    if precision == "fp64":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    if precision == "fp16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    if precision == "bf16":
+        abits, bbits = to_bf16_bits(a), to_bf16_bits(b)
+        a, b = from_bf16_bits(abits), from_bf16_bits(bbits)
+    stored_a, stored_b = (a.T if ta else a), (b.T if tb else b)
+    if precision == "bf16":
+        sa, sb = to_bf16_bits(stored_a), to_bf16_bits(stored_b)
+        ma = pb.Matrix(rows=sa.shape[0], cols=sa.shape[1], dtype=pb.BF16, data=sa.tobytes())
+        mb = pb.Matrix(rows=sb.shape[0], cols=sb.shape[1], dtype=pb.BF16, data=sb.tobytes())
+    else:
+        ma, mb = matrix(np.ascontiguousarray(stored_a)), matrix(np.ascontiguousarray(stored_b))
+    return ma, mb, a.astype(np.float64) @ b.astype(np.float64)
+
+
+class GpuServiceTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.server = ServerProcess(backend="cuda")
+        except RuntimeError as e:
+            raise unittest.SkipTest(f"no CUDA backend here (no GPU visible or CPU-only build): "
+                                    f"{str(e).splitlines()[-1] if str(e) else e}")
+        cls.stub = cls.server.stub
+        cls.kernels = cls.stub.ListKernels(pb.ListKernelsRequest()).kernels
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def test_server_reports_a_cuda_device(self):
+        info = self.stub.GetServerInfo(pb.GetServerInfoRequest())
+        self.assertEqual(info.backend, "cuda")
+        self.assertGreaterEqual(len(info.devices), 1)
+        self.assertTrue(info.devices[0].compute_capability)
+        self.assertGreater(info.devices[0].memory_total_bytes, 0)
+        self.assertEqual(health_check(self.server.channel), 1)
+
+    def test_every_gemm_variant_every_precision(self):
+        shapes = [(1, 1, 1), (61, 17, 131), (300, 257, 129)]
+        failures = []
+        for kernel in self.kernels:
+            if kernel.operation != pb.GEMM:
+                continue
+            for precision in kernel.precisions:
+                for m, n, k in shapes:
+                    for ta, tb in [(False, False), (True, True), (True, False), (False, True)]:
+                        ma, mb, want = operands(precision, m, n, k, ta, tb)
+                        try:
+                            r = self.stub.Multiply(pb.MultiplyRequest(
+                                a=ma, b=mb, transpose_a=ta, transpose_b=tb, variant=kernel.name,
+                                compute=COMPUTE[precision],
+                                output_dtype=pb.FP32 if precision in ("fp16", "bf16") else 0),
+                                timeout=120)
+                        except grpc.RpcError as e:
+                            if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                                continue  # a declared constraint
+                            failures.append(f"{kernel.name} {precision} {m}x{n}x{k}: {e.code()} {e.details()}")
+                            continue
+                        self.assertEqual(r.variant, kernel.name)
+                        self.assertEqual(r.precision, precision)
+                        err = rel_l2(decode(r.c), want)
+                        if not err < TOLERANCE[precision]:
+                            failures.append(f"{kernel.name} {precision} {m}x{n}x{k} ta={ta} tb={tb}: rel_l2 {err}")
+        self.assertEqual(failures, [])
+
+    def test_fp32_data_computed_in_16_bit_on_the_device(self):
+        a, b = rand(128, 64), rand(64, 96)
+        want = a.astype(np.float64) @ b
+        for compute, name in [(pb.COMPUTE_FP16, "fp16"), (pb.COMPUTE_BF16, "bf16"), (pb.COMPUTE_TF32, "tf32")]:
+            r = self.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(b), compute=compute, verify=True))
+            self.assertEqual(r.precision, name)
+            self.assertEqual(r.c.dtype, pb.FP32)
+            self.assertLess(rel_l2(decode(r.c), want), TOLERANCE[name])
+            self.assertLess(r.verification.rel_l2_error, TOLERANCE[name])
+
+    def test_auto_large_multiply_with_timing_breakdown(self):
+        a, b = rand(1024, 1024), rand(1024, 1024)
+        r = self.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(b), variant="auto", verify=True))
+        self.assertTrue(r.device.startswith("cuda:"), r.device)
+        t = r.timing
+        for stage in (t.host_to_device_us, t.kernel_us, t.device_to_host_us):
+            self.assertGreater(stage, 0)
+        self.assertGreaterEqual(t.total_us, t.host_to_device_us + t.kernel_us + t.device_to_host_us)
+        self.assertGreater(r.gflops, 100)
+        self.assertLess(r.verification.rel_l2_error, 1e-5)
+        self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
+
+    def test_every_transpose_variant_exact(self):
+        for kernel in self.kernels:
+            if kernel.operation != pb.TRANSPOSE or "in-place" in kernel.constraints:
+                continue
+            for dtype in (np.float64, np.float32, np.float16):
+                for layout in (pb.ROW_MAJOR, pb.COL_MAJOR):
+                    a = rand(33, 65, dtype)
+                    try:
+                        r = self.stub.Transpose(pb.TransposeRequest(a=matrix(a, layout=layout), variant=kernel.name))
+                    except grpc.RpcError as e:
+                        self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+                        continue
+                    self.assertEqual(r.variant, kernel.name)
+                    np.testing.assert_array_equal(decode(r.b), a.T.astype(np.float64), kernel.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
