@@ -27,6 +27,16 @@ void append_cpu_variants(std::vector<GemmVariant>& gemm, std::vector<TransposeVa
       .can_implement = nullptr,
       .launch = &cpu_blocked_transpose,
   });
+  transpose.push_back(TransposeVariant{
+      .name = "cpu_inplace",
+      .family = "cpu",
+      .description = "in-place transpose of a resident matrix through a host scratch copy",
+      .constraints = "",
+      .backend = Backend::kCpu,
+      .in_place = true,
+      .can_implement = nullptr,
+      .launch = &cpu_inplace_transpose,
+  });
 }
 
 }  // namespace matserve::kernels::internal

@@ -22,8 +22,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "matserve/version.h"
+#include "server/metrics/device_uuid.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_http.h"
+#include "server/metrics/nvml.h"
 #include "server/runtime/backend_factory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/matrix_service.h"
@@ -35,11 +37,20 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{1} << 30,
           "largest gRPC message accepted or sent (gRPC's 4 MiB default is too small for real "
           "matrices; at most 2147483647)");
 ABSL_FLAG(int64_t, max_dimension, 65536, "largest rows or cols of any matrix");
-ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{512} << 20, "largest byte size of any one matrix");
+ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{16} << 30,
+          "largest byte size of any one matrix (inline matrices are also bounded by "
+          "--max_message_bytes; larger ones travel through UploadStream/DownloadStream)");
 ABSL_FLAG(std::string, backend, "auto", "compute backend: auto (CUDA if a GPU is visible), cuda, cpu");
 ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to use, comma-separated (default: all)");
 ABSL_FLAG(int, streams_per_device, 4, "concurrent requests per GPU (one stream each)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
+ABSL_FLAG(int64_t, memory_budget_bytes, 0,
+          "memory the server may use per device for requests and resident matrices "
+          "(0: 90% of a GPU's memory, a quarter of host memory on the CPU backend)");
+ABSL_FLAG(int, max_queue_per_device, 256, "requests that may wait for a device before new ones "
+          "are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, resident_ttl_seconds, 600,
+          "a resident matrix idle this long is released");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "on SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled");
 
@@ -89,12 +100,22 @@ int run() {
   options.devices = *devices;
   options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options.cpu_concurrency = absl::GetFlag(FLAGS_cpu_concurrency);
+  options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(options);
   if (!backend.ok()) return fail(backend.status());
-  Runtime runtime(*std::move(backend), TunedChoice{});
+  Runtime runtime(*std::move(backend), TunedChoice{},
+                  absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
 
   Metrics metrics(BuildInfo{kVersion, kGitSha, kCudaVersion, backend_name});
+  metrics.set_runtime_source([&runtime] { return RuntimeSnapshot{runtime.backend().stats(), {}}; });
+  std::vector<int> ordinals;
+  if (runtime.backend().kind() == kernels::Backend::kCuda) {
+    for (const DeviceDescription& d : runtime.backend().devices()) ordinals.push_back(d.index);
+  }
+  // No NVIDIA driver: no NVML, no GPU metrics.
+  metrics.set_gpu_source(Nvml::load(), cuda_device_labels(ordinals));
   std::unique_ptr<MetricsHttpServer> metrics_http;
   if (const std::string addr = absl::GetFlag(FLAGS_metrics_listen); !addr.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> m =

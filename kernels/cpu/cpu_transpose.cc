@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "kernels/cpu/element.h"
 
@@ -59,6 +61,18 @@ absl::Status cpu_blocked_transpose(const TransposeProblem& p, const ExecContext&
     case 4: transpose_bits<std::uint32_t>(p); break;
     default: transpose_bits<std::uint16_t>(p); break;
   }
+  return absl::OkStatus();
+}
+
+absl::Status cpu_inplace_transpose(const TransposeProblem& p, const ExecContext& ctx) {
+  // The transpose of the matrix in a scratch copy, then the copy back over the original.
+  const std::size_t bytes =
+      static_cast<std::size_t>(p.rows * p.cols) * dtype_size(p.dtype);
+  std::vector<std::byte> scratch(bytes);
+  TransposeProblem q = p;
+  q.out = scratch.data();
+  if (absl::Status s = cpu_blocked_transpose(q, ctx); !s.ok()) return s;
+  std::memcpy(p.out, scratch.data(), bytes);
   return absl::OkStatus();
 }
 

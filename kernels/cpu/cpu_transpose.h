@@ -9,4 +9,8 @@ namespace matserve::kernels {
 
 absl::Status cpu_blocked_transpose(const TransposeProblem& p, const ExecContext& ctx);
 
+// In place (in == out, any shape) through a scratch copy of the matrix: O(rows*cols) extra host
+// memory, for resident matrices on the CPU backend.
+absl::Status cpu_inplace_transpose(const TransposeProblem& p, const ExecContext& ctx);
+
 }  // namespace matserve::kernels

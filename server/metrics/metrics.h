@@ -1,8 +1,11 @@
 // The one module that owns every metric family (prometheus-cpp) and renders the text exposition.
-// Everything else reports into it through record(); names follow <product>_<what>_<unit>.
+// Requests report into it through record(); the runtime's state and the GPUs' readings (NVML) are
+// read at scrape time. Names follow <product>_<what>_<unit>; docs/metrics.md lists them all.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -11,6 +14,8 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/metrics/nvml.h"
+#include "server/metrics/snapshot_families.h"
 #include "server/runtime/jobs.h"
 
 namespace matserve::server {
@@ -24,14 +29,14 @@ struct BuildInfo {
 
 // One finished RPC, successful or not.
 struct RequestRecord {
-  std::string rpc;        // "Multiply", "Transpose", ...
-  std::string op;         // "gemm", "transpose", "info"
-  std::string variant;    // the variant that ran; "none" when it failed before choosing
-  std::string precision;  // "fp32", "tf32", ...; "none" when unknown
-  std::string device;     // "cuda:0", "cpu", "none"
-  std::string code;       // gRPC status code name, e.g. "OK", "INVALID_ARGUMENT"
-  StageTimes times;       // all zero for failed requests except total
-  double work = 0;        // flops (gemm) or bytes moved (transpose) of the kernel
+  std::string rpc;          // "Multiply", "Transpose", ...
+  std::string op;           // "gemm", "transpose", "info"
+  std::string variant;      // the variant that ran; "none" when it failed before choosing
+  std::string precision;    // "fp32", "tf32", ...; "none" when unknown
+  std::string device;       // "cuda:0", "cpu", "none"
+  std::string code;         // gRPC status code name, e.g. "OK", "INVALID_ARGUMENT"
+  StageTimes times;         // all zero for failed requests except total
+  double work = 0;          // flops (gemm) or bytes moved (transpose) of the kernel
   double problem_size = 0;  // m*n*k (gemm) or rows*cols (transpose)
   std::int64_t bytes_received = 0;
   std::int64_t bytes_sent = 0;
@@ -56,7 +61,14 @@ class Metrics {
   };
   InFlight in_flight() { return InFlight(*in_flight_); }
 
-  // The Prometheus text exposition of every family.
+  // Read at every scrape: the runtime's snapshot (slots, queue, pools, resident matrices) and, when
+  // set (non-null), NVML for the GPU gauges.
+  // Call both before serving scrapes. `device_by_uuid` labels NVML's GPUs ("GPU-..." -> "cuda:0").
+  void set_runtime_source(std::function<RuntimeSnapshot()> source);
+  void set_gpu_source(std::unique_ptr<Nvml> nvml,
+                      std::map<std::string, std::string> device_by_uuid);
+
+  // The Prometheus text exposition of every family. Thread-safe.
   std::string scrape() const;
   prometheus::Registry& registry() { return *registry_; }
 
@@ -71,6 +83,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* received_;
   prometheus::Family<prometheus::Counter>* sent_;
   prometheus::Family<prometheus::Histogram>* problem_size_;
+  std::function<RuntimeSnapshot()> runtime_source_;
+  std::unique_ptr<Nvml> nvml_;
+  std::map<std::string, std::string> device_by_uuid_;
 };
 
 }  // namespace matserve::server

@@ -22,7 +22,7 @@ class MetricsHttpServer {
 
   // Binds `address` ("host:port"; port 0 picks a free one) and serves in a background thread.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> start(const std::string& address,
-                                                                   Render render);
+                                                                  Render render);
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

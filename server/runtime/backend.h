@@ -1,17 +1,23 @@
-// The interface every compute backend implements (CUDA, CPU): describe its devices, and run one
-// GEMM or transpose with a variant the runtime already chose, writing into the caller's buffer.
+// The interface every compute backend implements (CUDA, CPU): describe its devices; run one GEMM or
+// transpose, choosing the variant on the exact problem the kernel will see; and keep matrices
+// resident in its memory between calls.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
+#include "absl/status/statusor.h"
 #include "kernels/registry.h"
+#include "server/runtime/device_scheduler.h"
 #include "server/runtime/jobs.h"
+#include "server/runtime/memory_pool.h"
+#include "server/runtime/resident_store.h"
 
 namespace matserve::server {
 
@@ -24,24 +30,50 @@ struct DeviceDescription {
   int multiprocessors = 0;
 };
 
+// Per-device runtime numbers, for metrics and tests.
+struct DeviceStats {
+  std::string label;  // "cuda:0", "cpu"
+  PoolStats pool;
+  SchedulerStats scheduler;
+  std::int64_t staging_pinned_bytes = 0;
+};
+
+// Picks the variant for the problem as the kernel will see it (device pointers included).
+using GemmChooser =
+    std::function<absl::StatusOr<const kernels::GemmVariant*>(const kernels::GemmProblem&)>;
+using TransposeChooser = std::function<absl::StatusOr<const kernels::TransposeVariant*>(
+    const kernels::TransposeProblem&)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual kernels::Backend kind() const = 0;
   virtual std::vector<DeviceDescription> devices() const = 0;
+  virtual std::vector<DeviceStats> stats() const = 0;
   // False after an unrecoverable device error: health reports NOT_SERVING.
   virtual bool healthy() const = 0;
 
-  // Runs `v` on `job`, writing job.out_bytes() bytes into `out` in job.out_layout. Waits for a
-  // free execution slot until `deadline` (DEADLINE_EXCEEDED after it). Fills `outcome` except
-  // verification.
-  virtual absl::Status multiply(const GemmJob& job, const kernels::GemmVariant& v,
-                                std::span<std::byte> out, absl::Time deadline,
+  // Runs the job: `out` receives job.out_bytes() bytes in job.out_layout, unless
+  // job.keep_result (then `out` is empty and outcome.result is set). Waits for admission until the
+  // waiter gives up. Fills `outcome` except verification.
+  virtual absl::Status multiply(const GemmJob& job, const GemmChooser& choose,
+                                std::span<std::byte> out, const Waiter& waiter,
                                 Outcome& outcome) = 0;
-  virtual absl::Status transpose(const TransposeJob& job, const kernels::TransposeVariant& v,
-                                 std::span<std::byte> out, absl::Time deadline,
+  // Out-of-place, or in place on job.a's resident memory when job.in_place (the caller swaps the
+  // resident matrix's shape afterwards).
+  virtual absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,
+                                 std::span<std::byte> out, const Waiter& waiter,
                                  Outcome& outcome) = 0;
+
+  // Resident memory: allocated on the least-loaded device (or `device` when >= 0), unfilled.
+  virtual absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(
+      std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+      int device, const Waiter& waiter) = 0;
+  virtual absl::Status write_resident(ResidentMatrix& m, std::size_t offset,
+                                      std::span<const std::byte> bytes, const Waiter& waiter) = 0;
+  virtual absl::Status read_resident(ResidentMatrix& m, std::size_t offset,
+                                     std::span<std::byte> out, const Waiter& waiter) = 0;
 };
 
 }  // namespace matserve::server

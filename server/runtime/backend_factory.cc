@@ -15,12 +15,18 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
     return absl::InvalidArgumentError(
         absl::StrCat("backend: '", options.backend, "' is not one of auto, cuda, cpu"));
   }
-  if (options.backend == "cpu") return std::make_unique<CpuBackend>(options.cpu_concurrency);
+  CpuBackendOptions cpu;
+  cpu.concurrency = options.cpu_concurrency;
+  cpu.memory_budget_bytes = options.memory_budget_bytes;
+  cpu.max_queue = options.max_queue;
+  if (options.backend == "cpu") return std::make_unique<CpuBackend>(cpu);
 #ifdef MATSERVE_HAVE_CUDA
   if (options.backend == "cuda" || kernels::cuda_device_count() > 0) {
     CudaBackendOptions cuda;
     cuda.devices = options.devices;
     cuda.streams_per_device = options.streams_per_device;
+    cuda.memory_budget_bytes = options.memory_budget_bytes;
+    cuda.max_queue = options.max_queue;
     absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::create(cuda);
     if (!b.ok()) return b.status();
     return std::unique_ptr<Backend>(*std::move(b));
@@ -31,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
         "backend: this matserve was built without CUDA (configure with a CUDA toolkit)");
   }
 #endif
-  return std::make_unique<CpuBackend>(options.cpu_concurrency);
+  return std::make_unique<CpuBackend>(cpu);
 }
 
 }  // namespace matserve::server

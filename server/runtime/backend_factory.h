@@ -2,6 +2,7 @@
 // a device is visible, else the CPU).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@ struct BackendOptions {
   std::vector<int> devices;      // CUDA ordinals; empty = all
   int streams_per_device = 4;
   int cpu_concurrency = 2;
+  std::int64_t memory_budget_bytes = 0;  // per device; 0 = 90% of a GPU, a quarter of host memory
+  int max_queue = 256;                   // waiting requests per device
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -1,7 +1,10 @@
-// CPU backend: see cpu_backend.h. Timings: queue = waiting for a slot; kernel = the variant's
-// run; the copy stages are zero (the data never leaves host memory).
+// CPU backend: see cpu_backend.h. Timings: queue = waiting for admission; kernel = the variant's
+// run; the copy stages are zero for inline operands (the data never leaves host memory).
 #include "server/runtime/cpu_backend.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -25,54 +28,139 @@ std::string read_cpu_model() {
   return "cpu";
 }
 
+std::int64_t default_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 4 : std::int64_t{1} << 32;
+}
+
+RawAllocator host_allocator() {
+  return RawAllocator{
+      .name = "cpu memory",
+      .allocate = [](std::size_t bytes) { return std::aligned_alloc(256, bytes); },
+      .release = [](void* p) { std::free(p); },
+  };
+}
+
 double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+
+const void* bytes_of(const Operand& o) {
+  return o.is_resident() ? o.resident->block.data() : o.data.data();
+}
+
+std::shared_ptr<ResidentMatrix> make_result(MemoryPool::Block block, std::int64_t rows,
+                                            std::int64_t cols, kernels::DType dtype,
+                                            kernels::Layout layout, const std::string& owner,
+                                            int device, const std::string& label) {
+  auto m = std::make_shared<ResidentMatrix>();
+  m->owner = owner;
+  m->device = device;
+  m->device_label = label;
+  m->block = std::move(block);
+  absl::MutexLock lock(&m->mu);
+  m->rows = rows;
+  m->cols = cols;
+  m->dtype = dtype;
+  m->layout = layout;
+  return m;
+}
 
 }  // namespace
 
-CpuBackend::CpuBackend(int concurrency) : limiter_(concurrency), cpu_name_(read_cpu_model()) {}
+CpuBackend::CpuBackend(const CpuBackendOptions& options)
+    : cpu_name_(read_cpu_model()),
+      pool_(host_allocator(),
+            options.memory_budget_bytes > 0 ? options.memory_budget_bytes : default_budget()),
+      scheduler_("cpu", options.concurrency, options.max_queue, pool_) {}
 
 std::vector<DeviceDescription> CpuBackend::devices() const {
   DeviceDescription d;
   d.index = 0;
   d.name = absl::StrCat(cpu_name_, " (", std::thread::hardware_concurrency(), " threads)");
+  d.memory_total_bytes = pool_.budget();
+  d.memory_free_bytes = pool_.budget() - pool_.stats().in_use_bytes;
   return {d};
 }
 
-absl::Status CpuBackend::multiply(const GemmJob& job, const kernels::GemmVariant& v,
-                                  std::span<std::byte> out, absl::Time deadline,
+std::vector<DeviceStats> CpuBackend::stats() const {
+  return {DeviceStats{.label = "cpu", .pool = pool_.stats(), .scheduler = scheduler_.stats()}};
+}
+
+absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
+                                  std::span<std::byte> out, const Waiter& waiter,
                                   Outcome& outcome) {
   const absl::Time queued = absl::Now();
-  if (absl::Status s = limiter_.acquire(deadline); !s.ok()) return s;
-  SlotGuard slot(limiter_);
+  std::vector<BlockSpec> specs;
+  if (job.keep_result) specs.push_back({job.out_bytes(), true});
+  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
+  if (!admission.ok()) return admission.status();
   outcome.times.queue_us = micros_since(queued);
-  if (job.c.has_value() && job.beta != 0.0) {
-    std::memcpy(out.data(), job.c->data.data(), out.size());
-  }
-  const kernels::GemmProblem p =
-      gemm_problem(job, job.a.dtype, job.a.data.data(), job.b.data.data(), out.data());
+  void* c = job.keep_result ? admission->block(0).data() : out.data();
+  if (job.c.has_value() && job.beta != 0.0) std::memcpy(c, bytes_of(*job.c), job.out_bytes());
+  const kernels::GemmProblem p = gemm_problem(job, job.a.dtype, bytes_of(job.a), bytes_of(job.b), c);
+  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
   const absl::Time start = absl::Now();
-  if (absl::Status s = v.launch(p, kernels::ExecContext{}); !s.ok()) return s;
+  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
   outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string(v.name);
+  outcome.variant = std::string((*v)->name);
   outcome.device = "cpu";
   outcome.work = kernels::gemm_flops(p);
+  if (job.keep_result) {
+    outcome.result = make_result(admission->take_block(0), job.m(), job.n(), job.out_dtype,
+                                 job.out_layout, job.owner, 0, "cpu");
+  }
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::transpose(const TransposeJob& job, const kernels::TransposeVariant& v,
-                                   std::span<std::byte> out, absl::Time deadline,
+absl::Status CpuBackend::transpose(const TransposeJob& job, const TransposeChooser& choose,
+                                   std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
   const absl::Time queued = absl::Now();
-  if (absl::Status s = limiter_.acquire(deadline); !s.ok()) return s;
-  SlotGuard slot(limiter_);
+  std::vector<BlockSpec> specs;
+  if (job.keep_result) specs.push_back({job.out_bytes(), true});
+  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
+  if (!admission.ok()) return admission.status();
   outcome.times.queue_us = micros_since(queued);
-  const kernels::TransposeProblem p = transpose_problem(job, job.a.data.data(), out.data());
+  const void* in = bytes_of(job.a);
+  void* dst = job.in_place      ? job.a.resident->block.data()
+              : job.keep_result ? admission->block(0).data()
+                                : out.data();
+  const kernels::TransposeProblem p = transpose_problem(job, in, dst);
+  absl::StatusOr<const kernels::TransposeVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
   const absl::Time start = absl::Now();
-  if (absl::Status s = v.launch(p, kernels::ExecContext{}); !s.ok()) return s;
+  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
   outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string(v.name);
+  outcome.variant = std::string((*v)->name);
   outcome.device = "cpu";
   outcome.work = kernels::transpose_bytes(p);
+  if (job.keep_result) {
+    outcome.result = make_result(admission->take_block(0), job.a.cols, job.a.rows, job.a.dtype,
+                                 job.a.layout, job.owner, 0, "cpu");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> CpuBackend::create_resident(
+    std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+    int /*device*/, const Waiter& /*waiter*/) {
+  const auto bytes = static_cast<std::size_t>(rows * cols) * kernels::dtype_size(dtype);
+  absl::StatusOr<MemoryPool::Block> block = pool_.allocate(bytes, /*long_lived=*/true);
+  if (!block.ok()) return block.status();
+  return make_result(*std::move(block), rows, cols, dtype, layout, "", 0, "cpu");
+}
+
+absl::Status CpuBackend::write_resident(ResidentMatrix& m, std::size_t offset,
+                                        std::span<const std::byte> bytes,
+                                        const Waiter& /*waiter*/) {
+  std::memcpy(static_cast<std::byte*>(m.block.data()) + offset, bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::read_resident(ResidentMatrix& m, std::size_t offset,
+                                       std::span<std::byte> out, const Waiter& /*waiter*/) {
+  std::memcpy(out.data(), static_cast<const std::byte*>(m.block.data()) + offset, out.size());
   return absl::OkStatus();
 }
 

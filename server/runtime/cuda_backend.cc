@@ -1,20 +1,22 @@
-// CUDA backend: see cuda_backend.h. Device memory comes from each GPU's stream-ordered pool
-// (cudaMallocAsync with the release threshold raised, so freed blocks stay cached and steady-state
-// requests never reach cudaMalloc). A sticky CUDA error marks the device unhealthy.
+// CUDA backend: see cuda_backend.h. Every request: admission (slot + all its device memory at
+// once), staged copies in, the chosen kernel between CUDA events, staged copies out. Early returns
+// after device work was queued synchronize the stream first, so no block goes back to the pool
+// while a copy or kernel may still touch it. A sticky CUDA error marks the device unhealthy.
 #include "server/runtime/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <limits>
-#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
+#include "server/runtime/cuda_staging.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
@@ -39,80 +41,58 @@ bool is_sticky(cudaError_t e) {
   }
 }
 
-// Device memory from the stream-ordered pool, returned to it (on the same stream) when dropped.
-class PoolBuffer {
- public:
-  PoolBuffer(void* p, cudaStream_t s) : ptr_(p), stream_(s) {}
-  PoolBuffer(PoolBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), stream_(o.stream_) {}
-  PoolBuffer(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(PoolBuffer&&) = delete;
-  ~PoolBuffer() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_;
-  cudaStream_t stream_;
-};
-
-absl::StatusOr<PoolBuffer> pool_alloc(std::size_t bytes, cudaStream_t s) {
-  void* p = nullptr;
-  if (absl::Status st = cuda_status(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s), "cudaMallocAsync");
-      !st.ok()) {
-    return st;
-  }
-  return PoolBuffer(p, s);
-}
-
 double elapsed_us(cudaEvent_t from, cudaEvent_t to) {
   float ms = 0.0f;
   cudaEventElapsedTime(&ms, from, to);
   return static_cast<double>(ms) * 1e3;
 }
 
+double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+
+// Finishes a request's stream work; a sticky error takes the device out of service.
+absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess && is_sticky(e)) healthy.store(false);
+  return cuda_status(e, "device work");
+}
+
+std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
+                                              std::int64_t cols, kernels::DType dtype,
+                                              kernels::Layout layout, const std::string& owner,
+                                              int device, const std::string& label) {
+  auto m = std::make_shared<ResidentMatrix>();
+  m->owner = owner;
+  m->device = device;
+  m->device_label = label;
+  m->block = std::move(block);
+  absl::MutexLock lock(&m->mu);
+  m->rows = rows;
+  m->cols = cols;
+  m->dtype = dtype;
+  m->layout = layout;
+  return m;
+}
+
 }  // namespace
 
-// One stream with its library handles and the four events that bracket a request's stages.
+// One stream with its library handles, the four events that bracket a request's stages, and its
+// pinned staging ring.
 struct CudaBackend::StreamSlot {
   kernels::StreamResources resources;
   kernels::Event events[4];
+  StagingRing staging;
 };
 
 struct CudaBackend::Device {
-  int ordinal = 0;
+  int index = 0;    // in devices_ (what ResidentMatrix::device names)
+  int ordinal = 0;  // CUDA device ordinal
+  std::string label;
   DeviceDescription description;
+  std::unique_ptr<MemoryPool> pool;
+  std::unique_ptr<DeviceScheduler> scheduler;
   std::vector<StreamSlot> slots;
-  absl::Mutex mu;
-  std::vector<int> free_slots ABSL_GUARDED_BY(mu);
-  std::atomic<int> in_flight{0};
   std::atomic<bool> healthy{true};
-
-  bool has_free_slot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !free_slots.empty(); }
-};
-
-// A stream held by one request; returned to its device's free list when dropped.
-class CudaBackend::Lease {
- public:
-  Lease(Device* d, int slot) : device_(d), slot_(slot) {}
-  Lease(Lease&& o) noexcept : device_(std::exchange(o.device_, nullptr)), slot_(o.slot_) {}
-  Lease(const Lease&) = delete;
-  Lease& operator=(const Lease&) = delete;
-  Lease& operator=(Lease&&) = delete;
-  ~Lease() {
-    if (device_ == nullptr) return;
-    absl::MutexLock lock(&device_->mu);
-    device_->free_slots.push_back(slot_);
-    device_->in_flight.fetch_sub(1);
-  }
-  Device& device() const { return *device_; }
-  StreamSlot& slot() const { return device_->slots[static_cast<std::size_t>(slot_)]; }
-  cudaStream_t stream() const { return slot().resources.stream(); }
-
- private:
-  Device* device_;
-  int slot_;
 };
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
@@ -123,6 +103,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBacke
     for (int i = 0; i < count; ++i) ordinals.push_back(i);
   }
   std::unique_ptr<CudaBackend> backend(new CudaBackend());  // NOLINT: private constructor
+  backend->copier_ = std::make_unique<ParallelCopier>(options.copy_threads);
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= count) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -134,36 +115,54 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBacke
         !s.ok()) {
       return s;
     }
-    // Keep freed blocks in the stream-ordered pool instead of returning them to the driver.
-    cudaMemPool_t pool = nullptr;
-    if (absl::Status s = cuda_status(cudaDeviceGetDefaultMemPool(&pool, ordinal), "mempool");
-        !s.ok()) {
-      return s;
-    }
-    std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
-    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-
-    auto device = std::make_unique<Device>();
-    device->ordinal = ordinal;
-    device->description.index = ordinal;
-    device->description.name = prop.name;
-    device->description.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
-    device->description.memory_total_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
-    device->description.multiprocessors = prop.multiProcessorCount;
+    auto d = std::make_unique<Device>();
+    d->index = static_cast<int>(backend->devices_.size());
+    d->ordinal = ordinal;
+    d->label = absl::StrCat("cuda:", ordinal);
+    d->description.index = ordinal;
+    d->description.name = prop.name;
+    d->description.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
+    d->description.memory_total_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+    d->description.multiprocessors = prop.multiProcessorCount;
+    const std::int64_t budget = options.memory_budget_bytes > 0
+                                    ? options.memory_budget_bytes
+                                    : static_cast<std::int64_t>(prop.totalGlobalMem) / 10 * 9;
+    d->pool = std::make_unique<MemoryPool>(
+        RawAllocator{
+            .name = absl::StrCat(d->label, " device memory"),
+            .allocate =
+                [ordinal](std::size_t bytes) -> void* {
+              void* p = nullptr;
+              cudaSetDevice(ordinal);
+              if (cudaMalloc(&p, bytes) != cudaSuccess) {
+                cudaGetLastError();  // out of memory is not sticky; clear it
+                return nullptr;
+              }
+              return p;
+            },
+            .release = [ordinal](void* p) {
+              cudaSetDevice(ordinal);
+              cudaFree(p);
+            },
+        },
+        budget);
+    d->scheduler = std::make_unique<DeviceScheduler>(d->label, options.streams_per_device,
+                                                     options.max_queue, *d->pool);
     for (int i = 0; i < options.streams_per_device; ++i) {
       absl::StatusOr<kernels::StreamResources> r = kernels::StreamResources::create();
       if (!r.ok()) return r.status();
-      StreamSlot slot{*std::move(r), {}};
+      absl::StatusOr<StagingRing> ring =
+          StagingRing::create(options.staging_chunk_bytes, options.staging_chunks);
+      if (!ring.ok()) return ring.status();
+      StreamSlot slot{*std::move(r), {}, *std::move(ring)};
       for (kernels::Event& e : slot.events) {
         absl::StatusOr<kernels::Event> ev = kernels::create_event();
         if (!ev.ok()) return ev.status();
         e = *std::move(ev);
       }
-      device->slots.push_back(std::move(slot));
-      absl::MutexLock lock(&device->mu);
-      device->free_slots.push_back(i);
+      d->slots.push_back(std::move(slot));
     }
-    backend->devices_.push_back(std::move(device));
+    backend->devices_.push_back(std::move(d));
   }
   return backend;
 }
@@ -190,6 +189,18 @@ std::vector<DeviceDescription> CudaBackend::devices() const {
   return out;
 }
 
+std::vector<DeviceStats> CudaBackend::stats() const {
+  std::vector<DeviceStats> out;
+  for (const auto& d : devices_) {
+    DeviceStats s{.label = d->label, .pool = d->pool->stats(), .scheduler = d->scheduler->stats()};
+    for (const StreamSlot& slot : d->slots) {
+      s.staging_pinned_bytes += static_cast<std::int64_t>(slot.staging.pinned_bytes());
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
 bool CudaBackend::healthy() const {
   for (const auto& d : devices_) {
     if (d->healthy.load()) return true;
@@ -197,154 +208,250 @@ bool CudaBackend::healthy() const {
   return false;
 }
 
-absl::StatusOr<CudaBackend::Lease> CudaBackend::acquire(absl::Time deadline) {
+CudaBackend::Device* CudaBackend::least_loaded() {
   Device* best = nullptr;
+  int best_load = 0;
   for (const auto& d : devices_) {
     if (!d->healthy.load()) continue;
-    if (best == nullptr || d->in_flight.load() < best->in_flight.load()) best = d.get();
+    const SchedulerStats s = d->scheduler->stats();
+    const int load = s.running + s.queued;
+    if (best == nullptr || load < best_load) {
+      best = d.get();
+      best_load = load;
+    }
   }
-  if (best == nullptr) {
-    return absl::UnavailableError("every CUDA device is unhealthy after a device error");
-  }
-  best->in_flight.fetch_add(1);
-  absl::MutexLock lock(&best->mu);
-  if (!best->mu.AwaitWithDeadline(absl::Condition(best, &Device::has_free_slot), deadline)) {
-    best->in_flight.fetch_sub(1);
-    return absl::DeadlineExceededError("deadline passed while queued for a CUDA stream");
-  }
-  const int slot = best->free_slots.back();
-  best->free_slots.pop_back();
-  return Lease(best, slot);
+  return best;
 }
 
-namespace {
-
-// Finishes a request's stream work; a sticky error takes the device out of service.
-absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
-  cudaError_t e = cudaStreamSynchronize(stream);
-  if (e == cudaSuccess) e = cudaGetLastError();
-  if (e != cudaSuccess && is_sticky(e)) healthy.store(false);
-  return cuda_status(e, "device work");
+absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
+    std::initializer_list<const Operand*> operands) {
+  Device* chosen = nullptr;
+  for (const Operand* o : operands) {
+    if (o == nullptr || !o->is_resident()) continue;
+    Device* d = devices_[static_cast<std::size_t>(o->resident->device)].get();
+    if (chosen != nullptr && chosen != d) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("resident operands live on different devices (", chosen->label, " and ",
+                       d->label, "): download and re-upload one of them"));
+    }
+    chosen = d;
+  }
+  if (chosen == nullptr) chosen = least_loaded();
+  if (chosen == nullptr || !chosen->healthy.load()) {
+    return absl::UnavailableError("the CUDA device is unhealthy after a device error");
+  }
+  return chosen;
 }
 
-std::string device_label(int ordinal, const std::string& name) {
-  return absl::StrCat("cuda:", ordinal, " ", name);
-}
-
-}  // namespace
-
-absl::Status CudaBackend::multiply(const GemmJob& job, const kernels::GemmVariant& v,
-                                   std::span<std::byte> out, absl::Time deadline,
+absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose,
+                                   std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
   const absl::Time queued = absl::Now();
-  absl::StatusOr<Lease> lease = acquire(deadline);
-  if (!lease.ok()) return lease.status();
-  outcome.times.queue_us = absl::ToDoubleMicroseconds(absl::Now() - queued);
-  Device& dev = lease->device();
-  if (absl::Status s = cuda_status(cudaSetDevice(dev.ordinal), "cudaSetDevice"); !s.ok()) return s;
-  cudaStream_t s = lease->stream();
-  kernels::Event* ev = lease->slot().events;
-
-  const bool read_c = job.c.has_value() && job.beta != 0.0;
-  absl::StatusOr<PoolBuffer> da = pool_alloc(job.a.bytes(), s);
-  absl::StatusOr<PoolBuffer> db = pool_alloc(job.b.bytes(), s);
-  absl::StatusOr<PoolBuffer> dc = pool_alloc(out.size(), s);
-  if (!da.ok()) return da.status();
-  if (!db.ok()) return db.status();
-  if (!dc.ok()) return dc.status();
-
-  cudaEventRecord(ev[0].get(), s);
-  cudaMemcpyAsync(da->get(), job.a.data.data(), job.a.bytes(), cudaMemcpyHostToDevice, s);
-  cudaMemcpyAsync(db->get(), job.b.data.data(), job.b.bytes(), cudaMemcpyHostToDevice, s);
-  if (read_c) cudaMemcpyAsync(dc->get(), job.c->data.data(), out.size(), cudaMemcpyHostToDevice, s);
-  cudaEventRecord(ev[1].get(), s);
-
-  // fp32 data computed in fp16/bf16: round the operands on the device first (part of "kernel").
+  absl::StatusOr<Device*> picked = pick({&job.a, &job.b, job.c ? &*job.c : nullptr});
+  if (!picked.ok()) return picked.status();
+  Device& d = **picked;
   const kernels::DType operand = kernels::kernel_operand_dtype(job.a.dtype, job.precision);
-  const void* a_ptr = da->get();
-  const void* b_ptr = db->get();
-  std::optional<PoolBuffer> ca;
-  std::optional<PoolBuffer> cb;
-  if (operand != job.a.dtype) {
-    const auto count_a = job.a.rows * job.a.cols;
-    const auto count_b = job.b.rows * job.b.cols;
-    absl::StatusOr<PoolBuffer> ta = pool_alloc(count_a * kernels::dtype_size(operand), s);
-    absl::StatusOr<PoolBuffer> tb = pool_alloc(count_b * kernels::dtype_size(operand), s);
-    if (!ta.ok()) return ta.status();
-    if (!tb.ok()) return tb.status();
-    if (absl::Status st = cuda_status(
-            kernels::launch_convert(da->get(), job.a.dtype, ta->get(), operand, count_a, s),
-            "convert A");
+  const bool convert = operand != job.a.dtype;
+  // The device memory this request needs, all admitted at once.
+  std::vector<BlockSpec> specs;
+  const auto add = [&specs](std::size_t bytes, bool long_lived = false) {
+    specs.push_back({bytes, long_lived});
+    return specs.size() - 1;
+  };
+  const std::size_t na = static_cast<std::size_t>(job.a.rows * job.a.cols);
+  const std::size_t nb = static_cast<std::size_t>(job.b.rows * job.b.cols);
+  const std::size_t ia = job.a.is_resident() ? SIZE_MAX : add(job.a.bytes());
+  const std::size_t ib = job.b.is_resident() ? SIZE_MAX : add(job.b.bytes());
+  const std::size_t io = add(job.out_bytes(), job.keep_result);
+  const std::size_t ica = convert ? add(na * kernels::dtype_size(operand)) : SIZE_MAX;
+  const std::size_t icb = convert ? add(nb * kernels::dtype_size(operand)) : SIZE_MAX;
+  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit(specs, waiter);
+  if (!adm.ok()) return adm.status();
+  outcome.times.queue_us = micros_since(queued);
+  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
+  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
+  cudaStream_t s = slot.resources.stream();
+  absl::Cleanup drain = [s] { cudaStreamSynchronize(s); };  // before the blocks are returned
+
+  cudaEventRecord(slot.events[0].get(), s);
+  void* a = ia == SIZE_MAX ? job.a.resident->block.data() : adm->block(ia).data();
+  void* b = ib == SIZE_MAX ? job.b.resident->block.data() : adm->block(ib).data();
+  void* c = adm->block(io).data();
+  if (ia != SIZE_MAX) {
+    if (absl::Status st = slot.staging.to_device(a, job.a.data.data(), job.a.bytes(), s, *copier_);
         !st.ok()) {
       return st;
     }
-    if (absl::Status st = cuda_status(
-            kernels::launch_convert(db->get(), job.b.dtype, tb->get(), operand, count_b, s),
-            "convert B");
-        !st.ok()) {
-      return st;
-    }
-    ca.emplace(*std::move(ta));
-    cb.emplace(*std::move(tb));
-    a_ptr = ca->get();
-    b_ptr = cb->get();
   }
-  const kernels::GemmProblem p = gemm_problem(job, operand, a_ptr, b_ptr, dc->get());
-  const kernels::StreamResources& res = lease->slot().resources;
-  if (absl::Status st = v.launch(p, res.context()); !st.ok()) {
-    (void)finish(s, dev.healthy);
+  if (ib != SIZE_MAX) {
+    if (absl::Status st = slot.staging.to_device(b, job.b.data.data(), job.b.bytes(), s, *copier_);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (job.c.has_value() && job.beta != 0.0) {
+    absl::Status st = job.c->is_resident()
+                          ? cuda_status(cudaMemcpyAsync(c, job.c->resident->block.data(),
+                                                        job.out_bytes(), cudaMemcpyDeviceToDevice, s),
+                                        "copy C")
+                          : slot.staging.to_device(c, job.c->data.data(), job.out_bytes(), s,
+                                                   *copier_);
+    if (!st.ok()) return st;
+  }
+  cudaEventRecord(slot.events[1].get(), s);
+  if (convert) {
+    if (absl::Status st = cuda_status(kernels::launch_convert(a, job.a.dtype, adm->block(ica).data(),
+                                                              operand, static_cast<std::int64_t>(na), s),
+                                      "convert A");
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = cuda_status(kernels::launch_convert(b, job.b.dtype, adm->block(icb).data(),
+                                                              operand, static_cast<std::int64_t>(nb), s),
+                                      "convert B");
+        !st.ok()) {
+      return st;
+    }
+    a = adm->block(ica).data();
+    b = adm->block(icb).data();
+  }
+  const kernels::GemmProblem p = gemm_problem(job, operand, a, b, c);
+  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
+  if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) {
+    (void)finish(s, d.healthy);
     return st;
   }
-  cudaEventRecord(ev[2].get(), s);
-  cudaMemcpyAsync(out.data(), dc->get(), out.size(), cudaMemcpyDeviceToHost, s);
-  cudaEventRecord(ev[3].get(), s);
-  if (absl::Status st = finish(s, dev.healthy); !st.ok()) return st;
-
-  outcome.times.host_to_device_us = elapsed_us(ev[0].get(), ev[1].get());
-  outcome.times.kernel_us = elapsed_us(ev[1].get(), ev[2].get());
-  outcome.times.device_to_host_us = elapsed_us(ev[2].get(), ev[3].get());
-  outcome.variant = std::string(v.name);
-  outcome.device = device_label(dev.ordinal, dev.description.name);
+  cudaEventRecord(slot.events[2].get(), s);
+  if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
+      !st.ok()) {
+    return finish(s, d.healthy);
+  }
+  const absl::Time copy_out = absl::Now();
+  if (!job.keep_result) {
+    if (absl::Status st = slot.staging.to_host(out.data(), c, out.size(), s, *copier_); !st.ok()) {
+      return st;
+    }
+  }
+  if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  outcome.times.device_to_host_us = job.keep_result ? 0.0 : micros_since(copy_out);
+  outcome.times.host_to_device_us = elapsed_us(slot.events[0].get(), slot.events[1].get());
+  outcome.times.kernel_us = elapsed_us(slot.events[1].get(), slot.events[2].get());
+  outcome.variant = std::string((*v)->name);
+  outcome.device = absl::StrCat(d.label, " ", d.description.name);
   outcome.work = kernels::gemm_flops(p);
+  if (job.keep_result) {
+    outcome.result = make_resident(adm->take_block(io), job.m(), job.n(), job.out_dtype,
+                                   job.out_layout, job.owner, d.index, d.label);
+  }
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::transpose(const TransposeJob& job, const kernels::TransposeVariant& v,
-                                    std::span<std::byte> out, absl::Time deadline,
+absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChooser& choose,
+                                    std::span<std::byte> out, const Waiter& waiter,
                                     Outcome& outcome) {
   const absl::Time queued = absl::Now();
-  absl::StatusOr<Lease> lease = acquire(deadline);
-  if (!lease.ok()) return lease.status();
-  outcome.times.queue_us = absl::ToDoubleMicroseconds(absl::Now() - queued);
-  Device& dev = lease->device();
-  if (absl::Status s = cuda_status(cudaSetDevice(dev.ordinal), "cudaSetDevice"); !s.ok()) return s;
-  cudaStream_t s = lease->stream();
-  kernels::Event* ev = lease->slot().events;
+  absl::StatusOr<Device*> picked = pick({&job.a});
+  if (!picked.ok()) return picked.status();
+  Device& d = **picked;
+  std::vector<BlockSpec> specs;
+  const bool inline_a = !job.a.is_resident();
+  if (inline_a) specs.push_back({job.a.bytes(), false});
+  if (!job.in_place) specs.push_back({job.out_bytes(), job.keep_result});
+  const std::size_t io = specs.size() - 1;
+  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit(specs, waiter);
+  if (!adm.ok()) return adm.status();
+  outcome.times.queue_us = micros_since(queued);
+  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
+  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
+  cudaStream_t s = slot.resources.stream();
+  absl::Cleanup drain = [s] { cudaStreamSynchronize(s); };
 
-  absl::StatusOr<PoolBuffer> din = pool_alloc(job.a.bytes(), s);
-  absl::StatusOr<PoolBuffer> dout = pool_alloc(out.size(), s);
-  if (!din.ok()) return din.status();
-  if (!dout.ok()) return dout.status();
-  cudaEventRecord(ev[0].get(), s);
-  cudaMemcpyAsync(din->get(), job.a.data.data(), job.a.bytes(), cudaMemcpyHostToDevice, s);
-  cudaEventRecord(ev[1].get(), s);
-  const kernels::TransposeProblem p = transpose_problem(job, din->get(), dout->get());
-  if (absl::Status st = v.launch(p, lease->slot().resources.context()); !st.ok()) {
-    (void)finish(s, dev.healthy);
+  cudaEventRecord(slot.events[0].get(), s);
+  void* in = inline_a ? adm->block(0).data() : job.a.resident->block.data();
+  if (inline_a) {
+    if (absl::Status st = slot.staging.to_device(in, job.a.data.data(), job.a.bytes(), s, *copier_);
+        !st.ok()) {
+      return st;
+    }
+  }
+  void* dst = job.in_place ? in : adm->block(io).data();
+  cudaEventRecord(slot.events[1].get(), s);
+  const kernels::TransposeProblem p = transpose_problem(job, in, dst);
+  absl::StatusOr<const kernels::TransposeVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
+  if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) {
+    (void)finish(s, d.healthy);
     return st;
   }
-  cudaEventRecord(ev[2].get(), s);
-  cudaMemcpyAsync(out.data(), dout->get(), out.size(), cudaMemcpyDeviceToHost, s);
-  cudaEventRecord(ev[3].get(), s);
-  if (absl::Status st = finish(s, dev.healthy); !st.ok()) return st;
-
-  outcome.times.host_to_device_us = elapsed_us(ev[0].get(), ev[1].get());
-  outcome.times.kernel_us = elapsed_us(ev[1].get(), ev[2].get());
-  outcome.times.device_to_host_us = elapsed_us(ev[2].get(), ev[3].get());
-  outcome.variant = std::string(v.name);
-  outcome.device = device_label(dev.ordinal, dev.description.name);
+  cudaEventRecord(slot.events[2].get(), s);
+  if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
+      !st.ok()) {
+    return finish(s, d.healthy);
+  }
+  const absl::Time copy_out = absl::Now();
+  const bool to_host = !job.keep_result && !job.in_place;
+  if (to_host) {
+    if (absl::Status st = slot.staging.to_host(out.data(), dst, out.size(), s, *copier_); !st.ok()) {
+      return st;
+    }
+  }
+  if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  outcome.times.device_to_host_us = to_host ? micros_since(copy_out) : 0.0;
+  outcome.times.host_to_device_us = elapsed_us(slot.events[0].get(), slot.events[1].get());
+  outcome.times.kernel_us = elapsed_us(slot.events[1].get(), slot.events[2].get());
+  outcome.variant = std::string((*v)->name);
+  outcome.device = absl::StrCat(d.label, " ", d.description.name);
   outcome.work = kernels::transpose_bytes(p);
+  if (job.keep_result && !job.in_place) {
+    outcome.result = make_resident(adm->take_block(io), job.a.cols, job.a.rows, job.a.dtype,
+                                   job.a.layout, job.owner, d.index, d.label);
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> CudaBackend::create_resident(
+    std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout, int device,
+    const Waiter& /*waiter*/) {
+  Device* d = device >= 0 && device < static_cast<int>(devices_.size())
+                  ? devices_[static_cast<std::size_t>(device)].get()
+                  : least_loaded();
+  if (d == nullptr || !d->healthy.load()) {
+    return absl::UnavailableError("the CUDA device is unhealthy after a device error");
+  }
+  const auto bytes = static_cast<std::size_t>(rows * cols) * kernels::dtype_size(dtype);
+  absl::StatusOr<MemoryPool::Block> block = d->pool->allocate(bytes, /*long_lived=*/true);
+  if (!block.ok()) return block.status();
+  return make_resident(*std::move(block), rows, cols, dtype, layout, "", d->index, d->label);
+}
+
+absl::Status CudaBackend::write_resident(ResidentMatrix& m, std::size_t offset,
+                                         std::span<const std::byte> bytes, const Waiter& waiter) {
+  Device& d = *devices_[static_cast<std::size_t>(m.device)];
+  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit({}, waiter);
+  if (!adm.ok()) return adm.status();
+  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
+  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
+  cudaStream_t s = slot.resources.stream();
+  absl::Status st = slot.staging.to_device(static_cast<std::byte*>(m.block.data()) + offset,
+                                           bytes.data(), bytes.size(), s, *copier_);
+  absl::Status done = finish(s, d.healthy);
+  return st.ok() ? done : st;
+}
+
+absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
+                                        std::span<std::byte> out, const Waiter& waiter) {
+  Device& d = *devices_[static_cast<std::size_t>(m.device)];
+  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit({}, waiter);
+  if (!adm.ok()) return adm.status();
+  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
+  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
+  cudaStream_t s = slot.resources.stream();
+  absl::Status st = slot.staging.to_host(out.data(),
+                                         static_cast<const std::byte*>(m.block.data()) + offset,
+                                         out.size(), s, *copier_);
+  absl::Status done = finish(s, d.healthy);
+  return st.ok() ? done : st;
 }
 
 }  // namespace matserve::server

@@ -1,6 +1,7 @@
-// The CUDA backend: every selected GPU with a pool of streams (each with its own cuBLAS handles,
-// workspace and timing events); a request takes the least-loaded GPU and a free stream, copies its
-// operands in, runs the chosen variant, copies the result out, and times each stage with events.
+// The CUDA backend: every selected GPU with its memory pool (budgeted, size-classed, cached), its
+// scheduler (one slot per stream, bounded queue, memory admission) and its streams, each with its
+// own cuBLAS handles, workspace, timing events and pinned staging ring. A request runs on the
+// device holding its resident operands, else on the least-loaded one.
 #pragma once
 
 #include <atomic>
@@ -8,16 +9,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "kernels/cuda/resources.h"
-#include "kernels/cuda/stream_resources.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/parallel_copy.h"
 
 namespace matserve::server {
 
 struct CudaBackendOptions {
   std::vector<int> devices;  // CUDA ordinals; empty = every visible device
   int streams_per_device = 4;
+  std::int64_t memory_budget_bytes = 0;  // per device; 0 = 90% of its memory
+  int max_queue = 256;                   // waiting requests per device
+  std::size_t staging_chunk_bytes = std::size_t{8} << 20;
+  int staging_chunks = 3;  // per stream
+  int copy_threads = 6;    // helpers for host copies into and out of pinned staging
 };
 
 class CudaBackend final : public Backend {
@@ -28,22 +32,34 @@ class CudaBackend final : public Backend {
 
   kernels::Backend kind() const override { return kernels::Backend::kCuda; }
   std::vector<DeviceDescription> devices() const override;
+  std::vector<DeviceStats> stats() const override;
   bool healthy() const override;
-  absl::Status multiply(const GemmJob& job, const kernels::GemmVariant& v,
-                        std::span<std::byte> out, absl::Time deadline, Outcome& outcome) override;
-  absl::Status transpose(const TransposeJob& job, const kernels::TransposeVariant& v,
-                         std::span<std::byte> out, absl::Time deadline, Outcome& outcome) override;
+  absl::Status multiply(const GemmJob& job, const GemmChooser& choose, std::span<std::byte> out,
+                        const Waiter& waiter, Outcome& outcome) override;
+  absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,
+                         std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) override;
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(std::int64_t rows,
+                                                                  std::int64_t cols,
+                                                                  kernels::DType dtype,
+                                                                  kernels::Layout layout,
+                                                                  int device,
+                                                                  const Waiter& waiter) override;
+  absl::Status write_resident(ResidentMatrix& m, std::size_t offset,
+                              std::span<const std::byte> bytes, const Waiter& waiter) override;
+  absl::Status read_resident(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
+                             const Waiter& waiter) override;
 
  private:
   struct StreamSlot;
   struct Device;
-  class Lease;
 
   CudaBackend() = default;
-  // The least-loaded healthy device, and a free stream on it (waits until `deadline`).
-  absl::StatusOr<Lease> acquire(absl::Time deadline);
+  // The device of the resident operands (all must agree), or the least-loaded healthy one.
+  absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
+  Device* least_loaded();
 
   std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<ParallelCopier> copier_;
 };
 
 }  // namespace matserve::server

@@ -1,13 +1,15 @@
-// The runtime's view of one operation: host matrices (views into the request's bytes), options,
-// and what comes back (the variant and device that ran, stage timings, optional verification).
-// No protobuf here: the service translates messages into these.
+// The runtime's view of one operation: operands (views into the request's bytes, or resident
+// matrices), options, and what comes back (the variant and device that ran, stage timings,
+// optional verification, a resident result). No protobuf here: the service translates messages.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/reference.h"
 #include "kernels/types.h"
@@ -27,10 +29,36 @@ struct HostMatrix {
   }
 };
 
+struct ResidentMatrix;
+
+// An operand: its shape always; its bytes either in `data` (inline) or in `resident`'s device
+// memory (then `data` is empty).
+struct Operand : HostMatrix {
+  std::shared_ptr<ResidentMatrix> resident;
+
+  bool is_resident() const { return resident != nullptr; }
+};
+
+// Holds a resident matrix's lock for an operation: shared while reading it, exclusive for an
+// in-place transpose, so its shape and bytes cannot change underneath. Movable.
+class ResidentLock {
+ public:
+  ResidentLock(std::shared_ptr<ResidentMatrix> m, bool exclusive);
+  ResidentLock(ResidentLock&& o) noexcept;
+  ResidentLock& operator=(ResidentLock&&) = delete;
+  ResidentLock(const ResidentLock&) = delete;
+  ResidentLock& operator=(const ResidentLock&) = delete;
+  ~ResidentLock();
+
+ private:
+  std::shared_ptr<ResidentMatrix> m_;
+  bool exclusive_;
+};
+
 struct GemmJob {
-  HostMatrix a;
-  HostMatrix b;
-  std::optional<HostMatrix> c;  // in out_dtype / out_layout; read when beta != 0
+  Operand a;
+  Operand b;
+  std::optional<Operand> c;  // in out_dtype / out_layout; read when beta != 0
   bool transpose_a = false;
   bool transpose_b = false;
   double alpha = 1.0;
@@ -39,6 +67,9 @@ struct GemmJob {
   kernels::DType out_dtype = kernels::DType::kF32;
   kernels::Layout out_layout = kernels::Layout::kRowMajor;
   bool verify = false;
+  bool keep_result = false;  // the result stays on the device (Outcome::result)
+  std::string owner;         // who the resident result belongs to
+  std::vector<ResidentLock> locks;  // held for the whole operation
 
   std::int64_t m() const { return transpose_a ? a.cols : a.rows; }
   std::int64_t k() const { return transpose_a ? a.rows : a.cols; }
@@ -49,9 +80,13 @@ struct GemmJob {
 };
 
 struct TransposeJob {
-  HostMatrix a;
+  Operand a;
   double scale = 1.0;
   bool verify = false;
+  bool keep_result = false;
+  bool in_place = false;  // a is resident and is overwritten by its transpose
+  std::string owner;
+  std::vector<ResidentLock> locks;
 
   std::size_t out_bytes() const { return a.bytes(); }
 };
@@ -71,6 +106,7 @@ struct Outcome {
   StageTimes times;
   double work = 0;  // flops (GEMM) or bytes moved (transpose), for GFLOP/s and GB/s
   std::optional<kernels::ErrorStats> verification;
+  std::shared_ptr<ResidentMatrix> result;  // keep_result: the new resident matrix (no handle yet)
 
   // work / kernel time in units of 1e9 per second (GFLOP/s or GB/s).
   double rate() const { return times.kernel_us > 0 ? work / (times.kernel_us * 1e3) : 0.0; }

@@ -4,53 +4,153 @@
 #include <utility>
 
 #include "kernels/cpu/reference.h"
-#include "kernels/precision.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
+namespace {
 
-Runtime::Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned)
-    : backend_(std::move(backend)) {
+// Named variants are checked for existence and backend before anything is allocated; the
+// problem-dependent checks run later, on the exact problem the kernel would see.
+absl::Status precheck_gemm(std::string_view variant, kernels::Backend backend) {
+  if (is_auto(variant)) return absl::OkStatus();
+  return lookup_gemm_variant(variant, backend).status();
+}
+
+absl::Status precheck_transpose(std::string_view variant, kernels::Backend backend) {
+  if (is_auto(variant)) return absl::OkStatus();
+  return lookup_transpose_variant(variant, backend).status();
+}
+
+}  // namespace
+
+Runtime::Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl)
+    : backend_(std::move(backend)), residents_(resident_ttl) {
   selection_.backend = backend_->kind();
   selection_.tuned = std::move(tuned);
+  sweeper_ = std::thread([this] {
+    while (!stopping_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) residents_.sweep();
+  });
+}
+
+Runtime::~Runtime() {
+  stopping_.Notify();
+  sweeper_.join();
+  residents_.clear();
+}
+
+absl::StatusOr<std::vector<std::byte>> Runtime::host_bytes(const Operand& o, const Waiter& waiter) {
+  std::vector<std::byte> bytes(o.bytes());
+  if (o.is_resident()) {
+    if (absl::Status s = backend_->read_resident(*o.resident, 0, bytes, waiter); !s.ok()) return s;
+  } else {
+    std::copy(o.data.begin(), o.data.end(), bytes.begin());
+  }
+  return bytes;
 }
 
 absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
-                               std::span<std::byte> out, absl::Time deadline, Outcome& outcome) {
-  // The kernel sees converted operands on the GPU (fp32 data computed in fp16/bf16); the CPU
-  // variant rounds internally and takes the data as it is.
-  const kernels::DType operand = backend_->kind() == kernels::Backend::kCuda
-                                     ? kernels::kernel_operand_dtype(job.a.dtype, job.precision)
-                                     : job.a.dtype;
-  const void* c0 = job.c.has_value() ? job.c->data.data() : nullptr;
-  kernels::GemmProblem shape =
-      gemm_problem(job, operand, job.a.data.data(), job.b.data.data(), out.data());
-  absl::StatusOr<const kernels::GemmVariant*> v = select_gemm_variant(variant, shape, selection_);
-  if (!v.ok()) return v.status();
-  if (absl::Status s = backend_->multiply(job, **v, out, deadline, outcome); !s.ok()) return s;
+                               std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
+  if (absl::Status s = precheck_gemm(variant, selection_.backend); !s.ok()) return s;
+  const GemmChooser choose = [&](const kernels::GemmProblem& p) {
+    return select_gemm_variant(variant, p, selection_);
+  };
+  if (absl::Status s = backend_->multiply(job, choose, out, waiter, outcome); !s.ok()) return s;
   if (job.verify) {
-    const kernels::GemmProblem host =
-        gemm_problem(job, job.a.dtype, job.a.data.data(), job.b.data.data(), out.data());
-    const std::vector<double> ref = kernels::reference_gemm(host, c0);
+    absl::StatusOr<std::vector<std::byte>> a = host_bytes(job.a, waiter);
+    absl::StatusOr<std::vector<std::byte>> b = host_bytes(job.b, waiter);
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    std::vector<std::byte> c0;
+    if (job.c.has_value() && job.beta != 0.0) {
+      absl::StatusOr<std::vector<std::byte>> c = host_bytes(*job.c, waiter);
+      if (!c.ok()) return c.status();
+      c0 = *std::move(c);
+    }
+    std::vector<std::byte> result;
+    std::span<std::byte> got = out;
+    if (job.keep_result) {
+      result.resize(job.out_bytes());
+      if (absl::Status s = backend_->read_resident(*outcome.result, 0, result, waiter); !s.ok()) {
+        return s;
+      }
+      got = result;
+    }
+    const kernels::GemmProblem host = gemm_problem(job, job.a.dtype, a->data(), b->data(), got.data());
+    const std::vector<double> ref = kernels::reference_gemm(host, c0.empty() ? nullptr : c0.data());
     outcome.verification =
-        kernels::compare_with_reference(out.data(), job.out_dtype, host.m, host.n, host.ldc, ref);
+        kernels::compare_with_reference(got.data(), job.out_dtype, host.m, host.n, host.ldc, ref);
   }
   return absl::OkStatus();
 }
 
 absl::Status Runtime::transpose(const TransposeJob& job, std::string_view variant,
-                                std::span<std::byte> out, absl::Time deadline, Outcome& outcome) {
-  const kernels::TransposeProblem shape = transpose_problem(job, job.a.data.data(), out.data());
-  absl::StatusOr<const kernels::TransposeVariant*> v =
-      select_transpose_variant(variant, shape, selection_);
-  if (!v.ok()) return v.status();
-  if (absl::Status s = backend_->transpose(job, **v, out, deadline, outcome); !s.ok()) return s;
+                                std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
+  if (absl::Status s = precheck_transpose(variant, selection_.backend); !s.ok()) return s;
+  std::vector<std::byte> before;  // the input, for verify of an in-place transpose
   if (job.verify) {
+    absl::StatusOr<std::vector<std::byte>> a = host_bytes(job.a, waiter);
+    if (!a.ok()) return a.status();
+    before = *std::move(a);
+  }
+  const TransposeChooser choose = [&](const kernels::TransposeProblem& p) {
+    return select_transpose_variant(variant, p, selection_);
+  };
+  if (absl::Status s = backend_->transpose(job, choose, out, waiter, outcome); !s.ok()) return s;
+  if (job.in_place) {
+    ResidentMatrix& m = *job.a.resident;  // exclusively locked by the job
+    m.rows = job.a.cols;
+    m.cols = job.a.rows;
+    outcome.result = job.a.resident;
+  }
+  if (job.verify) {
+    std::vector<std::byte> result;
+    std::span<std::byte> got = out;
+    if (job.keep_result || job.in_place) {
+      result.resize(job.out_bytes());
+      if (absl::Status s = backend_->read_resident(*outcome.result, 0, result, waiter); !s.ok()) {
+        return s;
+      }
+      got = result;
+    }
+    const kernels::TransposeProblem shape = transpose_problem(job, before.data(), got.data());
     const std::vector<double> ref = kernels::reference_transpose(shape);
-    outcome.verification = kernels::compare_with_reference(out.data(), job.a.dtype, shape.cols,
+    outcome.verification = kernels::compare_with_reference(got.data(), job.a.dtype, shape.cols,
                                                            shape.rows, shape.ld_out, ref);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> Runtime::begin_upload(
+    std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+    const std::string& owner, const Waiter& waiter) {
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
+      backend_->create_resident(rows, cols, dtype, layout, -1, waiter);
+  if (!m.ok()) return m.status();
+  (*m)->owner = owner;
+  return m;
+}
+
+absl::Status Runtime::write(ResidentMatrix& m, std::size_t offset, std::span<const std::byte> bytes,
+                            const Waiter& waiter) {
+  return backend_->write_resident(m, offset, bytes, waiter);
+}
+
+std::string Runtime::publish(std::shared_ptr<ResidentMatrix> m) { return residents_.add(std::move(m)); }
+
+absl::Status Runtime::read(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
+                           const Waiter& waiter) {
+  return backend_->read_resident(m, offset, out, waiter);
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> Runtime::upload(const HostMatrix& h,
+                                                                const std::string& owner,
+                                                                const Waiter& waiter) {
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
+      begin_upload(h.rows, h.cols, h.dtype, h.layout, owner, waiter);
+  if (!m.ok()) return m.status();
+  if (absl::Status s = write(**m, 0, h.data, waiter); !s.ok()) return s;
+  publish(*m);
+  return m;
 }
 
 }  // namespace matserve::server

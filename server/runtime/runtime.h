@@ -1,35 +1,62 @@
-// The runtime façade the service calls: chooses the variant, runs the job on the backend, and
-// verifies the result against the float64 reference when asked.
+// The runtime façade the service calls: chooses variants, runs jobs on the backend, verifies
+// results against the float64 reference when asked, and keeps the resident matrices (handles,
+// owners, idle TTL swept in the background, uploads and downloads, streamed or not).
 #pragma once
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <thread>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
+#include "absl/synchronization/notification.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/jobs.h"
+#include "server/runtime/resident_store.h"
 #include "server/runtime/variant_selection.h"
 
 namespace matserve::server {
 
 class Runtime {
  public:
-  Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned);
+  Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl);
+  ~Runtime();  // stops the sweeper, releases every resident matrix
 
-  // `out` must hold job.out_bytes(). `variant` is a registry name, "auto" or empty.
+  // `out` holds job.out_bytes() (empty with keep_result). `variant`: a name, "auto" or empty.
   absl::Status multiply(const GemmJob& job, std::string_view variant, std::span<std::byte> out,
-                        absl::Time deadline, Outcome& outcome);
+                        const Waiter& waiter, Outcome& outcome);
   absl::Status transpose(const TransposeJob& job, std::string_view variant,
-                         std::span<std::byte> out, absl::Time deadline, Outcome& outcome);
+                         std::span<std::byte> out, const Waiter& waiter, Outcome& outcome);
 
+  // Resident matrices. `owner` scopes visibility (handles of other owners are NOT_FOUND).
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> upload(const HostMatrix& m, const std::string& owner,
+                                                         const Waiter& waiter);
+  // Streaming upload: allocate, then write pieces in order, then publish.
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> begin_upload(std::int64_t rows, std::int64_t cols,
+                                                               kernels::DType dtype,
+                                                               kernels::Layout layout,
+                                                               const std::string& owner,
+                                                               const Waiter& waiter);
+  absl::Status write(ResidentMatrix& m, std::size_t offset, std::span<const std::byte> bytes,
+                     const Waiter& waiter);
+  std::string publish(std::shared_ptr<ResidentMatrix> m);
+  absl::Status read(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
+                    const Waiter& waiter);
+
+  ResidentStore& residents() { return residents_; }
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
 
  private:
+  // Host copies of operands for the reference (downloaded when resident).
+  absl::StatusOr<std::vector<std::byte>> host_bytes(const Operand& o, const Waiter& waiter);
+
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;
+  ResidentStore residents_;
+  absl::Notification stopping_;
+  std::thread sweeper_;
 };
 
 }  // namespace matserve::server

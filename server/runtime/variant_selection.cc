@@ -11,11 +11,15 @@ namespace {
 // "auto"'s fallback order when nothing was measured: the library first for GEMM (it is never the
 // wrong choice), the fastest hand-written kernels first for transpose.
 constexpr std::array<std::string_view, 2> kGemmDefaults = {"cublas", "cpu_openblas"};
-constexpr std::array<std::string_view, 6> kTransposeDefaults = {
-    "transpose_vectorized", "transpose_tiled", "cublas_geam", "transpose_naive", "cpu_blocked",
-    "transpose_inplace_square"};
+constexpr std::array<std::string_view, 8> kTransposeDefaults = {
+    "transpose_vectorized",     "transpose_tiled",       "cublas_geam", "transpose_naive",
+    "transpose_inplace_square", "transpose_inplace_rect", "cpu_blocked", "cpu_inplace"};
+
+}  // namespace
 
 bool is_auto(std::string_view name) { return name.empty() || name == "auto"; }
+
+namespace {
 
 template <typename Variant>
 absl::Status wrong_backend(const Variant& v, kernels::Backend have) {
@@ -27,21 +31,28 @@ absl::Status wrong_backend(const Variant& v, kernels::Backend have) {
 
 }  // namespace
 
+absl::StatusOr<const kernels::GemmVariant*> lookup_gemm_variant(std::string_view requested,
+                                                                kernels::Backend backend) {
+  const kernels::GemmVariant* v = kernels::find_gemm_variant(requested);
+  if (v == nullptr) {
+    if (kernels::find_transpose_variant(requested) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variant: '", std::string(requested), "' is a transpose kernel, not a GEMM kernel"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variant: unknown GEMM kernel '", std::string(requested), "' (see ListKernels, or 'auto')"));
+  }
+  if (v->backend != backend) return wrong_backend(*v, backend);
+  return v;
+}
+
 absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view requested,
                                                                 const kernels::GemmProblem& shape,
                                                                 const SelectionContext& ctx) {
   if (!is_auto(requested)) {
-    const kernels::GemmVariant* v = kernels::find_gemm_variant(requested);
-    if (v == nullptr) {
-      if (kernels::find_transpose_variant(requested) != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "variant: '", std::string(requested), "' is a transpose kernel, not a GEMM kernel"));
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variant: unknown GEMM kernel '", std::string(requested), "' (see ListKernels, or 'auto')"));
-    }
-    if (v->backend != ctx.backend) return wrong_backend(*v, ctx.backend);
-    if (absl::Status s = kernels::check_gemm_variant(*v, shape); !s.ok()) return s;
+    absl::StatusOr<const kernels::GemmVariant*> v = lookup_gemm_variant(requested, ctx.backend);
+    if (!v.ok()) return v;
+    if (absl::Status s = kernels::check_gemm_variant(**v, shape); !s.ok()) return s;
     return v;
   }
   const auto usable = [&](std::string_view name) -> const kernels::GemmVariant* {
@@ -65,22 +76,30 @@ absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view
       std::string(kernels::precision_name(shape.precision)), " for this problem"));
 }
 
+absl::StatusOr<const kernels::TransposeVariant*> lookup_transpose_variant(
+    std::string_view requested, kernels::Backend backend) {
+  const kernels::TransposeVariant* v = kernels::find_transpose_variant(requested);
+  if (v == nullptr) {
+    if (kernels::find_gemm_variant(requested) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variant: '", std::string(requested), "' is a GEMM kernel, not a transpose kernel"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("variant: unknown transpose kernel '",
+                                                   std::string(requested),
+                                                   "' (see ListKernels, or 'auto')"));
+  }
+  if (v->backend != backend) return wrong_backend(*v, backend);
+  return v;
+}
+
 absl::StatusOr<const kernels::TransposeVariant*> select_transpose_variant(
     std::string_view requested, const kernels::TransposeProblem& shape,
     const SelectionContext& ctx) {
   if (!is_auto(requested)) {
-    const kernels::TransposeVariant* v = kernels::find_transpose_variant(requested);
-    if (v == nullptr) {
-      if (kernels::find_gemm_variant(requested) != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "variant: '", std::string(requested), "' is a GEMM kernel, not a transpose kernel"));
-      }
-      return absl::InvalidArgumentError(absl::StrCat("variant: unknown transpose kernel '",
-                                                     std::string(requested),
-                                                     "' (see ListKernels, or 'auto')"));
-    }
-    if (v->backend != ctx.backend) return wrong_backend(*v, ctx.backend);
-    if (absl::Status s = kernels::check_transpose_variant(*v, shape); !s.ok()) return s;
+    absl::StatusOr<const kernels::TransposeVariant*> v =
+        lookup_transpose_variant(requested, ctx.backend);
+    if (!v.ok()) return v;
+    if (absl::Status s = kernels::check_transpose_variant(**v, shape); !s.ok()) return s;
     return v;
   }
   const auto usable = [&](std::string_view name) -> const kernels::TransposeVariant* {

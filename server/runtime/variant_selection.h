@@ -22,7 +22,16 @@ struct SelectionContext {
   TunedChoice tuned;  // may be empty
 };
 
-// `shape` carries the problem's shape and types (pointers may be null).
+// "auto" or empty.
+bool is_auto(std::string_view name);
+
+// A named variant that exists and runs on `backend`; INVALID_ARGUMENT / FAILED_PRECONDITION else.
+absl::StatusOr<const kernels::GemmVariant*> lookup_gemm_variant(std::string_view name,
+                                                                kernels::Backend backend);
+absl::StatusOr<const kernels::TransposeVariant*> lookup_transpose_variant(std::string_view name,
+                                                                          kernels::Backend backend);
+
+// `shape` is the problem as the kernel will see it (device pointers included).
 absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view requested,
                                                                 const kernels::GemmProblem& shape,
                                                                 const SelectionContext& ctx);

@@ -9,7 +9,7 @@ namespace matserve::server {
 struct ServiceLimits {
   std::int64_t max_message_bytes = std::int64_t{1} << 30;   // --max_message_bytes
   std::int64_t max_dimension = 65536;                       // --max_dimension
-  std::int64_t max_matrix_bytes = std::int64_t{512} << 20;  // --max_matrix_bytes
+  std::int64_t max_matrix_bytes = std::int64_t{16} << 30;   // --max_matrix_bytes
 };
 
 }  // namespace matserve::server

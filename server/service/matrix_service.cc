@@ -10,28 +10,12 @@
 #include "kernels/registry.h"
 #include "matserve/version.h"
 #include "server/service/proto_convert.h"
+#include "server/service/service_context.h"
 #include "server/service/status_mapping.h"
 #include "server/service/validation.h"
 
 namespace matserve::server {
 namespace {
-
-// The call's deadline as absl::Time (InfiniteFuture when the client set none).
-absl::Time deadline_of(const grpc::ServerContext& context) {
-  const auto d = context.deadline();
-  if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-    return absl::InfiniteFuture();
-  }
-  return absl::FromChrono(d);
-}
-
-absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
-  if (context.IsCancelled()) return absl::CancelledError("the client cancelled the request");
-  if (context.deadline() <= std::chrono::system_clock::now()) {
-    return absl::DeadlineExceededError("the request's deadline passed before it started");
-  }
-  return absl::OkStatus();
-}
 
 std::span<std::byte> as_span(std::string& s) {
   return {reinterpret_cast<std::byte*>(s.data()), s.size()};
@@ -60,8 +44,10 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                     .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_);
+    const std::string owner = owner_of(*context);
+    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(owner));
     if (!job.ok()) return job.status();
+    job->owner = owner;
     rec.precision = std::string(kernels::precision_name(job->precision));
     rec.problem_size =
         static_cast<double>(job->m()) * static_cast<double>(job->n()) * static_cast<double>(job->k());
@@ -72,12 +58,16 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     c->set_dtype(to_proto(job->out_dtype));
     c->set_layout(request->output_layout());
     std::string* data = c->mutable_data();
-    data->resize(job->out_bytes());
+    if (!job->keep_result) data->resize(job->out_bytes());
     Outcome outcome;
     if (absl::Status s = runtime_.multiply(*job, request->variant(), as_span(*data),
-                                           deadline_of(*context), outcome);
+                                           waiter_of(*context), outcome);
         !s.ok()) {
       return s;
+    }
+    if (outcome.result != nullptr) {
+      runtime_.publish(outcome.result);
+      fill_resident(*outcome.result, reply->mutable_result());
     }
     outcome.times.total_us = micros_since(received);
     reply->set_variant(outcome.variant);
@@ -111,23 +101,30 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                     .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_);
+    const std::string owner = owner_of(*context);
+    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(owner));
     if (!job.ok()) return job.status();
+    job->owner = owner;
     rec.precision = std::string(kernels::dtype_name(job->a.dtype));
     rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
     if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
     v1::Matrix* b = reply->mutable_b();
     b->set_rows(job->a.cols);
     b->set_cols(job->a.rows);
-    b->set_dtype(request->a().dtype());
-    b->set_layout(request->a().layout());
+    b->set_dtype(to_proto(job->a.dtype));
+    b->set_layout(job->a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR : v1::COL_MAJOR);
     std::string* data = b->mutable_data();
-    data->resize(job->out_bytes());
+    if (!job->keep_result && !job->in_place) data->resize(job->out_bytes());
     Outcome outcome;
     if (absl::Status s = runtime_.transpose(*job, request->variant(), as_span(*data),
-                                            deadline_of(*context), outcome);
+                                            waiter_of(*context), outcome);
         !s.ok()) {
       return s;
+    }
+    if (outcome.result != nullptr) {
+      if (!job->in_place) runtime_.publish(outcome.result);
+      job->locks.clear();  // fill_resident reads the shape under the matrix's own lock
+      fill_resident(*outcome.result, reply->mutable_result());
     }
     outcome.times.total_us = micros_since(received);
     reply->set_variant(outcome.variant);
@@ -207,6 +204,9 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* /*context*/,
   l->set_max_message_bytes(limits_.max_message_bytes);
   l->set_max_dimension(limits_.max_dimension);
   l->set_max_matrix_bytes(limits_.max_matrix_bytes);
+  const std::vector<DeviceStats> stats = runtime_.backend().stats();
+  if (!stats.empty()) l->set_memory_budget_bytes(stats[0].pool.budget_bytes);
+  l->set_resident_ttl_ms(absl::ToInt64Milliseconds(runtime_.residents().ttl()));
   RequestRecord rec{.rpc = "GetServerInfo", .op = "info", .variant = "none",
                     .precision = "none", .device = "none", .code = "OK"};
   rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());

@@ -1,5 +1,6 @@
 // gRPC handlers of matserve.v1.MatrixService: decode and validate, hand the job to the runtime,
-// encode the reply, map errors to gRPC status, and report every request to the metrics.
+// encode the reply, map errors to gRPC status, and report every request to the metrics. The
+// compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc.
 #pragma once
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "server/metrics/metrics.h"
 #include "server/runtime/runtime.h"
 #include "server/service/limits.h"
+#include "server/service/validation.h"
 
 namespace matserve::server {
 
@@ -24,7 +26,29 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   grpc::Status GetServerInfo(grpc::ServerContext* context, const v1::GetServerInfoRequest* request,
                              v1::GetServerInfoReply* reply) override;
 
+  grpc::Status Upload(grpc::ServerContext* context, const v1::UploadRequest* request,
+                      v1::UploadReply* reply) override;
+  grpc::Status UploadStream(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::UploadChunk>* reader,
+                            v1::UploadReply* reply) override;
+  grpc::Status Download(grpc::ServerContext* context, const v1::DownloadRequest* request,
+                        v1::DownloadReply* reply) override;
+  grpc::Status DownloadStream(grpc::ServerContext* context, const v1::DownloadRequest* request,
+                              grpc::ServerWriter<v1::DownloadChunk>* writer) override;
+  grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
+                       v1::ReleaseReply* reply) override;
+  grpc::Status ListResident(grpc::ServerContext* context, const v1::ListResidentRequest* request,
+                            v1::ListResidentReply* reply) override;
+
  private:
+  // Who the caller is, for resident-matrix visibility ("" for anonymous callers).
+  std::string owner_of(const grpc::ServerContext& context) const;
+  HandleResolver resolver(const std::string& owner);
+  void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
+  // Records an RPC that moves or manages resident matrices.
+  void record_simple(const std::string& rpc, const absl::Status& status, std::int64_t received,
+                     std::int64_t sent, absl::Time start);
+
   Runtime& runtime_;
   Metrics& metrics_;
   ServiceLimits limits_;

@@ -3,9 +3,11 @@
 // lengths, then agreement between operands.
 #include "server/service/validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/precision.h"
@@ -43,8 +45,8 @@ absl::Status check_size(const std::string& field, std::int64_t bytes,
   return absl::OkStatus();
 }
 
-// A present matrix: dtype, layout, dimensions, byte length, size limit.
-absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
+// Dtype, layout, dimensions and size limit of a matrix (not its data).
+absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matrix& m,
                                         const ServiceLimits& limits) {
   const std::optional<kernels::DType> dtype = from_proto(m.dtype());
   if (!dtype.has_value()) {
@@ -59,6 +61,21 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
   if (absl::Status s = check_dimension(field + ".rows", m.rows(), limits); !s.ok()) return s;
   if (absl::Status s = check_dimension(field + ".cols", m.cols(), limits); !s.ok()) return s;
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(*dtype));
+  if (absl::Status s = check_size(field, m.rows() * m.cols() * elem, limits); !s.ok()) return s;
+  HostMatrix h;
+  h.rows = m.rows();
+  h.cols = m.cols();
+  h.dtype = *dtype;
+  h.layout = *layout;
+  return h;
+}
+
+// A whole inline matrix: the header checks plus its byte length.
+absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
+                                        const ServiceLimits& limits) {
+  absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
+  if (!h.ok()) return h;
+  const auto elem = static_cast<std::int64_t>(kernels::dtype_size(h->dtype));
   const std::int64_t expected = m.rows() * m.cols() * elem;
   if (static_cast<std::int64_t>(m.data().size()) != expected) {
     return absl::InvalidArgumentError(
@@ -66,15 +83,70 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
                m.rows(), " * cols ", m.cols(), " * ", elem, " bytes per ", name_of(m.dtype()),
                ")"));
   }
-  if (absl::Status s = check_size(field, expected, limits); !s.ok()) return s;
-  HostMatrix h;
-  h.rows = m.rows();
-  h.cols = m.cols();
-  h.dtype = *dtype;
-  h.layout = *layout;
-  h.data = std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data().data()),
-                                      m.data().size());
+  h->data = std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data().data()),
+                                       m.data().size());
   return h;
+}
+
+// The resident matrices a request names, resolved and locked (shared, or exclusive for an
+// in-place transpose) in address order so that concurrent requests cannot deadlock.
+class ResidentOperands {
+ public:
+  explicit ResidentOperands(const HandleResolver& resolve) : resolve_(resolve) {}
+
+  // Resolves `handle` (when non-empty) for `field`.
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> add(const std::string& field,
+                                                      const std::string& handle) {
+    if (handle.empty()) return std::shared_ptr<ResidentMatrix>();
+    absl::StatusOr<std::shared_ptr<ResidentMatrix>> m = resolve_(field, handle);
+    if (m.ok()) all_.push_back(*m);
+    return m;
+  }
+
+  std::vector<ResidentLock> lock(bool exclusive) {
+    std::sort(all_.begin(), all_.end());
+    all_.erase(std::unique(all_.begin(), all_.end()), all_.end());
+    std::vector<ResidentLock> locks;
+    for (const auto& m : all_) locks.emplace_back(m, exclusive);
+    return locks;
+  }
+
+ private:
+  const HandleResolver& resolve_;
+  std::vector<std::shared_ptr<ResidentMatrix>> all_;
+};
+
+// Exactly one of an inline matrix and a handle: `field` or `field_handle`.
+absl::Status one_of(const std::string& field, bool has_inline, const std::string& handle,
+                    bool required) {
+  if (has_inline && !handle.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(field, " and ", field, "_handle: give one of them, not both"));
+  }
+  if (required && !has_inline && handle.empty()) {
+    return absl::InvalidArgumentError(StrCat(field, ": missing (send ", field, " or ", field,
+                                             "_handle)"));
+  }
+  return absl::OkStatus();
+}
+
+// The operand from an inline matrix or a locked resident one.
+absl::StatusOr<Operand> operand(const std::string& field, const v1::Matrix& m,
+                                const std::shared_ptr<ResidentMatrix>& resident,
+                                const ServiceLimits& limits) {
+  Operand o;
+  if (resident != nullptr) {
+    o.rows = resident->rows;
+    o.cols = resident->cols;
+    o.dtype = resident->dtype;
+    o.layout = resident->layout;
+    o.resident = resident;
+    return o;
+  }
+  absl::StatusOr<HostMatrix> h = check_matrix(field, m, limits);
+  if (!h.ok()) return h.status();
+  static_cast<HostMatrix&>(o) = *h;
+  return o;
 }
 
 absl::Status check_finite(const std::string& field, double v) {
@@ -87,22 +159,32 @@ absl::Status check_finite(const std::string& field, double v) {
 }  // namespace
 
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
-                                          const ServiceLimits& limits) {
-  if (!request.has_a()) return absl::InvalidArgumentError("a: missing (the left operand)");
-  if (!request.has_b()) return absl::InvalidArgumentError("b: missing (the right operand)");
+                                          const ServiceLimits& limits,
+                                          const HandleResolver& resolve) {
+  if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
+  if (absl::Status s = one_of("b", request.has_b(), request.b_handle(), true); !s.ok()) return s;
+  if (absl::Status s = one_of("c", request.has_c(), request.c_handle(), false); !s.ok()) return s;
   GemmJob job;
-  absl::StatusOr<HostMatrix> a = check_matrix("a", request.a(), limits);
+  ResidentOperands residents(resolve);
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra = residents.add("a_handle", request.a_handle());
+  if (!ra.ok()) return ra.status();
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rb = residents.add("b_handle", request.b_handle());
+  if (!rb.ok()) return rb.status();
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rc = residents.add("c_handle", request.c_handle());
+  if (!rc.ok()) return rc.status();
+  job.locks = residents.lock(/*exclusive=*/false);
+  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);
   if (!a.ok()) return a.status();
-  absl::StatusOr<HostMatrix> b = check_matrix("b", request.b(), limits);
+  absl::StatusOr<Operand> b = operand("b", request.b(), *rb, limits);
   if (!b.ok()) return b.status();
-  job.a = *a;
-  job.b = *b;
+  job.a = *std::move(a);
+  job.b = *std::move(b);
   job.transpose_a = request.transpose_a();
   job.transpose_b = request.transpose_b();
   if (job.b.dtype != job.a.dtype) {
-    return absl::InvalidArgumentError(StrCat("b.dtype: ", name_of(request.b().dtype()),
+    return absl::InvalidArgumentError(StrCat("b.dtype: ", name_of(to_proto(job.b.dtype)),
                                              " differs from a.dtype ",
-                                             name_of(request.a().dtype()),
+                                             name_of(to_proto(job.a.dtype)),
                                              " (both operands share one type)"));
   }
   const std::int64_t k_b = job.transpose_b ? job.b.cols : job.b.rows;
@@ -145,8 +227,8 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
       !s.ok()) {
     return s;
   }
-  if (request.has_c()) {
-    absl::StatusOr<HostMatrix> c = check_matrix("c", request.c(), limits);
+  if (request.has_c() || *rc != nullptr) {
+    absl::StatusOr<Operand> c = operand("c", request.c(), *rc, limits);
     if (!c.ok()) return c.status();
     if (c->rows != job.m() || c->cols != job.n()) {
       return absl::InvalidArgumentError(StrCat("c: is ", dims(c->rows, c->cols), ", expected ",
@@ -154,30 +236,60 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
     }
     if (c->dtype != job.out_dtype) {
       return absl::InvalidArgumentError(
-          StrCat("c.dtype: ", name_of(request.c().dtype()), " differs from the output type ",
+          StrCat("c.dtype: ", name_of(to_proto(c->dtype)), " differs from the output type ",
                  std::string(kernels::dtype_name(job.out_dtype))));
     }
     if (c->layout != job.out_layout) {
       return absl::InvalidArgumentError(
           "c.layout: must equal output_layout (the result is written in C's place)");
     }
-    job.c = *c;
+    job.c = *std::move(c);
   }
   job.verify = request.verify();
+  job.keep_result = request.keep_result();
   return job;
 }
 
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
-                                                const ServiceLimits& limits) {
-  if (!request.has_a()) return absl::InvalidArgumentError("a: missing (the matrix to transpose)");
-  absl::StatusOr<HostMatrix> a = check_matrix("a", request.a(), limits);
-  if (!a.ok()) return a.status();
+                                                const ServiceLimits& limits,
+                                                const HandleResolver& resolve) {
+  if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
+  if (request.in_place() && request.a_handle().empty()) {
+    return absl::InvalidArgumentError(
+        "in_place: needs a_handle (only a resident matrix can be transposed in place)");
+  }
+  if (request.in_place() && request.keep_result()) {
+    return absl::InvalidArgumentError(
+        "keep_result: not with in_place (the result already stays in a_handle)");
+  }
   TransposeJob job;
-  job.a = *a;
+  ResidentOperands residents(resolve);
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra = residents.add("a_handle", request.a_handle());
+  if (!ra.ok()) return ra.status();
+  job.locks = residents.lock(/*exclusive=*/request.in_place());
+  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);
+  if (!a.ok()) return a.status();
+  job.a = *std::move(a);
+  job.in_place = request.in_place();
+  job.keep_result = request.keep_result();
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
   job.verify = request.verify();
   return job;
+}
+
+}  // namespace matserve::server
+
+namespace matserve::server {
+
+absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
+                                           const ServiceLimits& limits) {
+  return check_matrix(field, m, limits);
+}
+
+absl::StatusOr<HostMatrix> validate_header(const std::string& field, const v1::Matrix& m,
+                                           const ServiceLimits& limits) {
+  return check_header(field, m, limits);
 }
 
 }  // namespace matserve::server

@@ -4,17 +4,36 @@
 // are views into the request's bytes (no copy).
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "matserve/v1/matrix_service.pb.h"
 #include "server/runtime/jobs.h"
+#include "server/runtime/resident_store.h"
 #include "server/service/limits.h"
 
 namespace matserve::server {
 
-// The job views into `request`: it must outlive the job.
+// Finds the resident matrix a handle names (NOT_FOUND naming `field` when there is none).
+using HandleResolver = std::function<absl::StatusOr<std::shared_ptr<ResidentMatrix>>(
+    const std::string& field, const std::string& handle)>;
+
+// The job views into `request`, which must outlive it. Resident operands are locked for the
+// job's lifetime (shared; exclusive for an in-place transpose), in address order.
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
-                                          const ServiceLimits& limits);
+                                          const ServiceLimits& limits,
+                                          const HandleResolver& resolve);
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
-                                                const ServiceLimits& limits);
+                                                const ServiceLimits& limits,
+                                                const HandleResolver& resolve);
+
+// A whole matrix (Upload), named `field` in messages.
+absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
+                                           const ServiceLimits& limits);
+// The header of a streamed upload: everything but the data, which arrives in chunks.
+absl::StatusOr<HostMatrix> validate_header(const std::string& field, const v1::Matrix& m,
+                                           const ServiceLimits& limits);
 
 }  // namespace matserve::server

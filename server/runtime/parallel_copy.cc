@@ -1,0 +1,63 @@
+// Parallel host copies: see parallel_copy.h.
+#include "server/runtime/parallel_copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/synchronization/blocking_counter.h"
+
+namespace matserve::server {
+
+ParallelCopier::ParallelCopier(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { worker(); });
+}
+
+ParallelCopier::~ParallelCopier() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+void ParallelCopier::worker() {
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ParallelCopier::has_work));
+      if (tasks_.empty()) return;  // stopping
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void ParallelCopier::copy(void* dst, const void* src, std::size_t n, std::size_t min_piece) {
+  const std::size_t helpers = threads_.size();
+  const std::size_t pieces = std::min(helpers + 1, std::max<std::size_t>(1, n / min_piece));
+  if (pieces <= 1) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const std::size_t piece = (n + pieces - 1) / pieces;
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  absl::BlockingCounter done(static_cast<int>(pieces - 1));
+  {
+    absl::MutexLock lock(&mu_);
+    for (std::size_t i = 1; i < pieces; ++i) {
+      const std::size_t off = i * piece;
+      const std::size_t len = std::min(piece, n - off);
+      tasks_.emplace_back([d, s, off, len, &done] {
+        std::memcpy(d + off, s + off, len);
+        done.DecrementCount();
+      });
+    }
+  }
+  std::memcpy(d, s, std::min(piece, n));
+  done.Wait();
+}
+
+}  // namespace matserve::server

@@ -1,0 +1,148 @@
+// Resident matrices: see resident_store.h.
+#include "server/runtime/resident_store.h"
+
+#include <sys/random.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace matserve::server {
+namespace {
+
+// 128 bits from the kernel's CSPRNG, as 32 hex digits.
+std::string new_handle() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  hex.reserve(32);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (unsigned char b : bytes) {
+    hex.push_back(kDigits[b >> 4]);
+    hex.push_back(kDigits[b & 15]);
+  }
+  return hex;
+}
+
+absl::Status not_found(const std::string& field, const std::string& handle) {
+  return absl::NotFoundError(absl::StrCat(field, ": no resident matrix '", handle,
+                                          "' (never created, released, or expired)"));
+}
+
+}  // namespace
+
+std::int64_t monotonic_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+ResidentStore::ResidentStore(absl::Duration idle_ttl) : ttl_(idle_ttl) {}
+
+std::string ResidentStore::add(std::shared_ptr<ResidentMatrix> m) {
+  m->handle = new_handle();
+  m->last_used_ms.store(monotonic_ms());
+  std::string handle = m->handle;
+  absl::MutexLock lock(&mu_);
+  by_handle_.emplace(handle, std::move(m));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> ResidentStore::get(const std::string& field,
+                                                                   const std::string& handle,
+                                                                   const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_handle_.find(handle);
+  // Another owner's handle is reported exactly like a missing one: existence does not leak.
+  if (it == by_handle_.end() || it->second->owner != owner) return not_found(field, handle);
+  it->second->last_used_ms.store(monotonic_ms());
+  return it->second;
+}
+
+absl::StatusOr<std::int64_t> ResidentStore::release(const std::string& handle,
+                                                    const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_handle_.find(handle);
+  if (it == by_handle_.end() || it->second->owner != owner) return not_found("handle", handle);
+  const auto bytes = static_cast<std::int64_t>(it->second->block.capacity());
+  by_handle_.erase(it);
+  return bytes;
+}
+
+std::vector<std::shared_ptr<ResidentMatrix>> ResidentStore::list(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<ResidentMatrix>> out;
+  for (const auto& [handle, m] : by_handle_) {
+    if (m->owner == owner) out.push_back(m);
+  }
+  return out;
+}
+
+int ResidentStore::sweep() {
+  const std::int64_t now = monotonic_ms();
+  const std::int64_t ttl = absl::ToInt64Milliseconds(ttl_);
+  absl::MutexLock lock(&mu_);
+  int removed = 0;
+  for (auto it = by_handle_.begin(); it != by_handle_.end();) {
+    if (now - it->second->last_used_ms.load() > ttl) {
+      by_handle_.erase(it++);
+      ++removed;
+    } else {
+      ++it;
+    }
+  }
+  expired_total_ += removed;
+  return removed;
+}
+
+void ResidentStore::clear() {
+  absl::MutexLock lock(&mu_);
+  by_handle_.clear();
+}
+
+ResidentStats ResidentStore::stats() const {
+  absl::MutexLock lock(&mu_);
+  ResidentStats s;
+  s.count = static_cast<std::int64_t>(by_handle_.size());
+  for (const auto& [handle, m] : by_handle_) s.bytes += static_cast<std::int64_t>(m->bytes());
+  s.expired_total = expired_total_;
+  return s;
+}
+
+std::int64_t ResidentStore::expires_in_ms(const ResidentMatrix& m) const {
+  const std::int64_t left =
+      absl::ToInt64Milliseconds(ttl_) - (monotonic_ms() - m.last_used_ms.load());
+  return left > 0 ? left : 0;
+}
+
+}  // namespace matserve::server
+
+namespace matserve::server {
+
+ResidentLock::ResidentLock(std::shared_ptr<ResidentMatrix> m, bool exclusive)
+    : m_(std::move(m)), exclusive_(exclusive) {
+  if (exclusive_) {
+    m_->mu.WriterLock();
+  } else {
+    m_->mu.ReaderLock();
+  }
+}
+
+ResidentLock::ResidentLock(ResidentLock&& o) noexcept
+    : m_(std::move(o.m_)), exclusive_(o.exclusive_) {}
+
+ResidentLock::~ResidentLock() {
+  if (m_ == nullptr) return;
+  if (exclusive_) {
+    m_->mu.WriterUnlock();
+  } else {
+    m_->mu.ReaderUnlock();
+  }
+}
+
+}  // namespace matserve::server

@@ -1,0 +1,79 @@
+// Resident matrices: device memory that outlives a request, named by an unguessable handle
+// (128 random bits), visible only to the owner that created it, released on request or after an
+// idle TTL. Operations hold a shared lock on a matrix while they read it; in-place transposes hold
+// it exclusively. The memory is a long-lived pool block, so it counts against the device budget.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernels/types.h"
+#include "server/runtime/jobs.h"
+#include "server/runtime/memory_pool.h"
+
+namespace matserve::server {
+
+struct ResidentMatrix {
+  std::string handle;
+  std::string owner;  // who may see it ("" = anonymous clients)
+  int device = 0;     // the backend's device index
+  std::string device_label;
+  MemoryPool::Block block;
+  absl::Mutex mu;  // shared: operations reading it; exclusive: in-place transpose
+  // Shape, guarded by mu (an in-place transpose swaps rows and cols).
+  std::int64_t rows ABSL_GUARDED_BY(mu) = 0;
+  std::int64_t cols ABSL_GUARDED_BY(mu) = 0;
+  kernels::DType dtype = kernels::DType::kF32;
+  kernels::Layout layout = kernels::Layout::kRowMajor;
+  std::atomic<std::int64_t> last_used_ms{0};
+
+  std::size_t bytes() const { return block.size(); }
+};
+
+struct ResidentStats {
+  std::int64_t count = 0;
+  std::int64_t bytes = 0;
+  std::int64_t expired_total = 0;
+};
+
+class ResidentStore {
+ public:
+  explicit ResidentStore(absl::Duration idle_ttl);
+
+  // Gives `m` a fresh handle and keeps it; returns the handle.
+  std::string add(std::shared_ptr<ResidentMatrix> m);
+  // NOT_FOUND (naming `field`) when the handle is unknown, released, expired or another owner's.
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> get(const std::string& field,
+                                                      const std::string& handle,
+                                                      const std::string& owner);
+  // Forgets the handle; its memory returns to the pool once no operation uses it. Bytes freed.
+  absl::StatusOr<std::int64_t> release(const std::string& handle, const std::string& owner);
+  std::vector<std::shared_ptr<ResidentMatrix>> list(const std::string& owner) const;
+  // Releases matrices idle longer than the TTL; returns how many.
+  int sweep();
+  // Releases everything (shutdown).
+  void clear();
+
+  ResidentStats stats() const;
+  absl::Duration ttl() const { return ttl_; }
+  // Milliseconds until `m` expires if it stays idle.
+  std::int64_t expires_in_ms(const ResidentMatrix& m) const;
+
+ private:
+  const absl::Duration ttl_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ResidentMatrix>> by_handle_ ABSL_GUARDED_BY(mu_);
+  std::int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Milliseconds on a monotonic clock, for idle times.
+std::int64_t monotonic_ms();
+
+}  // namespace matserve::server

@@ -1,0 +1,36 @@
+// Helpers every handler shares: the call's deadline and cancellation as a runtime Waiter.
+#pragma once
+
+#include <grpcpp/server_context.h>
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/runtime/device_scheduler.h"
+
+namespace matserve::server {
+
+// The call's deadline as absl::Time (InfiniteFuture when the client set none).
+inline absl::Time deadline_of(const grpc::ServerContext& context) {
+  const auto d = context.deadline();
+  if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(d);
+}
+
+// Stops waiting at the deadline or when the client cancels.
+inline Waiter waiter_of(grpc::ServerContext& context) {
+  return Waiter{deadline_of(context), [&context] { return context.IsCancelled(); }};
+}
+
+inline absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
+  if (context.IsCancelled()) return absl::CancelledError("the client cancelled the request");
+  if (context.deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError("the request's deadline passed before it started");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace matserve::server
