@@ -37,7 +37,17 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(
   }
   ++stats_.queued;
   while (true) {
-    mu_.AwaitWithTimeout(absl::Condition(this, &DeviceScheduler::slot_free), kPoll);
+    if (absl::Now() >= waiter.deadline) {
+      --stats_.queued;
+      ++stats_.expired;
+      return absl::DeadlineExceededError(
+          absl::StrCat("deadline passed while queued on ", label_));
+    }
+    if (waiter.cancelled && waiter.cancelled()) {
+      --stats_.queued;
+      ++stats_.expired;
+      return absl::CancelledError(absl::StrCat("cancelled by the client while queued on ", label_));
+    }
     if (!free_slots_.empty()) {
       std::vector<MemoryPool::Block> blocks;
       bool ok = true;
@@ -61,18 +71,9 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(
       mu_.Unlock();
       absl::SleepFor(kPoll);
       mu_.Lock();
+      continue;
     }
-    if (absl::Now() >= waiter.deadline) {
-      --stats_.queued;
-      ++stats_.expired;
-      return absl::DeadlineExceededError(
-          absl::StrCat("deadline passed while queued on ", label_));
-    }
-    if (waiter.cancelled && waiter.cancelled()) {
-      --stats_.queued;
-      ++stats_.expired;
-      return absl::CancelledError(absl::StrCat("cancelled by the client while queued on ", label_));
-    }
+    mu_.AwaitWithTimeout(absl::Condition(this, &DeviceScheduler::slot_free), kPoll);
   }
 }
 

@@ -1,0 +1,156 @@
+// The Runtime over the CPU backend: inline and resident operands, results kept resident, in-place
+// transposes, verification, pool reuse after warm-up, and admission under a memory budget.
+#include "server/runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "kernels/cpu/reference.h"
+#include "server/runtime/cpu_backend.h"
+#include "tests/support/random_matrix.h"
+
+namespace matserve::server {
+namespace {
+
+using kernels::DType;
+
+struct Fixture {
+  explicit Fixture(std::int64_t budget = 1 << 30, int concurrency = 2)
+      : runtime(std::make_unique<CpuBackend>(CpuBackendOptions{
+                    .concurrency = concurrency, .memory_budget_bytes = budget, .max_queue = 64}),
+                TunedChoice{}, absl::Minutes(5)) {}
+  Runtime runtime;
+};
+
+Operand inline_operand(const std::vector<std::byte>& bytes, std::int64_t rows, std::int64_t cols) {
+  Operand o;
+  o.rows = rows;
+  o.cols = cols;
+  o.dtype = DType::kF32;
+  o.data = bytes;
+  return o;
+}
+
+Operand resident_operand(const std::shared_ptr<ResidentMatrix>& m) {
+  Operand o;
+  o.rows = m->rows;
+  o.cols = m->cols;
+  o.dtype = m->dtype;
+  o.layout = m->layout;
+  o.resident = m;
+  return o;
+}
+
+Waiter soon() { return Waiter{absl::Now() + absl::Seconds(30), {}}; }
+
+TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
+  Fixture f;
+  const auto a = testing::random_matrix(37 * 23, DType::kF32, 1);
+  const auto b = testing::random_matrix(23 * 41, DType::kF32, 2);
+  GemmJob inline_job;
+  inline_job.a = inline_operand(a, 37, 23);
+  inline_job.b = inline_operand(b, 23, 41);
+  inline_job.verify = true;
+  std::vector<std::byte> want(inline_job.out_bytes());
+  Outcome o1;
+  ASSERT_TRUE(f.runtime.multiply(inline_job, "auto", want, soon(), o1).ok());
+  ASSERT_TRUE(o1.verification.has_value());
+  EXPECT_LT(o1.verification->rel_l2_error, 1e-6);
+
+  auto ra = f.runtime.upload(inline_job.a, "", soon());
+  auto rb = f.runtime.upload(inline_job.b, "", soon());
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  GemmJob job;
+  job.a = resident_operand(*ra);
+  job.b = resident_operand(*rb);
+  job.keep_result = true;
+  job.verify = true;
+  Outcome o2;
+  ASSERT_TRUE(f.runtime.multiply(job, "auto", {}, soon(), o2).ok());
+  ASSERT_NE(o2.result, nullptr);
+  EXPECT_LT(o2.verification->rel_l2_error, 1e-6);
+  std::vector<std::byte> got(job.out_bytes());
+  ASSERT_TRUE(f.runtime.read(*o2.result, 0, got, soon()).ok());
+  EXPECT_EQ(got, want);  // same kernel, same data: bit-identical
+}
+
+TEST(CpuRuntime, InPlaceTransposeSwapsTheShape) {
+  Fixture f;
+  const auto a = testing::random_matrix(5 * 9, DType::kF32, 3);
+  auto m = f.runtime.upload(inline_operand(a, 5, 9), "", soon());
+  ASSERT_TRUE(m.ok());
+  TransposeJob job;
+  job.a = resident_operand(*m);
+  job.in_place = true;
+  job.verify = true;
+  job.locks.emplace_back(*m, /*exclusive=*/true);
+  Outcome o;
+  ASSERT_TRUE(f.runtime.transpose(job, "auto", {}, soon(), o).ok());
+  EXPECT_EQ(o.variant, "cpu_inplace");
+  EXPECT_EQ(o.verification->max_abs_error, 0.0);
+  job.locks.clear();
+  EXPECT_EQ((*m)->rows, 9);
+  EXPECT_EQ((*m)->cols, 5);
+  std::vector<std::byte> got(a.size());
+  ASSERT_TRUE(f.runtime.read(**m, 0, got, soon()).ok());
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 9; ++j) {
+      EXPECT_EQ(std::memcmp(&got[(j * 5 + i) * 4], &a[(i * 9 + j) * 4], 4), 0);
+    }
+  }
+}
+
+TEST(CpuRuntime, PoolHitRateIsFullAfterWarmUp) {
+  Fixture f;
+  const auto a = testing::random_matrix(64 * 64, DType::kF32, 4);
+  for (int i = 0; i < 20; ++i) {
+    TransposeJob job;
+    job.a = inline_operand(a, 64, 64);
+    job.keep_result = true;
+    Outcome o;
+    ASSERT_TRUE(f.runtime.transpose(job, "auto", {}, soon(), o).ok());
+  }  // each result is dropped unpublished: its block returns to the pool
+  const PoolStats s = f.runtime.backend().stats()[0].pool;
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.hits, 19);
+  EXPECT_EQ(s.in_use_bytes, 0);
+}
+
+TEST(CpuRuntime, OverBudgetRequestIsRefusedWhileOthersProceed) {
+  Fixture f(/*budget=*/1 << 20);
+  const auto big = testing::random_matrix(1024 * 512, DType::kF32, 5);  // 2 MiB
+  TransposeJob job;
+  job.a = inline_operand(big, 1024, 512);
+  job.keep_result = true;
+  Outcome o;
+  absl::Status s = f.runtime.transpose(job, "auto", {}, soon(), o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("the budget is 1048576"), absl::string_view::npos) << s;
+  const auto small = testing::random_matrix(64 * 64, DType::kF32, 6);
+  TransposeJob ok;
+  ok.a = inline_operand(small, 64, 64);
+  ok.keep_result = true;
+  EXPECT_TRUE(f.runtime.transpose(ok, "auto", {}, soon(), o).ok());
+}
+
+TEST(CpuRuntime, ExpiredDeadlineAllocatesNothing) {
+  Fixture f;
+  const auto a = testing::random_matrix(64 * 64, DType::kF32, 7);
+  TransposeJob late;
+  late.a = inline_operand(a, 64, 64);
+  late.keep_result = true;
+  Outcome o;
+  absl::Status s =
+      f.runtime.transpose(late, "auto", {}, Waiter{absl::Now() - absl::Seconds(1), {}}, o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(f.runtime.backend().stats()[0].pool.in_use_bytes, 0);
+  EXPECT_EQ(f.runtime.backend().stats()[0].pool.misses, 0);
+  EXPECT_EQ(f.runtime.backend().stats()[0].scheduler.queued, 0);
+}
+
+}  // namespace
+}  // namespace matserve::server

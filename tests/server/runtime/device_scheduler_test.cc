@@ -1,0 +1,133 @@
+// Admission: slots, bounded queue, memory that can never fit, waiting for memory, deadlines and
+// cancellation releasing everything.
+#include "server/runtime/device_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+
+namespace matserve::server {
+namespace {
+
+RawAllocator heap() {
+  return RawAllocator{.name = "test memory",
+                      .allocate = [](std::size_t b) { return std::malloc(b); },
+                      .release = [](void* p) { std::free(p); }};
+}
+
+Waiter within(absl::Duration d) { return Waiter{absl::Now() + d, {}}; }
+
+TEST(DeviceScheduler, AtMostSlotsRunAtOnce) {
+  MemoryPool pool(heap(), 1 << 30);
+  DeviceScheduler s("dev", 2, 16, pool);
+  std::atomic<int> running{0};
+  std::atomic<int> peak{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto a = s.admit({}, within(absl::Seconds(10)));
+      ASSERT_TRUE(a.ok());
+      const int now = ++running;
+      int p = peak.load();
+      while (now > p && !peak.compare_exchange_weak(p, now)) {
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+      --running;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(peak.load(), 2);
+  EXPECT_EQ(s.stats().admitted, 8);
+  EXPECT_EQ(s.stats().running, 0);
+}
+
+TEST(DeviceScheduler, RequestThatCanNeverFitIsRefusedAtOnce) {
+  MemoryPool pool(heap(), 1 << 20);
+  DeviceScheduler s("dev", 2, 16, pool);
+  const BlockSpec too_big[] = {{2 << 20, false}};
+  auto a = s.admit(too_big, within(absl::Seconds(10)));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(a.status().message().find("the budget is 1048576"), absl::string_view::npos);
+  EXPECT_EQ(s.stats().rejected_memory, 1);
+}
+
+TEST(DeviceScheduler, ResidentMemoryCountsAgainstWhatIsLeft) {
+  MemoryPool pool(heap(), 4 << 20);
+  DeviceScheduler s("dev", 2, 16, pool);
+  auto resident = pool.allocate(3 << 20, /*long_lived=*/true);
+  ASSERT_TRUE(resident.ok());
+  const BlockSpec two_mib[] = {{2 << 20, false}};
+  auto a = s.admit(two_mib, within(absl::Seconds(10)));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("resident matrices hold 3145728"), absl::string_view::npos)
+      << a.status();
+}
+
+TEST(DeviceScheduler, WaitsForMemoryWhileOthersProceed) {
+  MemoryPool pool(heap(), 4 << 20);
+  DeviceScheduler s("dev", 4, 16, pool);
+  const BlockSpec three_mib[] = {{3 << 20, false}};
+  auto first = s.admit(three_mib, within(absl::Seconds(10)));
+  ASSERT_TRUE(first.ok());
+  // A small request still runs while the big one holds memory.
+  const BlockSpec small[] = {{512 << 10, false}};
+  EXPECT_TRUE(s.admit(small, within(absl::Seconds(1))).ok());
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    auto gone = std::move(*first);
+  });
+  auto second = s.admit(three_mib, within(absl::Seconds(10)));  // waits for the first
+  release.join();
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
+TEST(DeviceScheduler, DeadlineWhileQueuedReleasesEverything) {
+  MemoryPool pool(heap(), 1 << 30);
+  DeviceScheduler s("dev", 1, 16, pool);
+  auto holder = s.admit({}, within(absl::Seconds(1)));
+  ASSERT_TRUE(holder.ok());
+  const BlockSpec one_mib[] = {{1 << 20, false}};
+  auto late = s.admit(one_mib, within(absl::Milliseconds(30)));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
+  EXPECT_EQ(s.stats().queued, 0);
+  EXPECT_EQ(s.stats().expired, 1);
+}
+
+TEST(DeviceScheduler, CancelledWhileQueued) {
+  MemoryPool pool(heap(), 1 << 30);
+  DeviceScheduler s("dev", 1, 16, pool);
+  auto holder = s.admit({}, within(absl::Seconds(1)));
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    cancel = true;
+  });
+  auto a = s.admit({}, Waiter{absl::InfiniteFuture(), [&] { return cancel.load(); }});
+  canceller.join();
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(DeviceScheduler, FullQueueIsRefused) {
+  MemoryPool pool(heap(), 1 << 30);
+  DeviceScheduler s("dev", 1, 1, pool);
+  auto holder = s.admit({}, within(absl::Seconds(1)));
+  std::thread waiting([&] { (void)s.admit({}, within(absl::Milliseconds(200))); });
+  absl::SleepFor(absl::Milliseconds(50));
+  auto refused = s.admit({}, within(absl::Seconds(1)));
+  waiting.join();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("queue full"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace matserve::server

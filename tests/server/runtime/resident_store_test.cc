@@ -1,0 +1,84 @@
+// Resident handles: unguessable, owner-scoped, released on request or after the idle TTL.
+#include "server/runtime/resident_store.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/time/clock.h"
+
+namespace matserve::server {
+namespace {
+
+std::shared_ptr<ResidentMatrix> matrix(const std::string& owner) {
+  auto m = std::make_shared<ResidentMatrix>();
+  m->owner = owner;
+  return m;
+}
+
+TEST(ResidentStore, HandlesAreUniqueAndLookLikeRandom128Bits) {
+  ResidentStore store(absl::Minutes(1));
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string h = store.add(matrix(""));
+    EXPECT_EQ(h.size(), 32u);
+    EXPECT_EQ(h.find_first_not_of("0123456789abcdef"), std::string::npos);
+    EXPECT_TRUE(seen.insert(h).second);
+  }
+  EXPECT_EQ(store.stats().count, 1000);
+}
+
+TEST(ResidentStore, OtherOwnersSeeNothing) {
+  ResidentStore store(absl::Minutes(1));
+  const std::string h = store.add(matrix("alice"));
+  EXPECT_TRUE(store.get("a_handle", h, "alice").ok());
+  auto foreign = store.get("a_handle", h, "bob");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(foreign.status().message().find("a_handle"), absl::string_view::npos);
+  EXPECT_FALSE(store.release(h, "bob").ok());
+  EXPECT_TRUE(store.list("bob").empty());
+  EXPECT_EQ(store.list("alice").size(), 1u);
+}
+
+TEST(ResidentStore, ReleaseForgetsTheHandle) {
+  ResidentStore store(absl::Minutes(1));
+  const std::string h = store.add(matrix(""));
+  EXPECT_TRUE(store.release(h, "").ok());
+  EXPECT_EQ(store.get("handle", h, "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.release(h, "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ResidentStore, IdleMatricesExpireAndUseKeepsThemAlive) {
+  ResidentStore store(absl::Milliseconds(100));
+  const std::string idle = store.add(matrix(""));
+  const std::string used = store.add(matrix(""));
+  for (int i = 0; i < 4; ++i) {
+    absl::SleepFor(absl::Milliseconds(40));
+    ASSERT_TRUE(store.get("h", used, "").ok());
+    store.sweep();
+  }
+  EXPECT_FALSE(store.get("h", idle, "").ok());
+  EXPECT_TRUE(store.get("h", used, "").ok());
+  EXPECT_EQ(store.stats().expired_total, 1);
+}
+
+TEST(ResidentStore, MemoryReturnsWhenTheLastUserLetsGo) {
+  RawAllocator raw{.name = "t",
+                   .allocate = [](std::size_t b) { return std::malloc(b); },
+                   .release = [](void* p) { std::free(p); }};
+  MemoryPool pool(raw, 1 << 30);
+  ResidentStore store(absl::Minutes(1));
+  auto m = matrix("");
+  m->block = *pool.allocate(1 << 20, true);
+  const std::string h = store.add(m);
+  m.reset();
+  auto in_use = store.get("h", h, "");  // an operation still holds it
+  ASSERT_TRUE(store.release(h, "").ok());
+  EXPECT_GT(pool.stats().long_lived_bytes, 0);
+  in_use->reset();
+  EXPECT_EQ(pool.stats().long_lived_bytes, 0);
+}
+
+}  // namespace
+}  // namespace matserve::server

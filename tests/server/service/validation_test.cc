@@ -1,0 +1,152 @@
+// Request validation without a server: each bad-input class gets its code and a message naming
+// the field; resident handles resolve, lock and carry their shape; valid requests become jobs.
+#include "server/service/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace matserve::server {
+namespace {
+
+v1::Matrix matrix(std::int64_t rows, std::int64_t cols, v1::DataType t = v1::FP32) {
+  v1::Matrix m;
+  m.set_rows(rows);
+  m.set_cols(cols);
+  m.set_dtype(t);
+  const int size = t == v1::FP64 ? 8 : t == v1::FP32 ? 4 : 2;
+  m.set_data(std::string(static_cast<std::size_t>(rows * cols * size), '\1'));
+  return m;
+}
+
+// Resolves "r1" to a resident 3 x 4 fp32 matrix; everything else is NOT_FOUND.
+struct Resolver {
+  std::shared_ptr<ResidentMatrix> r1 = [] {
+    auto m = std::make_shared<ResidentMatrix>();
+    m->handle = "r1";
+    m->rows = 3;
+    m->cols = 4;
+    return m;
+  }();
+  HandleResolver fn() {
+    return [this](const std::string& field,
+                  const std::string& h) -> absl::StatusOr<std::shared_ptr<ResidentMatrix>> {
+      if (h == "r1") return r1;
+      return absl::NotFoundError(field + ": no resident matrix '" + h + "'");
+    };
+  }
+};
+
+void expect_error(const absl::Status& s, absl::StatusCode code, const std::string& fragment) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(s.message().find(fragment), absl::string_view::npos) << s;
+}
+
+TEST(ValidateMultiply, ValidInlineRequestBecomesAJob) {
+  Resolver r;
+  v1::MultiplyRequest req;
+  *req.mutable_a() = matrix(3, 4);
+  *req.mutable_b() = matrix(5, 4);
+  req.set_transpose_b(true);
+  req.set_alpha(2.0);
+  auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->m(), 3);
+  EXPECT_EQ(job->n(), 5);
+  EXPECT_EQ(job->k(), 4);
+  EXPECT_EQ(job->alpha, 2.0);
+  EXPECT_EQ(job->beta, 0.0);
+  EXPECT_EQ(job->a.data.size(), 48u);
+}
+
+TEST(ValidateMultiply, ResidentOperandsCarryTheirShapeAndAreLocked) {
+  Resolver r;
+  v1::MultiplyRequest req;
+  req.set_a_handle("r1");
+  req.set_b_handle("r1");  // the same matrix twice: locked once
+  req.set_transpose_b(true);
+  auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->a.is_resident());
+  EXPECT_EQ(job->m(), 3);
+  EXPECT_EQ(job->n(), 3);
+  EXPECT_EQ(job->locks.size(), 1u);
+  EXPECT_FALSE(r.r1->mu.WriterTryLock());  // shared lock held by the job
+  job->locks.clear();
+  EXPECT_TRUE(r.r1->mu.WriterTryLock());
+  r.r1->mu.WriterUnlock();
+}
+
+TEST(ValidateMultiply, HandleErrors) {
+  Resolver r;
+  v1::MultiplyRequest req;
+  req.set_a_handle("nope");
+  *req.mutable_b() = matrix(4, 2);
+  expect_error(validate_multiply(req, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kNotFound, "a_handle");
+  req.set_a_handle("r1");
+  *req.mutable_a() = matrix(3, 4);
+  expect_error(validate_multiply(req, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kInvalidArgument, "a and a_handle: give one of them, not both");
+  v1::MultiplyRequest none;
+  expect_error(validate_multiply(none, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kInvalidArgument, "a: missing");
+}
+
+TEST(ValidateMultiply, DimensionsAreCheckedBeforeAnyProductCanOverflow) {
+  Resolver r;
+  v1::MultiplyRequest req;
+  req.mutable_a()->set_rows(std::int64_t{1} << 40);
+  req.mutable_a()->set_cols(std::int64_t{1} << 40);
+  req.mutable_a()->set_dtype(v1::FP64);
+  *req.mutable_b() = matrix(2, 2);
+  expect_error(validate_multiply(req, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kInvalidArgument, "a.rows: 1099511627776 exceeds the limit");
+}
+
+TEST(ValidateMultiply, SizeLimitIsResourceExhausted) {
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_matrix_bytes = 1000;
+  v1::MultiplyRequest req;
+  *req.mutable_a() = matrix(20, 20);
+  *req.mutable_b() = matrix(20, 20);
+  expect_error(validate_multiply(req, limits, r.fn()).status(),
+               absl::StatusCode::kResourceExhausted, "--max_matrix_bytes");
+}
+
+TEST(ValidateTranspose, InPlaceRules) {
+  Resolver r;
+  v1::TransposeRequest req;
+  *req.mutable_a() = matrix(3, 4);
+  req.set_in_place(true);
+  expect_error(validate_transpose(req, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kInvalidArgument, "in_place: needs a_handle");
+  v1::TransposeRequest both;
+  both.set_a_handle("r1");
+  both.set_in_place(true);
+  both.set_keep_result(true);
+  expect_error(validate_transpose(both, ServiceLimits{}, r.fn()).status(),
+               absl::StatusCode::kInvalidArgument, "keep_result");
+  v1::TransposeRequest ok;
+  ok.set_a_handle("r1");
+  ok.set_in_place(true);
+  auto job = validate_transpose(ok, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(r.r1->mu.ReaderTryLock());  // exclusive lock held by the in-place job
+}
+
+TEST(ValidateHeader, StreamedHeaderNeedsNoData) {
+  v1::Matrix h;
+  h.set_rows(1000);
+  h.set_cols(1000);
+  h.set_dtype(v1::FP32);
+  EXPECT_TRUE(validate_header("header", h, ServiceLimits{}).ok());
+  EXPECT_FALSE(validate_matrix("matrix", h, ServiceLimits{}).ok());
+  h.set_dtype(v1::DATA_TYPE_UNSPECIFIED);
+  expect_error(validate_header("header", h, ServiceLimits{}).status(),
+               absl::StatusCode::kInvalidArgument, "header.dtype");
+}
+
+}  // namespace
+}  // namespace matserve::server
