@@ -1,0 +1,181 @@
+"""End-to-end: resident matrices on the real server (CPU backend in CI, any backend on a GPU box).
+
+Upload, chained operations on handles, results kept resident, in-place transpose, download
+(unary and streamed), release, list, idle expiry, the memory budget, and streams that lie.
+"""
+import time
+import unittest
+
+import grpc
+import numpy as np
+
+from matserve.v1 import matrix_service_pb2 as pb
+from server_process import ServerProcess, matrix
+from test_service import decode, rand, rel_l2
+
+MIB = 1 << 20
+
+
+def upload_stream(stub, array, chunk=256 * 1024, header_only=False, cut=0):
+    """UploadStream of a 2-D float32 array; `cut` drops that many bytes from the end."""
+    data = np.ascontiguousarray(array).tobytes()
+    if cut:
+        data = data[:-cut]
+    header = pb.Matrix(rows=array.shape[0], cols=array.shape[1], dtype=pb.FP32)
+
+    def chunks():
+        yield pb.UploadChunk(header=header)
+        if not header_only:
+            for off in range(0, len(data), chunk):
+                yield pb.UploadChunk(data=data[off:off + chunk])
+    return stub.UploadStream(chunks(), timeout=60)
+
+
+def download_stream(stub, handle, chunk_bytes=256 * 1024):
+    parts = list(stub.DownloadStream(pb.DownloadRequest(handle=handle, chunk_bytes=chunk_bytes),
+                                     timeout=60))
+    header = parts[0].header
+    data = b"".join(p.data for p in parts)
+    return decode(pb.Matrix(rows=header.rows, cols=header.cols, dtype=header.dtype,
+                            layout=header.layout, data=data)), len(parts)
+
+
+class ResidentTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--max_message_bytes=1048576", "--memory_budget_bytes=16777216")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def tearDown(self):
+        for m in self.stub.ListResident(pb.ListResidentRequest()).matrices:
+            self.stub.Release(pb.ReleaseRequest(handle=m.handle))
+
+    def test_upload_chain_keep_result_download(self):
+        a, b = rand(40, 30), rand(30, 20)
+        ha = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident
+        hb = self.stub.Upload(pb.UploadRequest(matrix=matrix(b))).resident
+        self.assertEqual((ha.rows, ha.cols, ha.dtype, ha.bytes), (40, 30, pb.FP32, 40 * 30 * 4))
+        self.assertEqual(len(ha.handle), 32)
+        self.assertGreater(ha.idle_expires_in_ms, 0)
+        r = self.stub.Multiply(pb.MultiplyRequest(a_handle=ha.handle, b_handle=hb.handle,
+                                                  keep_result=True, verify=True))
+        self.assertFalse(r.c.data)
+        self.assertEqual((r.c.rows, r.c.cols), (40, 20))
+        self.assertEqual((r.result.rows, r.result.cols), (40, 20))
+        self.assertLess(r.verification.rel_l2_error, 1e-5)
+        # Chain: (A*B)^T computed on the resident result, mixed with an inline operand.
+        t = self.stub.Transpose(pb.TransposeRequest(a_handle=r.result.handle))
+        want = (a.astype(np.float64) @ b).T
+        self.assertLess(rel_l2(decode(t.b), want), 1e-5)
+        c = rand(20, 5)
+        r2 = self.stub.Multiply(pb.MultiplyRequest(a_handle=r.result.handle, b=matrix(c)))
+        self.assertLess(rel_l2(decode(r2.c), (a.astype(np.float64) @ b) @ c), 1e-5)
+        got = decode(self.stub.Download(pb.DownloadRequest(handle=r.result.handle)).matrix)
+        self.assertLess(rel_l2(got, a.astype(np.float64) @ b), 1e-5)
+        listed = {m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices}
+        self.assertEqual(listed, {ha.handle, hb.handle, r.result.handle})
+
+    def test_in_place_transpose_square_and_rectangular(self):
+        for shape in [(32, 32), (7, 19)]:
+            a = rand(*shape)
+            h = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident.handle
+            r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True, verify=True))
+            self.assertEqual((r.result.handle, r.result.rows, r.result.cols), (h, shape[1], shape[0]))
+            self.assertEqual(r.verification.max_abs_error, 0.0)
+            got = decode(self.stub.Download(pb.DownloadRequest(handle=h)).matrix)
+            np.testing.assert_array_equal(got, a.T.astype(np.float64))
+
+    def test_streams_move_a_matrix_larger_than_one_message(self):
+        a = rand(700, 600)  # 1.68 MB > the 1 MiB message limit
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.Upload(pb.UploadRequest(matrix=matrix(a)))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        info = upload_stream(self.stub, a).resident
+        self.assertEqual((info.rows, info.cols), (700, 600))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.Download(pb.DownloadRequest(handle=info.handle))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("use DownloadStream", ctx.exception.details())
+        got, parts = download_stream(self.stub, info.handle)
+        self.assertGreater(parts, 1)
+        np.testing.assert_array_equal(got, a.astype(np.float64))
+
+    def test_lying_streams_are_refused_and_leave_nothing(self):
+        a = rand(100, 100)
+        cases = [
+            (dict(cut=4), "truncated"),
+            (dict(header_only=True), "ended after 0 of 40000"),
+        ]
+        for kw, fragment in cases:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                upload_stream(self.stub, a, **kw)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(fragment, ctx.exception.details())
+
+        def too_much():
+            yield pb.UploadChunk(header=pb.Matrix(rows=2, cols=2, dtype=pb.FP32))
+            yield pb.UploadChunk(data=bytes(20))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.UploadStream(too_much())
+        self.assertIn("more than the 16 bytes", ctx.exception.details())
+
+        def no_header():
+            yield pb.UploadChunk(data=bytes(16))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.UploadStream(no_header())
+        self.assertIn("header: missing", ctx.exception.details())
+        self.assertEqual(len(self.stub.ListResident(pb.ListResidentRequest()).matrices), 0)
+
+    def test_unknown_released_and_misused_handles(self):
+        h = self.stub.Upload(pb.UploadRequest(matrix=matrix(rand(4, 4)))).resident.handle
+        freed = self.stub.Release(pb.ReleaseRequest(handle=h)).bytes_freed
+        self.assertGreater(freed, 0)
+        for call, req, fragment in [
+            (self.stub.Download, pb.DownloadRequest(handle=h), "handle"),
+            (self.stub.Release, pb.ReleaseRequest(handle=h), "handle"),
+            (self.stub.Multiply, pb.MultiplyRequest(a_handle=h, b=matrix(rand(4, 4))), "a_handle"),
+            (self.stub.Transpose, pb.TransposeRequest(a_handle="0" * 32), "a_handle"),
+        ]:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(req)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn(fragment, ctx.exception.details())
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.Transpose(pb.TransposeRequest(a=matrix(rand(3, 3)), in_place=True))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_budget_refuses_then_recovers_after_release(self):
+        a = rand(1024, 1024)  # 4 MiB each, budget 16 MiB
+        handles = [upload_stream(self.stub, a).resident.handle for _ in range(3)]
+        with self.assertRaises(grpc.RpcError) as ctx:
+            for _ in range(2):
+                handles.append(upload_stream(self.stub, a).resident.handle)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("budget", ctx.exception.details())
+        # Others still proceed while the budget is nearly full.
+        small = self.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(8, 8)), b=matrix(rand(8, 8))))
+        self.assertEqual(small.c.rows, 8)
+        for h in handles:
+            self.stub.Release(pb.ReleaseRequest(handle=h))
+        self.assertTrue(upload_stream(self.stub, a).resident.handle)
+
+
+class ExpiryTest(unittest.TestCase):
+    def test_idle_matrices_expire(self):
+        with ServerProcess("--resident_ttl_seconds=1") as server:
+            h = server.stub.Upload(pb.UploadRequest(matrix=matrix(rand(4, 4)))).resident.handle
+            info = server.stub.GetServerInfo(pb.GetServerInfoRequest())
+            self.assertEqual(info.limits.resident_ttl_ms, 1000)
+            time.sleep(1.6)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                server.stub.Download(pb.DownloadRequest(handle=h))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertEqual(len(server.stub.ListResident(pb.ListResidentRequest()).matrices), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
