@@ -1,0 +1,27 @@
+"""matserve_client: Python client for matserve, the GPU matrix service (gRPC, NumPy in and out).
+
+    from matserve_client import Client
+    with Client("localhost:50051") as client:
+        r = client.multiply(a, b, precision="tf32", verify=True)
+        print(r.c.shape, r.variant, r.device, r.timing.kernel_us, r.gflops)
+"""
+from .client import Client
+from .dtypes import Bfloat16, bf16_bits_to_float32, float_to_bf16_bits
+from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
+                     FailedPrecondition, Internal, InvalidArgument, MatservError, NotFound,
+                     OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
+                     Unavailable, Unimplemented, Unknown)
+from .resident import ResidentMatrix
+from .results import (DeviceInfo, KernelInfo, MultiplyResult, ResidentInfo, ServerInfo,
+                      ServerLimits, Timing, TransposeResult, Verification)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "ResidentMatrix", "Bfloat16", "float_to_bf16_bits", "bf16_bits_to_float32",
+    "MultiplyResult", "TransposeResult", "Timing", "Verification", "KernelInfo", "ServerInfo",
+    "ServerLimits", "DeviceInfo", "ResidentInfo", "MatservError", "Cancelled", "Unknown",
+    "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied",
+    "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
+    "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+]

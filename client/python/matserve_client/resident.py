@@ -1,0 +1,94 @@
+"""ResidentMatrix: a matrix kept in the server's device memory, named by an unguessable handle.
+
+Pass it to Client.multiply/transpose instead of an array to skip the transfer; download() it when
+wanted; release() it (or use `with`) to free the memory. The server also frees idle ones after
+its resident TTL, so a forgotten handle does not leak forever; nothing is released on garbage
+collection.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Union
+
+import numpy as np
+
+from . import dtypes
+from .errors import NotFound
+from .results import ResidentInfo
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class ResidentMatrix:
+    """A handle to a matrix on the server (from Client.upload or keep_result=True)."""
+
+    def __init__(self, client: "Client", info: ResidentInfo) -> None:
+        self._client = client
+        self.info = info
+        self._released = False
+
+    @property
+    def handle(self) -> str:
+        return self.info.handle
+
+    @property
+    def shape(self) -> tuple:
+        return self.info.shape
+
+    @property
+    def dtype(self) -> str:
+        """matserve dtype name: fp64, fp32, fp16 or bf16."""
+        return self.info.dtype
+
+    @property
+    def order(self) -> str:
+        """"C" (row-major) or "F" (column-major) on the server."""
+        return self.info.order
+
+    @property
+    def nbytes(self) -> int:
+        return self.info.nbytes
+
+    @property
+    def device(self) -> str:
+        return self.info.device
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def download(self, *, bf16_bits: bool = False, stream: Optional[bool] = None,
+                 timeout: Optional[float] = None) -> Union[np.ndarray, dtypes.Bfloat16]:
+        """Copies the matrix back as a NumPy array (float32 for bf16, or Bfloat16 with bf16_bits).
+
+        stream: None picks streaming when the matrix exceeds one message; True/False force it.
+        """
+        if self._released:
+            raise ValueError(f"resident matrix {self.handle} was released")
+        return self._client._download(self, bf16_bits=bf16_bits, stream=stream, timeout=timeout)
+
+    def release(self, *, timeout: Optional[float] = None) -> int:
+        """Frees the device memory; returns the bytes freed. Calling it again does nothing (0);
+        a handle the server already dropped (idle TTL) counts as released."""
+        if self._released:
+            return 0
+        try:
+            freed = self._client._release(self.handle, timeout=timeout)
+        except NotFound:
+            freed = 0
+        self._released = True
+        return freed
+
+    def _update(self, info: ResidentInfo) -> None:
+        self.info = info
+
+    def __enter__(self) -> "ResidentMatrix":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = " released" if self._released else ""
+        return (f"ResidentMatrix({self.handle[:8]}..., shape={self.shape}, dtype={self.dtype}, "
+                f"order={self.order}, device={self.device!r}{state})")

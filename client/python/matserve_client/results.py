@@ -1,0 +1,171 @@
+"""What calls return: the computed matrix, what ran, where, and how long each stage took.
+
+Plain dataclasses built from the reply messages, so callers never touch protobuf types.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, List, Optional, Union
+
+import numpy as np
+
+from . import dtypes
+from ._stubs import pb
+from .encoding import LAYOUT_TO_ORDER, PROTO_TO_DTYPE
+
+if TYPE_CHECKING:
+    from .resident import ResidentMatrix
+
+Array = Union[np.ndarray, dtypes.Bfloat16]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall time of each stage of one request, in microseconds (see docs/api.md)."""
+
+    queue_us: float
+    host_to_device_us: float
+    kernel_us: float
+    device_to_host_us: float
+    total_us: float
+
+    @classmethod
+    def from_proto(cls, t: "pb.Timing") -> "Timing":
+        return cls(t.queue_us, t.host_to_device_us, t.kernel_us, t.device_to_host_us, t.total_us)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Error of the result against the server's float64 reference."""
+
+    max_abs_error: float
+    rel_l2_error: float
+
+    @classmethod
+    def from_reply(cls, reply) -> "Optional[Verification]":
+        if not reply.HasField("verification"):
+            return None
+        v = reply.verification
+        return cls(v.max_abs_error, v.rel_l2_error)
+
+
+@dataclass
+class MultiplyResult:
+    """C = alpha * op(A) @ op(B) + beta * C, with what ran and how fast.
+
+    `c` is None when the result was kept on the server (`keep_result=True`): see `resident`.
+    """
+
+    c: Optional[Array]
+    variant: str
+    device: str
+    precision: str
+    timing: Timing
+    gflops: float
+    verification: Optional[Verification] = None
+    resident: "Optional[ResidentMatrix]" = None
+
+    @property
+    def kernel_ms(self) -> float:
+        return self.timing.kernel_us / 1e3
+
+
+@dataclass
+class TransposeResult:
+    """B = scale * A^T, with what ran and how fast (`b` is None when kept on the server)."""
+
+    b: Optional[Array]
+    variant: str
+    device: str
+    timing: Timing
+    gb_per_s: float
+    verification: Optional[Verification] = None
+    resident: "Optional[ResidentMatrix]" = None
+
+    @property
+    def c(self) -> Optional[Array]:
+        """The same as `b` (so code that reads `.c` works for both operations)."""
+        return self.b
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One variant the server can run (from ListKernels)."""
+
+    name: str
+    family: str
+    operation: str  # "gemm" or "transpose"
+    precisions: List[str]
+    constraints: str
+    description: str
+    backend: str
+
+    @classmethod
+    def from_proto(cls, k: "pb.KernelInfo") -> "KernelInfo":
+        op = {pb.GEMM: "gemm", pb.TRANSPOSE: "transpose"}.get(k.operation, "unspecified")
+        return cls(k.name, k.family, op, list(k.precisions), k.constraints, k.description,
+                   k.backend)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    compute_capability: str
+    memory_total_bytes: int
+    memory_free_bytes: int
+    multiprocessors: int
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_message_bytes: int
+    max_dimension: int
+    max_matrix_bytes: int
+    memory_budget_bytes: int = 0
+    resident_ttl_ms: int = 0
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    version: str
+    git_sha: str
+    backend: str  # "cuda" or "cpu"
+    devices: List[DeviceInfo] = field(default_factory=list)
+    limits: Optional[ServerLimits] = None
+
+    @classmethod
+    def from_proto(cls, r: "pb.GetServerInfoReply") -> "ServerInfo":
+        devices = [DeviceInfo(d.index, d.name, d.compute_capability, d.memory_total_bytes,
+                              d.memory_free_bytes, d.multiprocessors) for d in r.devices]
+        lim = r.limits
+        extra = {}
+        for name in ("memory_budget_bytes", "resident_ttl_ms"):  # newer fields
+            if name in lim.DESCRIPTOR.fields_by_name:
+                extra[name] = getattr(lim, name)
+        limits = ServerLimits(lim.max_message_bytes, lim.max_dimension, lim.max_matrix_bytes,
+                              **extra)
+        return cls(r.version, r.git_sha, r.backend, devices, limits)
+
+
+@dataclass(frozen=True)
+class ResidentInfo:
+    """Metadata of a matrix held in device memory by the server."""
+
+    handle: str
+    rows: int
+    cols: int
+    dtype: str
+    order: str  # "C" (row-major) or "F" (column-major)
+    nbytes: int
+    device: str
+    idle_expires_in_ms: int
+
+    @property
+    def shape(self) -> tuple:
+        return (self.rows, self.cols)
+
+    @classmethod
+    def from_proto(cls, r) -> "ResidentInfo":
+        return cls(r.handle, r.rows, r.cols, PROTO_TO_DTYPE.get(r.dtype, "unspecified"),
+                   LAYOUT_TO_ORDER.get(r.layout, "C"), r.bytes, r.device, r.idle_expires_in_ms)

@@ -1,0 +1,52 @@
+"""Unit tests (no server) for matserve_client.errors: one exception class per gRPC status code,
+each carrying the code and the server's message."""
+import unittest
+
+import grpc
+
+import matserve_client
+from matserve_client.errors import ERROR_CLASSES, MatservError, error_for, from_rpc_error
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code, details):
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class ErrorsTest(unittest.TestCase):
+    def test_every_status_code_but_ok_has_an_exported_class(self):
+        for code in grpc.StatusCode:
+            if code == grpc.StatusCode.OK:
+                continue
+            cls = ERROR_CLASSES[code]
+            self.assertTrue(issubclass(cls, MatservError))
+            self.assertIs(getattr(matserve_client, cls.__name__), cls)
+
+    def test_conversion_keeps_code_and_message(self):
+        e = from_rpc_error(FakeRpcError(grpc.StatusCode.INVALID_ARGUMENT, "a.rows: must be >= 1"))
+        self.assertIsInstance(e, matserve_client.InvalidArgument)
+        self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(e.message, "a.rows: must be >= 1")
+        self.assertEqual(str(e), "INVALID_ARGUMENT: a.rows: must be >= 1")
+        self.assertEqual(e.args, (grpc.StatusCode.INVALID_ARGUMENT, "a.rows: must be >= 1"))
+
+    def test_constructor_takes_code_then_message(self):
+        e = MatservError(grpc.StatusCode.UNAVAILABLE, "down")
+        self.assertEqual((e.code, e.message), (grpc.StatusCode.UNAVAILABLE, "down"))
+        self.assertIsInstance(error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "late"),
+                              matserve_client.DeadlineExceeded)
+
+    def test_missing_details_fall_back_to_the_error_text(self):
+        e = from_rpc_error(FakeRpcError(grpc.StatusCode.INTERNAL, None))
+        self.assertIsInstance(e, matserve_client.Internal)
+        self.assertTrue(e.message)
+
+
+if __name__ == "__main__":
+    unittest.main()

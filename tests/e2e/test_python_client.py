@@ -1,0 +1,382 @@
+"""End-to-end: the Python client package (client/python, `matserve_client`) against the real server.
+
+Results are checked against NumPy in float64 for every dtype, transpose state and layout; every
+error class must surface as its MatservError subclass with the gRPC code and message; resident
+handles and streamed transfers above the unary message limit; and an offline `pip install`.
+"""
+import concurrent.futures
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+import matserve_client as mc
+from matserve_client import Bfloat16, Client
+from server_process import ServerProcess
+from test_service import rand, rel_l2
+
+REPO = Path(__file__).resolve().parents[2]
+SHAPES = [(1, 1, 1), (7, 5, 3), (61, 17, 131), (1, 97, 1), (97, 1, 1)]
+TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2, "bf16": 1e-2}
+
+
+def as_f64(x):
+    return (x.to_float32() if isinstance(x, Bfloat16) else np.asarray(x)).astype(np.float64)
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--max_matrix_bytes=67108864", "--max_dimension=100000")
+        cls.client = Client(cls.server.target, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        code = cls.server.stop()
+        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+
+    def resident_or_skip(self):
+        """Skips (visibly) when this server build has no resident-matrix RPCs yet."""
+        try:
+            self.client.list_resident()
+        except mc.Unimplemented as e:
+            self.skipTest(f"server has no resident RPCs: {e}")
+
+    # --- results vs NumPy -----------------------------------------------------------------------
+    def test_multiply_every_dtype_and_transpose_state_matches_numpy(self):
+        for m, n, k in SHAPES:
+            for dtype in ("fp64", "fp32", "fp16", "bf16"):
+                for ta in (False, True):
+                    for tb in (False, True):
+                        a, b = rand(m, k, np.float64), rand(k, n, np.float64)
+                        if dtype == "bf16":  # the values the server sees
+                            a, b = Bfloat16.from_float(a), Bfloat16.from_float(b)
+                            sa, sb = (a.T if ta else a), (b.T if tb else b)
+                        else:
+                            np_type = {"fp64": np.float64, "fp32": np.float32,
+                                       "fp16": np.float16}[dtype]
+                            a, b = a.astype(np_type), b.astype(np_type)
+                            sa, sb = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
+                        r = self.client.multiply(sa, sb, transpose_a=ta, transpose_b=tb)
+                        want = as_f64(a) @ as_f64(b)
+                        self.assertEqual(r.c.shape, (m, n))
+                        self.assertEqual(r.precision, dtype)
+                        expect = np.float32 if dtype == "bf16" else np_type
+                        self.assertEqual(r.c.dtype, expect)
+                        self.assertLess(rel_l2(r.c.astype(np.float64), want), TOLERANCE[dtype],
+                                        (m, n, k, dtype, ta, tb))
+
+    def test_bf16_paths_rounding_bits_and_fp32_output(self):
+        a, b = rand(40, 24), rand(24, 16)
+        ar, br = Bfloat16.from_float(a), Bfloat16.from_float(b)
+        want = as_f64(ar) @ as_f64(br)
+        by_dtype = self.client.multiply(a, b, dtype="bf16")  # float32 rounded on the client
+        by_wrapper = self.client.multiply(ar, br)
+        np.testing.assert_array_equal(by_dtype.c, by_wrapper.c)
+        self.assertLess(rel_l2(by_wrapper.c.astype(np.float64), want), 1e-2)
+        bits = self.client.multiply(ar, br, bf16_bits=True).c
+        self.assertIsInstance(bits, Bfloat16)
+        np.testing.assert_array_equal(bits.to_float32(), by_wrapper.c)
+        wide = self.client.multiply(ar, br, out_dtype="fp32")
+        self.assertEqual(wide.c.dtype, np.float32)
+        self.assertLess(rel_l2(wide.c.astype(np.float64), want), 1e-5)
+
+    def test_column_major_inputs_and_outputs(self):
+        a, b, c = rand(13, 7), rand(7, 11), rand(13, 11)
+        want = a.astype(np.float64) @ b
+        r = self.client.multiply(np.asfortranarray(a), b)
+        self.assertTrue(r.c.flags.c_contiguous)
+        self.assertLess(rel_l2(r.c.astype(np.float64), want), 1e-5)
+        r = self.client.multiply(np.asfortranarray(a), np.asfortranarray(b), out_order="F")
+        self.assertTrue(r.c.flags.f_contiguous)
+        self.assertLess(rel_l2(r.c.astype(np.float64), want), 1e-5)
+        # C given column-major: the result follows its order.
+        r = self.client.multiply(a, b, c=np.asfortranarray(c), beta=1.0)
+        self.assertTrue(r.c.flags.f_contiguous)
+        self.assertLess(rel_l2(r.c.astype(np.float64), want + c), 1e-5)
+        # Strided views are sent contiguous.
+        big = rand(26, 14)
+        r = self.client.multiply(big[::2, ::2], b)
+        self.assertLess(rel_l2(r.c.astype(np.float64), big[::2, ::2].astype(np.float64) @ b), 1e-5)
+
+    def test_alpha_beta_and_c(self):
+        a, b, c = rand(9, 6, np.float64), rand(6, 4, np.float64), rand(9, 4, np.float64)
+        r = self.client.multiply(a, b, c=c, alpha=0.5, beta=-2.0)
+        np.testing.assert_allclose(r.c, 0.5 * (a @ b) - 2.0 * c, rtol=1e-12, atol=1e-12)
+        r = self.client.multiply(a, b, beta=3.0)  # no C: counts as zero
+        np.testing.assert_allclose(r.c, a @ b, rtol=1e-12, atol=1e-12)
+        # C in another dtype is converted to the output dtype.
+        r = self.client.multiply(a.astype(np.float32), b.astype(np.float32), c=c, beta=1.0)
+        self.assertLess(rel_l2(r.c.astype(np.float64), a @ b + c), 1e-5)
+
+    def test_precisions_verify_timing_and_rate(self):
+        a, b = rand(64, 96), rand(96, 40)
+        want = a.astype(np.float64) @ b
+        for precision, tol in [("tf32", 5e-3), ("fp16", 1e-2), ("bf16", 1e-2), ("fp32", 1e-5)]:
+            r = self.client.multiply(a, b, precision=precision, verify=True)
+            self.assertEqual(r.precision, precision)
+            self.assertEqual(r.c.dtype, np.float32)
+            self.assertLess(rel_l2(r.c.astype(np.float64), want), tol, precision)
+            self.assertLess(r.verification.rel_l2_error, tol, precision)
+        r = self.client.multiply(rand(200, 300), rand(300, 100), variant="auto", verify=True)
+        self.assertTrue(r.variant and r.device)
+        t = r.timing
+        self.assertIsInstance(t, mc.Timing)
+        self.assertGreater(t.kernel_us, 0)
+        self.assertGreaterEqual(t.total_us, t.queue_us + t.host_to_device_us + t.kernel_us +
+                                t.device_to_host_us)
+        self.assertAlmostEqual(r.gflops, 2 * 200 * 300 * 100 / (t.kernel_us * 1e3),
+                               delta=1e-6 * r.gflops)
+        self.assertGreater(r.verification.max_abs_error, 0)
+        self.assertIsNone(self.client.multiply(rand(2, 2), rand(2, 2)).verification)
+
+    def test_transpose_with_scale_every_dtype_and_order(self):
+        for dtype in (np.float64, np.float32, np.float16):
+            for order in ("C", "F"):
+                a = np.asarray(rand(33, 65, dtype), order=order)
+                r = self.client.transpose(a)
+                self.assertEqual(r.b.shape, (65, 33))
+                self.assertEqual(r.b.flags.f_contiguous and not r.b.flags.c_contiguous,
+                                 order == "F")
+                np.testing.assert_array_equal(r.b, a.T)
+                self.assertGreater(r.gb_per_s, 0)
+        a = rand(5, 8)
+        r = self.client.transpose(a, scale=-2.0, verify=True)
+        np.testing.assert_array_equal(r.b, -2.0 * a.T)
+        self.assertEqual(r.verification.max_abs_error, 0.0)
+        bits = Bfloat16.from_float(rand(3, 7))
+        r = self.client.transpose(bits, bf16_bits=True)
+        np.testing.assert_array_equal(r.b.bits, bits.bits.T)
+
+    def test_list_kernels_and_server_info(self):
+        self.client.wait_ready(5)
+        kernels = self.client.list_kernels()
+        self.assertTrue(all(isinstance(k, mc.KernelInfo) for k in kernels))
+        gemm = self.client.list_kernels("gemm")
+        self.assertIn("cpu_openblas", [k.name for k in gemm])
+        self.assertTrue(all(k.operation == "gemm" for k in gemm))
+        self.assertIn("cpu_blocked", [k.name for k in self.client.list_kernels("transpose")])
+        for k in kernels:
+            self.assertTrue(k.description and k.family and k.precisions and k.backend, k)
+        info = self.client.server_info()
+        self.assertEqual(info.backend, "cpu")
+        self.assertTrue(info.version)
+        self.assertEqual(info.limits.max_matrix_bytes, 67108864)
+        self.assertEqual(len(info.devices), 1)
+
+    def test_messages_above_grpc_default_4_mib_and_threads_sharing_a_client(self):
+        a = rand(1100, 1100)  # 4.8 MB per operand and result: over gRPC's default limit
+        r = self.client.multiply(a, a)
+        self.assertLess(rel_l2(r.c.astype(np.float64), a.astype(np.float64) @ a), 1e-5)
+
+        def one(i):
+            x, y = rand(40 + i, 30), rand(30, 20 + i)
+            return rel_l2(self.client.multiply(x, y).c.astype(np.float64),
+                          x.astype(np.float64) @ y)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            self.assertLess(max(pool.map(one, range(32))), 1e-5)
+
+    # --- errors ---------------------------------------------------------------------------------
+    def assert_error(self, cls, code, fragment, call, *args, **kw):
+        with self.assertRaises(cls) as ctx:
+            call(*args, **kw)
+        e = ctx.exception
+        self.assertIsInstance(e, mc.MatservError)
+        self.assertEqual(e.code, code, e.message)
+        self.assertIn(fragment, e.message)
+        self.assertIn(code.name, str(e))
+        return e
+
+    def test_every_error_class_surfaces_with_code_and_message(self):
+        a, b = rand(4, 3), rand(3, 5)
+        S = grpc.StatusCode
+        mul = self.client.multiply
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT,
+                          "inner dimensions do not agree", mul, a, b, transpose_b=True)
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT,
+                          "variant: unknown GEMM kernel 'warp9'", mul, a, b, variant="warp9")
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "alpha: must be a finite",
+                          mul, a, b, alpha=float("nan"))
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "b.dtype: FP64 differs",
+                          mul, a, b.astype(np.float64))
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT,
+                          "compute: mode 'tf32' is not available for fp64", mul,
+                          a.astype(np.float64), b.astype(np.float64), precision="tf32")
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "is a GEMM kernel",
+                          self.client.transpose, a, variant="cpu_openblas")
+        if "cpu_inplace" in [k.name for k in self.client.list_kernels("transpose")]:
+            # An in-place kernel asked for an out-of-place transpose (works in CPU-only builds,
+            # which know no CUDA variant names at all).
+            self.assert_error(mc.FailedPrecondition, S.FAILED_PRECONDITION, "is in-place",
+                              self.client.transpose, a, variant="cpu_inplace")
+        else:
+            self.assert_error(mc.FailedPrecondition, S.FAILED_PRECONDITION,
+                              "runs on the cuda backend", mul, a, b, variant="cublas")
+        big = np.zeros((4100, 4100), np.float32)  # 67 MB > --max_matrix_bytes=64 MiB
+        self.assert_error(mc.ResourceExhausted, S.RESOURCE_EXHAUSTED,
+                          "exceeds the limit of 67108864 bytes per matrix", mul, big, rand(4100, 1))
+        slow = rand(1500, 1500)
+        self.assert_error(mc.DeadlineExceeded, S.DEADLINE_EXCEEDED, "", mul, slow, slow,
+                          timeout=0.001)
+        with Client("127.0.0.1:1", timeout=5) as nowhere:
+            self.assert_error(mc.Unavailable, S.UNAVAILABLE, "", nowhere.server_info)
+            self.assert_error(mc.Unavailable, S.UNAVAILABLE, "not reachable", nowhere.wait_ready,
+                              0.2)
+        # Client-side mistakes are ordinary Python errors, raised before any call.
+        with self.assertRaises(TypeError):
+            mul(np.ones((2, 2), np.int64), np.ones((2, 2), np.int64))
+        with self.assertRaises(ValueError):
+            mul(np.ones(3), np.ones(3))
+        with self.assertRaises(ValueError):
+            mul(a, b, precision="fp8")
+        # And the server still answers correctly.
+        self.assertLess(rel_l2(mul(a, b).c.astype(np.float64), a.astype(np.float64) @ b), 1e-5)
+
+    def test_message_over_the_limit_without_streaming_is_resource_exhausted(self):
+        with ServerProcess("--max_message_bytes=65536") as small:
+            big = rand(200, 200)  # 160 KB per operand
+            with Client(small.target, auto_stream=False, timeout=30) as client:
+                e = self.assert_error(mc.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                      "", client.multiply, big, big)
+                self.assertTrue(e.message)
+                self.assertEqual(client.multiply(rand(8, 8), rand(8, 8)).c.shape, (8, 8))
+        # The client's own receive limit applies too.
+        with Client(self.server.target, max_message_bytes=65536, auto_stream=False) as client:
+            self.assert_error(mc.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED, "",
+                              client.multiply, rand(8, 100), rand(100, 4000))
+
+    # --- resident matrices and streaming --------------------------------------------------------
+    def test_resident_upload_download_release(self):
+        self.resident_or_skip()
+        for dtype in (np.float64, np.float32, np.float16):
+            for order in ("C", "F"):
+                a = np.asarray(rand(17, 29, dtype), order=order)
+                with self.client.upload(a) as h:
+                    self.assertIsInstance(h, mc.ResidentMatrix)
+                    self.assertEqual((h.shape, h.order, h.nbytes), ((17, 29), order, a.nbytes))
+                    self.assertIn(h.handle, [m.handle for m in self.client.list_resident()])
+                    back = h.download()
+                    np.testing.assert_array_equal(back, a)
+                    self.assertEqual(back.flags.f_contiguous and not back.flags.c_contiguous,
+                                     order == "F")
+                self.assertTrue(h.released)
+                self.assertNotIn(h.handle, [m.handle for m in self.client.list_resident()])
+        bits = Bfloat16.from_float(rand(6, 5))
+        h = self.client.upload(bits)
+        np.testing.assert_array_equal(h.download(bf16_bits=True).bits, bits.bits)
+        self.assertGreaterEqual(h.release(), bits.nbytes)  # whole pool blocks may be freed
+        self.assertEqual(h.release(), 0)  # second release: nothing to do
+        with self.assertRaises(ValueError):
+            h.download()
+        ghost = mc.ResidentMatrix(self.client, mc.ResidentInfo("0" * 32, 1, 1, "fp32", "C", 4,
+                                                               "cpu", 0))
+        self.assert_error(mc.NotFound, grpc.StatusCode.NOT_FOUND, "", ghost.download)
+
+    def test_resident_operands_results_and_in_place_transpose(self):
+        self.resident_or_skip()
+        a, b, c = rand(30, 20), rand(20, 10), rand(30, 10)
+        want = a.astype(np.float64) @ b
+        with self.client.upload(a) as ha, self.client.upload(b) as hb:
+            r = self.client.multiply(ha, hb)
+            self.assertLess(rel_l2(r.c.astype(np.float64), want), 1e-5)
+            r = self.client.multiply(ha, b, c=c, beta=1.0, keep_result=True)
+            self.assertIsNone(r.c)
+            with r.resident as hc:
+                self.assertEqual(hc.shape, (30, 10))
+                r2 = self.client.multiply(ha.download(), hb, transpose_a=False)
+                self.assertLess(rel_l2(hc.download().astype(np.float64), want + c), 1e-5)
+                self.assertLess(rel_l2(r2.c.astype(np.float64), want), 1e-5)
+            t = self.client.transpose(ha, keep_result=True, scale=2.0)
+            with t.resident as ht:
+                np.testing.assert_array_equal(ht.download(), 2.0 * a.T)
+        sq = rand(16, 16)
+        with self.client.upload(sq) as hs:
+            r = self.client.transpose(hs, in_place=True)
+            self.assertIs(r.resident, hs)
+            np.testing.assert_array_equal(hs.download(), sq.T)
+
+    def test_streamed_matrices_above_the_unary_limit(self):
+        with ServerProcess("--max_message_bytes=1048576") as small:
+            with Client(small.target, timeout=120, chunk_bytes=256 << 10) as client:
+                try:
+                    client.list_resident()
+                except mc.Unimplemented as e:
+                    self.skipTest(f"server has no resident RPCs: {e}")
+                self.assertLess(client.unary_limit_bytes(), 1 << 20)
+                a = rand(700, 600)  # 1.68 MB: above the 1 MiB message limit
+                with self.assertRaises(mc.ResourceExhausted):  # really above the unary limit
+                    client.upload(a, stream=False)
+                with client.upload(a) as h:  # streamed (UploadStream)
+                    with self.assertRaises(mc.ResourceExhausted):
+                        h.download(stream=False)
+                    np.testing.assert_array_equal(h.download(), a)  # streamed (DownloadStream)
+                    np.testing.assert_array_equal(h.download(stream=True), a)
+                # Arrays above the limit in a plain multiply: uploaded, computed, streamed back.
+                b = rand(600, 650)
+                r = client.multiply(a, b)
+                self.assertEqual(r.c.shape, (700, 650))
+                self.assertLess(rel_l2(r.c.astype(np.float64), a.astype(np.float64) @ b), 1e-5)
+                self.assertEqual(client.list_resident(), [])  # temporaries released
+                r = client.transpose(a)
+                np.testing.assert_array_equal(r.b, a.T)
+                # Small ones still go unary, and forcing a stream works for them too.
+                s = rand(3, 4)
+                with client.upload(s, stream=True) as h:
+                    np.testing.assert_array_equal(h.download(stream=True), s)
+
+
+class PipInstallTest(unittest.TestCase):
+    """`pip install` of client/python, offline, into a temporary directory; the installed package
+    (with the stubs it generated, and no `matserve` stubs on sys.path) then talks to a server."""
+
+    def test_offline_pip_install_generates_stubs_and_works(self):
+        for module in ("pip", "setuptools", "wheel"):
+            self.assertIsNotNone(importlib.util.find_spec(module), f"{sys.executable} lacks "
+                                 f"{module}: apt-get install python3-{module}")
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "src"
+            # A copy, so the build's in-tree files never land in the shared source tree.
+            shutil.copytree(REPO / "client" / "python", src / "client" / "python",
+                            ignore=shutil.ignore_patterns("build", "*.egg-info", "_proto",
+                                                          "__pycache__"))
+            shutil.copytree(REPO / "proto", src / "proto")
+            site = Path(tmp) / "site"
+            pip = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                 "--no-deps", "--disable-pip-version-check", "--target", str(site),
+                 str(src / "client" / "python")],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
+            proto = site / "matserve_client" / "_proto"
+            self.assertTrue((proto / "matrix_service_pb2.py").is_file())
+            self.assertTrue((proto / "matrix_service_pb2_grpc.py").is_file())
+            self.assertFalse((site / "matserve").exists())
+            with ServerProcess() as server:
+                script = (
+                    "import importlib.util, numpy as np\n"
+                    "from matserve_client import Client\n"
+                    "import matserve_client._stubs as s\n"
+                    "assert s.pb.__name__ == 'matserve_client._proto.matrix_service_pb2'\n"
+                    "assert importlib.util.find_spec('matserve') is None\n"
+                    f"c = Client('{server.target}', timeout=60)\n"
+                    "a = np.arange(12, dtype=np.float32).reshape(3, 4)\n"
+                    "r = c.multiply(a, a.T)\n"
+                    "assert np.array_equal(r.c, a @ a.T), r.c\n"
+                    "print('ok', r.variant, r.device)\n")
+                env = dict(os.environ, PYTHONPATH=str(site))
+                run = subprocess.run([sys.executable, "-s", "-c", script], cwd=tmp, env=env,
+                                     capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("ok", run.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
