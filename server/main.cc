@@ -21,16 +21,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "kernels/autotune.h"
 #include "matserve/version.h"
 #include "server/metrics/device_uuid.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_http.h"
 #include "server/metrics/nvml.h"
+#include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/matrix_service.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (host:port; port 0 picks a free one)");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "gRPC address (host:port; port 0 picks a free one)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "HTTP address of /metrics (host:port; port 0 picks a free one; empty disables)");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{1} << 30,
@@ -40,17 +43,21 @@ ABSL_FLAG(int64_t, max_dimension, 65536, "largest rows or cols of any matrix");
 ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{16} << 30,
           "largest byte size of any one matrix (inline matrices are also bounded by "
           "--max_message_bytes; larger ones travel through UploadStream/DownloadStream)");
-ABSL_FLAG(std::string, backend, "auto", "compute backend: auto (CUDA if a GPU is visible), cuda, cpu");
+ABSL_FLAG(std::string, backend, "auto",
+          "compute backend: auto (CUDA if a GPU is visible), cuda, cpu");
 ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to use, comma-separated (default: all)");
 ABSL_FLAG(int, streams_per_device, 4, "concurrent requests per GPU (one stream each)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
           "(0: 90% of a GPU's memory, a quarter of host memory on the CPU backend)");
-ABSL_FLAG(int, max_queue_per_device, 256, "requests that may wait for a device before new ones "
+ABSL_FLAG(int, max_queue_per_device, 256,
+          "requests that may wait for a device before new ones "
           "are refused with RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, resident_ttl_seconds, 600,
-          "a resident matrix idle this long is released");
+ABSL_FLAG(int64_t, resident_ttl_seconds, 600, "a resident matrix idle this long is released");
+ABSL_FLAG(std::string, autotune_table, "",
+          "measured variant table for `auto` (TSV from `gemm_bench --autotune-out`, e.g. "
+          "kernels/autotune/h100.tsv); without one `auto` takes cuBLAS on a GPU");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "on SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled");
 
@@ -104,12 +111,24 @@ int run() {
   options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(options);
   if (!backend.ok()) return fail(backend.status());
-  Runtime runtime(*std::move(backend), TunedChoice{},
+  TunedChoice tuned;
+  if (const std::string path = absl::GetFlag(FLAGS_autotune_table); !path.empty()) {
+    absl::StatusOr<kernels::AutotuneTable> table = kernels::AutotuneTable::load(path);
+    if (!table.ok()) return fail(table.status());
+    const std::vector<DeviceDescription> devs = (*backend)->devices();
+    std::printf("matserve: autotune table %s (%zu measurements)\n", path.c_str(),
+                table->entries().size());
+    tuned =
+        make_tuned_choice(*std::move(table), devs.empty() ? "" : devs[0].name, (*backend)->kind());
+  }
+  Runtime runtime(*std::move(backend), std::move(tuned),
                   absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
 
   Metrics metrics(BuildInfo{kVersion, kGitSha, kCudaVersion, backend_name});
-  metrics.set_runtime_source([&runtime] { return RuntimeSnapshot{runtime.backend().stats(), {}}; });
+  metrics.set_runtime_source([&runtime] {
+    return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats()};
+  });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {
     for (const DeviceDescription& d : runtime.backend().devices()) ordinals.push_back(d.index);
