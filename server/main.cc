@@ -8,7 +8,10 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +33,7 @@
 #include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
 #include "server/runtime/runtime.h"
+#include "server/service/auth.h"
 #include "server/service/matrix_service.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
@@ -58,6 +62,16 @@ ABSL_FLAG(int64_t, resident_ttl_seconds, 600, "a resident matrix idle this long 
 ABSL_FLAG(std::string, autotune_table, "",
           "measured variant table for `auto` (TSV from `gemm_bench --autotune-out`, e.g. "
           "kernels/autotune/h100.tsv); without one `auto` takes cuBLAS on a GPU");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "bearer tokens, one '<token> <name> [info,compute,resident]' per line; also read from "
+          "$MATSERVE_AUTH_TOKENS (lines separated by ';'). Without either, no authentication");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require and verify client certificates (mutual TLS)");
+ABSL_FLAG(int64_t, max_resident_bytes_per_owner, 0,
+          "resident bytes one caller (token) may hold; 0: only the device budget limits it");
+ABSL_FLAG(int, max_concurrent_streams, 256, "concurrent RPCs per client connection");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "on SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled");
 
@@ -79,6 +93,57 @@ absl::StatusOr<std::vector<int>> parse_devices(const std::string& list) {
   return out;
 }
 
+absl::StatusOr<std::string> read_file(const std::string& flag, const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Plaintext unless --tls_cert/--tls_key are given; mutual TLS with --tls_client_ca.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty()) {
+    if (!ca.empty())
+      return absl::InvalidArgumentError("tls_client_ca: needs --tls_cert and --tls_key");
+    return grpc::InsecureServerCredentials();
+  }
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("tls_cert, tls_key: give both or neither");
+  }
+  grpc::SslServerCredentialsOptions options;
+  absl::StatusOr<std::string> cert_pem = read_file("tls_cert", cert);
+  absl::StatusOr<std::string> key_pem = read_file("tls_key", key);
+  if (!cert_pem.ok()) return cert_pem.status();
+  if (!key_pem.ok()) return key_pem.status();
+  options.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
+  if (!ca.empty()) {
+    absl::StatusOr<std::string> ca_pem = read_file("tls_client_ca", ca);
+    if (!ca_pem.ok()) return ca_pem.status();
+    options.pem_root_certs = *ca_pem;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<Authenticator> authenticator() {
+  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {
+    return Authenticator::from_file(path);
+  }
+  if (const char* env = std::getenv("MATSERVE_AUTH_TOKENS"); env != nullptr && *env != '\0') {
+    return Authenticator::parse(env, ';');
+  }
+  return Authenticator();
+}
+
+bool is_loopback(const std::string& listen) {
+  return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
+         listen.rfind("[::1]:", 0) == 0 || listen.rfind("unix:", 0) == 0;
+}
+
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "matserve: %s\n", s.ToString().c_str());
   return 2;
@@ -96,6 +161,11 @@ int run() {
   limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   limits.max_dimension = absl::GetFlag(FLAGS_max_dimension);
   limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
+  limits.max_resident_bytes_per_owner = absl::GetFlag(FLAGS_max_resident_bytes_per_owner);
+  absl::StatusOr<Authenticator> auth = authenticator();
+  if (!auth.ok()) return fail(auth.status());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server_credentials();
+  if (!credentials.ok()) return fail(credentials.status());
   if (limits.max_message_bytes < 1024 || limits.max_message_bytes > 2147483647) {
     return fail(absl::InvalidArgumentError("max_message_bytes: must be in [1024, 2147483647]"));
   }
@@ -143,13 +213,15 @@ int run() {
     metrics_http = *std::move(m);
   }
 
-  MatrixServiceImpl service(runtime, metrics, limits);
+  MatrixServiceImpl service(runtime, metrics, limits, *auth);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_concurrent_streams));
   builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
   builder.RegisterService(&service);
@@ -166,7 +238,16 @@ int run() {
               kCudaVersion, backend_name.c_str(), devs.empty() ? "?" : devs[0].name.c_str(),
               devs.size() > 1 ? absl::StrCat(" and ", devs.size() - 1, " more").c_str() : "");
   const std::string host = listen.substr(0, listen.rfind(':'));
-  std::printf("matserve: serving gRPC on %s:%d\n", host.c_str(), port);
+  const bool tls = !absl::GetFlag(FLAGS_tls_cert).empty();
+  std::printf(
+      "matserve: serving gRPC on %s:%d (%s, %s)\n", host.c_str(), port,
+      tls ? (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS") : "plaintext",
+      auth->enabled() ? absl::StrCat(auth->size(), " bearer tokens").c_str() : "no authentication");
+  if (!tls && !is_loopback(listen)) {
+    std::printf(
+        "matserve: WARNING: plaintext gRPC on a non-loopback address; use --tls_cert/"
+        "--tls_key (and --auth_tokens_file) on shared networks (docs/security.md)\n");
+  }
   if (metrics_http) {
     const std::string maddr = absl::GetFlag(FLAGS_metrics_listen);
     std::printf("matserve: metrics on http://%s:%d/metrics\n",

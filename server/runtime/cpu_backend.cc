@@ -31,7 +31,8 @@ std::string read_cpu_model() {
 std::int64_t default_budget() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 4 : std::int64_t{1} << 32;
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 4
+                               : std::int64_t{1} << 32;
 }
 
 RawAllocator host_allocator() {
@@ -42,7 +43,9 @@ RawAllocator host_allocator() {
   };
 }
 
-double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+double micros_since(absl::Time t) {
+  return absl::ToDoubleMicroseconds(absl::Now() - t);
+}
 
 const void* bytes_of(const Operand& o) {
   return o.is_resident() ? o.resident->block.data() : o.data.data();
@@ -97,7 +100,8 @@ absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
   outcome.times.queue_us = micros_since(queued);
   void* c = job.keep_result ? admission->block(0).data() : out.data();
   if (job.c.has_value() && job.beta != 0.0) std::memcpy(c, bytes_of(*job.c), job.out_bytes());
-  const kernels::GemmProblem p = gemm_problem(job, job.a.dtype, bytes_of(job.a), bytes_of(job.b), c);
+  const kernels::GemmProblem p =
+      gemm_problem(job, job.a.dtype, bytes_of(job.a), bytes_of(job.b), c);
   absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
   if (!v.ok()) return v.status();
   const absl::Time start = absl::Now();

@@ -27,12 +27,9 @@ class CpuBackend final : public Backend {
                         const Waiter& waiter, Outcome& outcome) override;
   absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) override;
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(std::int64_t rows,
-                                                                  std::int64_t cols,
-                                                                  kernels::DType dtype,
-                                                                  kernels::Layout layout,
-                                                                  int device,
-                                                                  const Waiter& waiter) override;
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(
+      std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+      int device, const Waiter& waiter) override;
   absl::Status write_resident(ResidentMatrix& m, std::size_t offset,
                               std::span<const std::byte> bytes, const Waiter& waiter) override;
   absl::Status read_resident(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,

@@ -47,7 +47,9 @@ double elapsed_us(cudaEvent_t from, cudaEvent_t to) {
   return static_cast<double>(ms) * 1e3;
 }
 
-double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+double micros_since(absl::Time t) {
+  return absl::ToDoubleMicroseconds(absl::Now() - t);
+}
 
 // Finishes a request's stream work; a sticky error takes the device out of service.
 absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
@@ -95,7 +97,8 @@ struct CudaBackend::Device {
   std::atomic<bool> healthy{true};
 };
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
+    const CudaBackendOptions& options) {
   const int count = kernels::cuda_device_count();
   if (count == 0) return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
   std::vector<int> ordinals = options.devices;
@@ -106,8 +109,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBacke
   backend->copier_ = std::make_unique<ParallelCopier>(options.copy_threads);
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= count) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "devices: CUDA device ", ordinal, " does not exist (", count, " visible)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("devices: CUDA device ", ordinal, " does not exist (", count, " visible)"));
     }
     if (absl::Status s = cuda_status(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
     cudaDeviceProp prop{};
@@ -130,8 +133,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBacke
     d->pool = std::make_unique<MemoryPool>(
         RawAllocator{
             .name = absl::StrCat(d->label, " device memory"),
-            .allocate =
-                [ordinal](std::size_t bytes) -> void* {
+            .allocate = [ordinal](std::size_t bytes) -> void* {
               void* p = nullptr;
               cudaSetDevice(ordinal);
               if (cudaMalloc(&p, bytes) != cudaSuccess) {
@@ -140,10 +142,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBacke
               }
               return p;
             },
-            .release = [ordinal](void* p) {
-              cudaSetDevice(ordinal);
-              cudaFree(p);
-            },
+            .release =
+                [ordinal](void* p) {
+                  cudaSetDevice(ordinal);
+                  cudaFree(p);
+                },
         },
         budget);
     d->scheduler = std::make_unique<DeviceScheduler>(d->label, options.streams_per_device,
@@ -290,25 +293,27 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     }
   }
   if (job.c.has_value() && job.beta != 0.0) {
-    absl::Status st = job.c->is_resident()
-                          ? cuda_status(cudaMemcpyAsync(c, job.c->resident->block.data(),
-                                                        job.out_bytes(), cudaMemcpyDeviceToDevice, s),
-                                        "copy C")
-                          : slot.staging.to_device(c, job.c->data.data(), job.out_bytes(), s,
-                                                   *copier_);
+    absl::Status st =
+        job.c->is_resident()
+            ? cuda_status(cudaMemcpyAsync(c, job.c->resident->block.data(), job.out_bytes(),
+                                          cudaMemcpyDeviceToDevice, s),
+                          "copy C")
+            : slot.staging.to_device(c, job.c->data.data(), job.out_bytes(), s, *copier_);
     if (!st.ok()) return st;
   }
   cudaEventRecord(slot.events[1].get(), s);
   if (convert) {
-    if (absl::Status st = cuda_status(kernels::launch_convert(a, job.a.dtype, adm->block(ica).data(),
-                                                              operand, static_cast<std::int64_t>(na), s),
-                                      "convert A");
+    if (absl::Status st =
+            cuda_status(kernels::launch_convert(a, job.a.dtype, adm->block(ica).data(), operand,
+                                                static_cast<std::int64_t>(na), s),
+                        "convert A");
         !st.ok()) {
       return st;
     }
-    if (absl::Status st = cuda_status(kernels::launch_convert(b, job.b.dtype, adm->block(icb).data(),
-                                                              operand, static_cast<std::int64_t>(nb), s),
-                                      "convert B");
+    if (absl::Status st =
+            cuda_status(kernels::launch_convert(b, job.b.dtype, adm->block(icb).data(), operand,
+                                                static_cast<std::int64_t>(nb), s),
+                        "convert B");
         !st.ok()) {
       return st;
     }
@@ -392,7 +397,8 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   const absl::Time copy_out = absl::Now();
   const bool to_host = !job.keep_result && !job.in_place;
   if (to_host) {
-    if (absl::Status st = slot.staging.to_host(out.data(), dst, out.size(), s, *copier_); !st.ok()) {
+    if (absl::Status st = slot.staging.to_host(out.data(), dst, out.size(), s, *copier_);
+        !st.ok()) {
       return st;
     }
   }
@@ -447,9 +453,8 @@ absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
   if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
   StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
   cudaStream_t s = slot.resources.stream();
-  absl::Status st = slot.staging.to_host(out.data(),
-                                         static_cast<const std::byte*>(m.block.data()) + offset,
-                                         out.size(), s, *copier_);
+  absl::Status st = slot.staging.to_host(
+      out.data(), static_cast<const std::byte*>(m.block.data()) + offset, out.size(), s, *copier_);
   absl::Status done = finish(s, d.healthy);
   return st.ok() ? done : st;
 }

@@ -18,8 +18,8 @@ absl::StatusOr<StagingRing> StagingRing::create(std::size_t chunk_bytes, int chu
     if (!b.ok()) return b.status();
     r.chunks_.push_back(*std::move(b));
     cudaEvent_t e = nullptr;
-    if (absl::Status s = cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                                     "cudaEventCreate");
+    if (absl::Status s =
+            cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
         !s.ok()) {
       return s;
     }
@@ -40,10 +40,10 @@ absl::Status StagingRing::to_device(void* dst, const void* src, std::size_t n, c
       return s;
     }
     copier.copy(chunks_[slot].data(), static_cast<const char*>(src) + off, len);
-    if (absl::Status s = cuda_status(cudaMemcpyAsync(static_cast<char*>(dst) + off,
-                                                     chunks_[slot].data(), len,
-                                                     cudaMemcpyHostToDevice, stream),
-                                     "cudaMemcpyAsync H2D");
+    if (absl::Status s =
+            cuda_status(cudaMemcpyAsync(static_cast<char*>(dst) + off, chunks_[slot].data(), len,
+                                        cudaMemcpyHostToDevice, stream),
+                        "cudaMemcpyAsync H2D");
         !s.ok()) {
       return s;
     }
@@ -59,10 +59,10 @@ absl::Status StagingRing::to_host(void* dst, const void* src, std::size_t n, cud
   const auto issue = [&](std::size_t i) -> absl::Status {
     const std::size_t off = i * chunk_bytes_;
     const std::size_t len = std::min(chunk_bytes_, n - off);
-    absl::Status s = cuda_status(cudaMemcpyAsync(chunks_[i % k].data(),
-                                                 static_cast<const char*>(src) + off, len,
-                                                 cudaMemcpyDeviceToHost, stream),
-                                 "cudaMemcpyAsync D2H");
+    absl::Status s =
+        cuda_status(cudaMemcpyAsync(chunks_[i % k].data(), static_cast<const char*>(src) + off, len,
+                                    cudaMemcpyDeviceToHost, stream),
+                    "cudaMemcpyAsync D2H");
     cudaEventRecord(ready_[i % k].get(), stream);
     return s;
   };

@@ -18,10 +18,11 @@ DeviceScheduler::DeviceScheduler(std::string label, int slots, int max_queue, Me
   stats_.slots = slots;
 }
 
-absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(
-    std::span<const BlockSpec> specs, const Waiter& waiter) {
+absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<const BlockSpec> specs,
+                                                                  const Waiter& waiter) {
   std::int64_t need = 0;
-  for (const BlockSpec& s : specs) need += static_cast<std::int64_t>(MemoryPool::size_class(s.bytes));
+  for (const BlockSpec& s : specs)
+    need += static_cast<std::int64_t>(MemoryPool::size_class(s.bytes));
   const PoolStats ps = pool_.stats();
   absl::MutexLock lock(&mu_);
   if (need > ps.budget_bytes - ps.long_lived_bytes) {
@@ -40,8 +41,7 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(
     if (absl::Now() >= waiter.deadline) {
       --stats_.queued;
       ++stats_.expired;
-      return absl::DeadlineExceededError(
-          absl::StrCat("deadline passed while queued on ", label_));
+      return absl::DeadlineExceededError(absl::StrCat("deadline passed while queued on ", label_));
     }
     if (waiter.cancelled && waiter.cancelled()) {
       --stats_.queued;

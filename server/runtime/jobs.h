@@ -67,8 +67,8 @@ struct GemmJob {
   kernels::DType out_dtype = kernels::DType::kF32;
   kernels::Layout out_layout = kernels::Layout::kRowMajor;
   bool verify = false;
-  bool keep_result = false;  // the result stays on the device (Outcome::result)
-  std::string owner;         // who the resident result belongs to
+  bool keep_result = false;         // the result stays on the device (Outcome::result)
+  std::string owner;                // who the resident result belongs to
   std::vector<ResidentLock> locks;  // held for the whole operation
 
   std::int64_t m() const { return transpose_a ? a.cols : a.rows; }

@@ -13,7 +13,9 @@ MemoryPool::MemoryPool(RawAllocator raw, std::int64_t budget_bytes)
   stats_.budget_bytes = budget_bytes;
 }
 
-MemoryPool::~MemoryPool() { trim(); }
+MemoryPool::~MemoryPool() {
+  trim();
+}
 
 std::size_t MemoryPool::size_class(std::size_t bytes) {
   constexpr std::size_t kMin = 4096;
@@ -27,10 +29,10 @@ absl::StatusOr<MemoryPool::Block> MemoryPool::allocate(std::size_t bytes, bool l
   const std::size_t cap = size_class(bytes);
   absl::MutexLock lock(&mu_);
   if (stats_.in_use_bytes + static_cast<std::int64_t>(cap) > budget_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        raw_.name, ": ", cap, " bytes would exceed the budget of ", budget_, " bytes (",
-        stats_.in_use_bytes, " in use, of which ", stats_.long_lived_bytes,
-        " by resident matrices)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(raw_.name, ": ", cap, " bytes would exceed the budget of ", budget_,
+                     " bytes (", stats_.in_use_bytes, " in use, of which ", stats_.long_lived_bytes,
+                     " by resident matrices)"));
   }
   void* p = nullptr;
   if (auto it = free_.find(cap); it != free_.end() && !it->second.empty()) {
@@ -48,9 +50,9 @@ absl::StatusOr<MemoryPool::Block> MemoryPool::allocate(std::size_t bytes, bool l
     }
     if (p == nullptr) {
       ++stats_.raw_failures;
-      return absl::ResourceExhaustedError(
-          absl::StrCat(raw_.name, ": out of memory allocating ", cap, " bytes (",
-                       stats_.in_use_bytes, " in use)"));
+      return absl::ResourceExhaustedError(absl::StrCat(raw_.name, ": out of memory allocating ",
+                                                       cap, " bytes (", stats_.in_use_bytes,
+                                                       " in use)"));
     }
     ++stats_.misses;
   }

@@ -1,6 +1,6 @@
 // A size-classed caching allocator with a budget, used for device memory (cudaMalloc), pinned host
-// memory (cudaMallocHost) and the CPU backend's memory alike. Freed blocks go back to a free list of
-// their size class instead of the driver, so a steady stream of requests never reaches the raw
+// memory (cudaMallocHost) and the CPU backend's memory alike. Freed blocks go back to a free list
+// of their size class instead of the driver, so a steady stream of requests never reaches the raw
 // allocator; the budget bounds memory in use, and cached blocks are trimmed before it is exceeded.
 #pragma once
 
@@ -19,19 +19,19 @@ namespace matserve::server {
 
 // How to get and return raw memory (e.g. cudaMalloc / cudaFree).
 struct RawAllocator {
-  std::string name;  // for messages: "cuda:0 device memory"
+  std::string name;                                  // for messages: "cuda:0 device memory"
   std::function<void*(std::size_t bytes)> allocate;  // null on failure
   std::function<void(void* p)> release;
 };
 
 struct PoolStats {
   std::int64_t budget_bytes = 0;
-  std::int64_t in_use_bytes = 0;    // blocks handed out (size-class capacity)
+  std::int64_t in_use_bytes = 0;      // blocks handed out (size-class capacity)
   std::int64_t long_lived_bytes = 0;  // of which held by resident matrices
-  std::int64_t cached_bytes = 0;    // free blocks kept for reuse
-  std::int64_t hits = 0;            // allocations served from the cache
-  std::int64_t misses = 0;          // allocations that reached the raw allocator
-  std::int64_t raw_failures = 0;    // raw allocations that failed (after trimming the cache)
+  std::int64_t cached_bytes = 0;      // free blocks kept for reuse
+  std::int64_t hits = 0;              // allocations served from the cache
+  std::int64_t misses = 0;            // allocations that reached the raw allocator
+  std::int64_t raw_failures = 0;      // raw allocations that failed (after trimming the cache)
 };
 
 class MemoryPool {

@@ -22,7 +22,8 @@ class ParallelCopier {
   ParallelCopier& operator=(const ParallelCopier&) = delete;
 
   // memcpy(dst, src, n), split into pieces of at least `min_piece` bytes.
-  void copy(void* dst, const void* src, std::size_t n, std::size_t min_piece = std::size_t{1} << 20);
+  void copy(void* dst, const void* src, std::size_t n,
+            std::size_t min_piece = std::size_t{1} << 20);
 
  private:
   void worker();

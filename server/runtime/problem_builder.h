@@ -27,8 +27,8 @@ inline kernels::GemmProblem gemm_problem(const GemmJob& job, kernels::DType oper
 
 inline kernels::TransposeProblem transpose_problem(const TransposeJob& job, const void* in,
                                                    void* out) {
-  return kernels::canonicalize_transpose(job.a.rows, job.a.cols, job.a.layout, job.a.dtype, in,
-                                         out, job.scale);
+  return kernels::canonicalize_transpose(job.a.rows, job.a.cols, job.a.layout, job.a.dtype, in, out,
+                                         job.scale);
 }
 
 }  // namespace matserve::server

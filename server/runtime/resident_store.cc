@@ -114,6 +114,15 @@ ResidentStats ResidentStore::stats() const {
   return s;
 }
 
+std::int64_t ResidentStore::bytes_of(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  std::int64_t total = 0;
+  for (const auto& [handle, m] : by_handle_) {
+    if (m->owner == owner) total += static_cast<std::int64_t>(m->block.capacity());
+  }
+  return total;
+}
+
 std::int64_t ResidentStore::expires_in_ms(const ResidentMatrix& m) const {
   const std::int64_t left =
       absl::ToInt64Milliseconds(ttl_) - (monotonic_ms() - m.last_used_ms.load());

@@ -62,6 +62,8 @@ class ResidentStore {
   void clear();
 
   ResidentStats stats() const;
+  // Bytes of the resident matrices `owner` holds.
+  std::int64_t bytes_of(const std::string& owner) const;
   absl::Duration ttl() const { return ttl_; }
   // Milliseconds until `m` expires if it stays idle.
   std::int64_t expires_in_ms(const ResidentMatrix& m) const;

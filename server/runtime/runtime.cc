@@ -75,7 +75,8 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
       }
       got = result;
     }
-    const kernels::GemmProblem host = gemm_problem(job, job.a.dtype, a->data(), b->data(), got.data());
+    const kernels::GemmProblem host =
+        gemm_problem(job, job.a.dtype, a->data(), b->data(), got.data());
     const std::vector<double> ref = kernels::reference_gemm(host, c0.empty() ? nullptr : c0.data());
     outcome.verification =
         kernels::compare_with_reference(got.data(), job.out_dtype, host.m, host.n, host.ldc, ref);
@@ -135,7 +136,9 @@ absl::Status Runtime::write(ResidentMatrix& m, std::size_t offset, std::span<con
   return backend_->write_resident(m, offset, bytes, waiter);
 }
 
-std::string Runtime::publish(std::shared_ptr<ResidentMatrix> m) { return residents_.add(std::move(m)); }
+std::string Runtime::publish(std::shared_ptr<ResidentMatrix> m) {
+  return residents_.add(std::move(m));
+}
 
 absl::Status Runtime::read(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
                            const Waiter& waiter) {

@@ -30,7 +30,8 @@ class Runtime {
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome);
 
   // Resident matrices. `owner` scopes visibility (handles of other owners are NOT_FOUND).
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> upload(const HostMatrix& m, const std::string& owner,
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> upload(const HostMatrix& m,
+                                                         const std::string& owner,
                                                          const Waiter& waiter);
   // Streaming upload: allocate, then write pieces in order, then publish.
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> begin_upload(std::int64_t rows, std::int64_t cols,

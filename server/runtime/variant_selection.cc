@@ -12,12 +12,14 @@ namespace {
 // wrong choice), the fastest hand-written kernels first for transpose.
 constexpr std::array<std::string_view, 2> kGemmDefaults = {"cublas", "cpu_openblas"};
 constexpr std::array<std::string_view, 8> kTransposeDefaults = {
-    "transpose_vectorized",     "transpose_tiled",       "cublas_geam", "transpose_naive",
+    "transpose_vectorized",     "transpose_tiled",        "cublas_geam", "transpose_naive",
     "transpose_inplace_square", "transpose_inplace_rect", "cpu_blocked", "cpu_inplace"};
 
 }  // namespace
 
-bool is_auto(std::string_view name) { return name.empty() || name == "auto"; }
+bool is_auto(std::string_view name) {
+  return name.empty() || name == "auto";
+}
 
 namespace {
 
@@ -36,11 +38,12 @@ absl::StatusOr<const kernels::GemmVariant*> lookup_gemm_variant(std::string_view
   const kernels::GemmVariant* v = kernels::find_gemm_variant(requested);
   if (v == nullptr) {
     if (kernels::find_transpose_variant(requested) != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variant: '", std::string(requested), "' is a transpose kernel, not a GEMM kernel"));
+      return absl::InvalidArgumentError(absl::StrCat("variant: '", std::string(requested),
+                                                     "' is a transpose kernel, not a GEMM kernel"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "variant: unknown GEMM kernel '", std::string(requested), "' (see ListKernels, or 'auto')"));
+    return absl::InvalidArgumentError(absl::StrCat("variant: unknown GEMM kernel '",
+                                                   std::string(requested),
+                                                   "' (see ListKernels, or 'auto')"));
   }
   if (v->backend != backend) return wrong_backend(*v, backend);
   return v;
@@ -81,8 +84,8 @@ absl::StatusOr<const kernels::TransposeVariant*> lookup_transpose_variant(
   const kernels::TransposeVariant* v = kernels::find_transpose_variant(requested);
   if (v == nullptr) {
     if (kernels::find_gemm_variant(requested) != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variant: '", std::string(requested), "' is a GEMM kernel, not a transpose kernel"));
+      return absl::InvalidArgumentError(absl::StrCat("variant: '", std::string(requested),
+                                                     "' is a GEMM kernel, not a transpose kernel"));
     }
     return absl::InvalidArgumentError(absl::StrCat("variant: unknown transpose kernel '",
                                                    std::string(requested),
@@ -113,10 +116,9 @@ absl::StatusOr<const kernels::TransposeVariant*> select_transpose_variant(
   for (const kernels::TransposeVariant& v : kernels::transpose_variants()) {
     if (const kernels::TransposeVariant* ok = usable(v.name)) return ok;
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("variant: no ", std::string(kernels::backend_name(ctx.backend)),
-                   " transpose kernel handles ", std::string(kernels::dtype_name(shape.dtype)),
-                   " data"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "variant: no ", std::string(kernels::backend_name(ctx.backend)), " transpose kernel handles ",
+      std::string(kernels::dtype_name(shape.dtype)), " data"));
 }
 
 }  // namespace matserve::server

@@ -27,30 +27,46 @@ std::string device_label(const std::string& device) {
   return space == std::string::npos ? device : device.substr(0, space);
 }
 
-double micros_since(absl::Time t) { return absl::ToDoubleMicroseconds(absl::Now() - t); }
+double micros_since(absl::Time t) {
+  return absl::ToDoubleMicroseconds(absl::Now() - t);
+}
 
 }  // namespace
 
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
-                                     const ServiceLimits& limits)
-    : runtime_(runtime), metrics_(metrics), limits_(limits) {}
+                                     const ServiceLimits& limits, const Authenticator& auth)
+    : runtime_(runtime), metrics_(metrics), limits_(limits), auth_(auth) {}
 
 grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          const v1::MultiplyRequest* request,
                                          v1::MultiplyReply* reply) {
   const absl::Time received = absl::Now();
   Metrics::InFlight in_flight = metrics_.in_flight();
-  RequestRecord rec{.rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none",
-                    .device = "none"};
+  RequestRecord rec{
+      .rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none", .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
   const absl::Status status = [&]() -> absl::Status {
-    const std::string owner = owner_of(*context);
-    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(owner));
+    const bool resident = request->keep_result() || !request->a_handle().empty() ||
+                          !request->b_handle().empty() || !request->c_handle().empty();
+    absl::StatusOr<std::string> owner =
+        authorize(*context, resident ? Permission::kResident : Permission::kCompute, "Multiply");
+    if (!owner.ok()) return owner.status();
+    if (resident) {
+      absl::StatusOr<std::string> compute = authorize(*context, Permission::kCompute, "Multiply");
+      if (!compute.ok()) return compute.status();
+    }
+    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
-    job->owner = owner;
+    job->owner = *owner;
+    if (job->keep_result) {
+      if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(job->out_bytes()));
+          !s.ok()) {
+        return s;
+      }
+    }
     rec.precision = std::string(kernels::precision_name(job->precision));
-    rec.problem_size =
-        static_cast<double>(job->m()) * static_cast<double>(job->n()) * static_cast<double>(job->k());
+    rec.problem_size = static_cast<double>(job->m()) * static_cast<double>(job->n()) *
+                       static_cast<double>(job->k());
     if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
     v1::Matrix* c = reply->mutable_c();
     c->set_rows(job->m());
@@ -97,14 +113,30 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                                           v1::TransposeReply* reply) {
   const absl::Time received = absl::Now();
   Metrics::InFlight in_flight = metrics_.in_flight();
-  RequestRecord rec{.rpc = "Transpose", .op = "transpose", .variant = "none", .precision = "none",
+  RequestRecord rec{.rpc = "Transpose",
+                    .op = "transpose",
+                    .variant = "none",
+                    .precision = "none",
                     .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
   const absl::Status status = [&]() -> absl::Status {
-    const std::string owner = owner_of(*context);
-    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(owner));
+    const bool resident = request->keep_result() || !request->a_handle().empty();
+    absl::StatusOr<std::string> owner =
+        authorize(*context, resident ? Permission::kResident : Permission::kCompute, "Transpose");
+    if (!owner.ok()) return owner.status();
+    if (resident) {
+      absl::StatusOr<std::string> compute = authorize(*context, Permission::kCompute, "Transpose");
+      if (!compute.ok()) return compute.status();
+    }
+    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
-    job->owner = owner;
+    job->owner = *owner;
+    if (job->keep_result) {
+      if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(job->out_bytes()));
+          !s.ok()) {
+        return s;
+      }
+    }
     rec.precision = std::string(kernels::dtype_name(job->a.dtype));
     rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
     if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
@@ -148,9 +180,13 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
   return to_grpc(status);
 }
 
-grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* /*context*/,
+grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
                                             const v1::ListKernelsRequest* /*request*/,
                                             v1::ListKernelsReply* reply) {
+  if (absl::StatusOr<std::string> who = authorize(*context, Permission::kInfo, "ListKernels");
+      !who.ok()) {
+    return to_grpc(who.status());
+  }
   const kernels::Backend mine = runtime_.backend().kind();
   for (const kernels::GemmVariant& v : kernels::gemm_variants()) {
     if (v.backend != mine) continue;
@@ -158,9 +194,9 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* /*context*/,
     k->set_name(std::string(v.name));
     k->set_family(std::string(v.family));
     k->set_operation(v1::GEMM);
-    for (kernels::Precision p : {kernels::Precision::kF64, kernels::Precision::kF32,
-                                 kernels::Precision::kTF32, kernels::Precision::kF16,
-                                 kernels::Precision::kBF16}) {
+    for (kernels::Precision p :
+         {kernels::Precision::kF64, kernels::Precision::kF32, kernels::Precision::kTF32,
+          kernels::Precision::kF16, kernels::Precision::kBF16}) {
       if (v.supports(p)) k->add_precisions(std::string(kernels::precision_name(p)));
     }
     k->set_constraints(std::string(v.constraints));
@@ -176,24 +212,32 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* /*context*/,
     for (const char* p : {"fp64", "fp32", "fp16", "bf16"}) k->add_precisions(p);
     std::string constraints(v.constraints);
     if (v.in_place) {
-      constraints = constraints.empty() ? "in-place: resident matrices only"
-                                        : absl::StrCat("in-place: resident matrices only; ",
-                                                       constraints);
+      constraints = constraints.empty()
+                        ? "in-place: resident matrices only"
+                        : absl::StrCat("in-place: resident matrices only; ", constraints);
     }
     k->set_constraints(constraints);
     k->set_description(std::string(v.description));
     k->set_backend(std::string(kernels::backend_name(v.backend)));
   }
-  RequestRecord rec{.rpc = "ListKernels", .op = "info", .variant = "none", .precision = "none",
-                    .device = "none", .code = "OK"};
+  RequestRecord rec{.rpc = "ListKernels",
+                    .op = "info",
+                    .variant = "none",
+                    .precision = "none",
+                    .device = "none",
+                    .code = "OK"};
   rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
   metrics_.record(rec);
   return grpc::Status::OK;
 }
 
-grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* /*context*/,
+grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
                                               const v1::GetServerInfoRequest* /*request*/,
                                               v1::GetServerInfoReply* reply) {
+  if (absl::StatusOr<std::string> who = authorize(*context, Permission::kInfo, "GetServerInfo");
+      !who.ok()) {
+    return to_grpc(who.status());
+  }
   reply->set_version(kVersion);
   reply->set_git_sha(kGitSha);
   reply->set_backend(std::string(kernels::backend_name(runtime_.backend().kind())));
@@ -207,8 +251,12 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* /*context*/,
   const std::vector<DeviceStats> stats = runtime_.backend().stats();
   if (!stats.empty()) l->set_memory_budget_bytes(stats[0].pool.budget_bytes);
   l->set_resident_ttl_ms(absl::ToInt64Milliseconds(runtime_.residents().ttl()));
-  RequestRecord rec{.rpc = "GetServerInfo", .op = "info", .variant = "none",
-                    .precision = "none", .device = "none", .code = "OK"};
+  RequestRecord rec{.rpc = "GetServerInfo",
+                    .op = "info",
+                    .variant = "none",
+                    .precision = "none",
+                    .device = "none",
+                    .code = "OK"};
   rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
   metrics_.record(rec);
   return grpc::Status::OK;

@@ -8,6 +8,7 @@
 #include "matserve/v1/matrix_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/runtime/runtime.h"
+#include "server/service/auth.h"
 #include "server/service/limits.h"
 #include "server/service/validation.h"
 
@@ -15,7 +16,8 @@ namespace matserve::server {
 
 class MatrixServiceImpl final : public v1::MatrixService::Service {
  public:
-  MatrixServiceImpl(Runtime& runtime, Metrics& metrics, const ServiceLimits& limits);
+  MatrixServiceImpl(Runtime& runtime, Metrics& metrics, const ServiceLimits& limits,
+                    const Authenticator& auth);
 
   grpc::Status Multiply(grpc::ServerContext* context, const v1::MultiplyRequest* request,
                         v1::MultiplyReply* reply) override;
@@ -41,8 +43,12 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
                             v1::ListResidentReply* reply) override;
 
  private:
-  // Who the caller is, for resident-matrix visibility ("" for anonymous callers).
-  std::string owner_of(const grpc::ServerContext& context) const;
+  // Who the caller is (the owner of the resident matrices it may see; "" when authentication is
+  // off), or UNAUTHENTICATED / PERMISSION_DENIED.
+  absl::StatusOr<std::string> authorize(const grpc::ServerContext& context, Permission need,
+                                        const char* rpc) const;
+  // RESOURCE_EXHAUSTED when `owner` would hold more than --max_resident_bytes_per_owner.
+  absl::Status check_quota(const std::string& owner, std::int64_t more_bytes);
   HandleResolver resolver(const std::string& owner);
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
   // Records an RPC that moves or manages resident matrices.
@@ -52,6 +58,7 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   Runtime& runtime_;
   Metrics& metrics_;
   ServiceLimits limits_;
+  const Authenticator& auth_;
 };
 
 }  // namespace matserve::server

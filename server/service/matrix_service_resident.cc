@@ -24,8 +24,22 @@ v1::Layout layout_proto(kernels::Layout l) {
 
 }  // namespace
 
-std::string MatrixServiceImpl::owner_of(const grpc::ServerContext& /*context*/) const {
-  return "";  // every caller is the same anonymous owner until authentication is configured
+absl::StatusOr<std::string> MatrixServiceImpl::authorize(const grpc::ServerContext& context,
+                                                         Permission need, const char* rpc) const {
+  return auth_.authenticate(context, need, rpc);
+}
+
+absl::Status MatrixServiceImpl::check_quota(const std::string& owner, std::int64_t more_bytes) {
+  const std::int64_t limit = limits_.max_resident_bytes_per_owner;
+  if (limit <= 0) return absl::OkStatus();
+  const std::int64_t held = runtime_.residents().bytes_of(owner);
+  if (held + more_bytes > limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("resident matrices of this caller would take ", held + more_bytes,
+                     " bytes, over the limit of ", limit,
+                     " per caller (--max_resident_bytes_per_owner; ", held, " held now)"));
+  }
+  return absl::OkStatus();
 }
 
 HandleResolver MatrixServiceImpl::resolver(const std::string& owner) {
@@ -48,8 +62,8 @@ void MatrixServiceImpl::fill_resident(ResidentMatrix& m, v1::ResidentInfo* out) 
 
 void MatrixServiceImpl::record_simple(const std::string& rpc, const absl::Status& status,
                                       std::int64_t received, std::int64_t sent, absl::Time start) {
-  RequestRecord rec{.rpc = rpc, .op = "resident", .variant = "none", .precision = "none",
-                    .device = "none"};
+  RequestRecord rec{
+      .rpc = rpc, .op = "resident", .variant = "none", .precision = "none", .device = "none"};
   rec.code = absl::StatusCodeToString(status.code());
   rec.bytes_received = received;
   rec.bytes_sent = sent;
@@ -62,11 +76,16 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
   const absl::Time start = absl::Now();
   Metrics::InFlight in_flight = metrics_.in_flight();
   const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Upload");
+    if (!owner.ok()) return owner.status();
     if (!request->has_matrix()) return absl::InvalidArgumentError("matrix: missing");
     absl::StatusOr<HostMatrix> m = validate_matrix("matrix", request->matrix(), limits_);
     if (!m.ok()) return m.status();
+    if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(m->bytes())); !s.ok()) {
+      return s;
+    }
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
-        runtime_.upload(*m, owner_of(*context), waiter_of(*context));
+        runtime_.upload(*m, *owner, waiter_of(*context));
     if (!r.ok()) return r.status();
     fill_resident(**r, reply->mutable_resident());
     return absl::OkStatus();
@@ -84,6 +103,8 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
   Metrics::InFlight in_flight = metrics_.in_flight();
   std::int64_t received = 0;
   const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "UploadStream");
+    if (!owner.ok()) return owner.status();
     v1::UploadChunk chunk;
     if (!reader->Read(&chunk)) {
       return absl::InvalidArgumentError("header: the stream ended before its first chunk");
@@ -96,10 +117,13 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
     }
     absl::StatusOr<HostMatrix> h = validate_header("header", chunk.header(), limits_);
     if (!h.ok()) return h.status();
+    if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(h->bytes())); !s.ok()) {
+      return s;
+    }
     // Memory is taken only now, after the header passed every limit.
     const Waiter waiter = waiter_of(*context);
-    absl::StatusOr<std::shared_ptr<ResidentMatrix>> m = runtime_.begin_upload(
-        h->rows, h->cols, h->dtype, h->layout, owner_of(*context), waiter);
+    absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
+        runtime_.begin_upload(h->rows, h->cols, h->dtype, h->layout, *owner, waiter);
     if (!m.ok()) return m.status();
     const std::size_t expected = h->bytes();
     std::size_t offset = 0;
@@ -110,8 +134,8 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
       }
       const std::string& data = chunk.data();
       if (offset + data.size() > expected) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "data: the stream carries more than the ", expected, " bytes its header announces"));
+        return absl::InvalidArgumentError(absl::StrCat("data: the stream carries more than the ",
+                                                       expected, " bytes its header announces"));
       }
       const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data.data()),
                                              data.size());
@@ -139,8 +163,10 @@ grpc::Status MatrixServiceImpl::Download(grpc::ServerContext* context,
   const absl::Time start = absl::Now();
   Metrics::InFlight in_flight = metrics_.in_flight();
   const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Download");
+    if (!owner.ok()) return owner.status();
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
-        runtime_.residents().get("handle", request->handle(), owner_of(*context));
+        runtime_.residents().get("handle", request->handle(), *owner);
     if (!m.ok()) return m.status();
     ResidentLock lock(*m, /*exclusive=*/false);
     if (static_cast<std::int64_t>((*m)->bytes()) > limits_.max_message_bytes - 1024) {
@@ -172,15 +198,18 @@ grpc::Status MatrixServiceImpl::DownloadStream(grpc::ServerContext* context,
   std::int64_t sent = 0;
   const absl::Status status = [&]() -> absl::Status {
     const std::int64_t max_chunk = limits_.max_message_bytes / 2;
-    const std::int64_t chunk_bytes = request->chunk_bytes() == 0 ? std::min(kDefaultChunk, max_chunk)
-                                                                 : request->chunk_bytes();
+    const std::int64_t chunk_bytes =
+        request->chunk_bytes() == 0 ? std::min(kDefaultChunk, max_chunk) : request->chunk_bytes();
     if (chunk_bytes < kMinChunk || chunk_bytes > max_chunk) {
-      return absl::InvalidArgumentError(absl::StrCat("chunk_bytes: ", chunk_bytes,
-                                                     " is outside [", kMinChunk, ", ", max_chunk,
+      return absl::InvalidArgumentError(absl::StrCat("chunk_bytes: ", chunk_bytes, " is outside [",
+                                                     kMinChunk, ", ", max_chunk,
                                                      "] (half of --max_message_bytes)"));
     }
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kResident, "DownloadStream");
+    if (!owner.ok()) return owner.status();
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
-        runtime_.residents().get("handle", request->handle(), owner_of(*context));
+        runtime_.residents().get("handle", request->handle(), *owner);
     if (!m.ok()) return m.status();
     ResidentLock lock(*m, /*exclusive=*/false);
     const Waiter waiter = waiter_of(*context);
@@ -196,12 +225,12 @@ grpc::Status MatrixServiceImpl::DownloadStream(grpc::ServerContext* context,
         h->set_dtype(to_proto((*m)->dtype));
         h->set_layout(layout_proto((*m)->layout));
       }
-      const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(chunk_bytes),
-                                                    total - offset);
+      const std::size_t len =
+          std::min<std::size_t>(static_cast<std::size_t>(chunk_bytes), total - offset);
       std::string* data = chunk.mutable_data();
       data->resize(len);
-      if (absl::Status s = runtime_.read(**m, offset, {reinterpret_cast<std::byte*>(data->data()), len},
-                                         waiter);
+      if (absl::Status s =
+              runtime_.read(**m, offset, {reinterpret_cast<std::byte*>(data->data()), len}, waiter);
           !s.ok()) {
         return s;
       }
@@ -221,8 +250,10 @@ grpc::Status MatrixServiceImpl::Release(grpc::ServerContext* context,
                                         const v1::ReleaseRequest* request,
                                         v1::ReleaseReply* reply) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::int64_t> freed =
-      runtime_.residents().release(request->handle(), owner_of(*context));
+  absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Release");
+  absl::StatusOr<std::int64_t> freed = owner.ok()
+                                           ? runtime_.residents().release(request->handle(), *owner)
+                                           : absl::StatusOr<std::int64_t>(owner.status());
   if (freed.ok()) reply->set_bytes_freed(*freed);
   record_simple("Release", freed.status(), static_cast<std::int64_t>(request->ByteSizeLong()),
                 static_cast<std::int64_t>(reply->ByteSizeLong()), start);
@@ -233,13 +264,19 @@ grpc::Status MatrixServiceImpl::ListResident(grpc::ServerContext* context,
                                              const v1::ListResidentRequest* request,
                                              v1::ListResidentReply* reply) {
   const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "ListResident");
+  if (!owner.ok()) {
+    record_simple("ListResident", owner.status(), 0, 0, start);
+    return to_grpc(owner.status());
+  }
   std::int64_t total = 0;
-  for (const auto& m : runtime_.residents().list(owner_of(*context))) {
+  for (const auto& m : runtime_.residents().list(*owner)) {
     fill_resident(*m, reply->add_matrices());
     total += static_cast<std::int64_t>(m->bytes());
   }
   reply->set_total_bytes(total);
-  record_simple("ListResident", absl::OkStatus(), static_cast<std::int64_t>(request->ByteSizeLong()),
+  record_simple("ListResident", absl::OkStatus(),
+                static_cast<std::int64_t>(request->ByteSizeLong()),
                 static_cast<std::int64_t>(reply->ByteSizeLong()), start);
   return grpc::Status::OK;
 }

@@ -18,7 +18,9 @@ namespace {
 
 using absl::StrCat;
 
-std::string dims(std::int64_t r, std::int64_t c) { return StrCat(r, "x", c); }
+std::string dims(std::int64_t r, std::int64_t c) {
+  return StrCat(r, "x", c);
+}
 
 std::string name_of(v1::DataType t) {
   const std::string& n = v1::DataType_Name(t);
@@ -35,8 +37,7 @@ absl::Status check_dimension(const std::string& field, std::int64_t v,
   return absl::OkStatus();
 }
 
-absl::Status check_size(const std::string& field, std::int64_t bytes,
-                        const ServiceLimits& limits) {
+absl::Status check_size(const std::string& field, std::int64_t bytes, const ServiceLimits& limits) {
   if (bytes > limits.max_matrix_bytes) {
     return absl::ResourceExhaustedError(StrCat(field, ": ", bytes, " bytes exceeds the limit of ",
                                                limits.max_matrix_bytes,
@@ -78,10 +79,9 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(h->dtype));
   const std::int64_t expected = m.rows() * m.cols() * elem;
   if (static_cast<std::int64_t>(m.data().size()) != expected) {
-    return absl::InvalidArgumentError(
-        StrCat(field, ".data: ", m.data().size(), " bytes, expected ", expected, " (rows ",
-               m.rows(), " * cols ", m.cols(), " * ", elem, " bytes per ", name_of(m.dtype()),
-               ")"));
+    return absl::InvalidArgumentError(StrCat(field, ".data: ", m.data().size(), " bytes, expected ",
+                                             expected, " (rows ", m.rows(), " * cols ", m.cols(),
+                                             " * ", elem, " bytes per ", name_of(m.dtype()), ")"));
   }
   h->data = std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data().data()),
                                        m.data().size());
@@ -124,8 +124,8 @@ absl::Status one_of(const std::string& field, bool has_inline, const std::string
         StrCat(field, " and ", field, "_handle: give one of them, not both"));
   }
   if (required && !has_inline && handle.empty()) {
-    return absl::InvalidArgumentError(StrCat(field, ": missing (send ", field, " or ", field,
-                                             "_handle)"));
+    return absl::InvalidArgumentError(
+        StrCat(field, ": missing (send ", field, " or ", field, "_handle)"));
   }
   return absl::OkStatus();
 }
@@ -166,11 +166,14 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (absl::Status s = one_of("c", request.has_c(), request.c_handle(), false); !s.ok()) return s;
   GemmJob job;
   ResidentOperands residents(resolve);
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra = residents.add("a_handle", request.a_handle());
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
+      residents.add("a_handle", request.a_handle());
   if (!ra.ok()) return ra.status();
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rb = residents.add("b_handle", request.b_handle());
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rb =
+      residents.add("b_handle", request.b_handle());
   if (!rb.ok()) return rb.status();
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rc = residents.add("c_handle", request.c_handle());
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rc =
+      residents.add("c_handle", request.c_handle());
   if (!rc.ok()) return rc.status();
   job.locks = residents.lock(/*exclusive=*/false);
   absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);
@@ -182,17 +185,16 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   job.transpose_a = request.transpose_a();
   job.transpose_b = request.transpose_b();
   if (job.b.dtype != job.a.dtype) {
-    return absl::InvalidArgumentError(StrCat("b.dtype: ", name_of(to_proto(job.b.dtype)),
-                                             " differs from a.dtype ",
-                                             name_of(to_proto(job.a.dtype)),
-                                             " (both operands share one type)"));
+    return absl::InvalidArgumentError(
+        StrCat("b.dtype: ", name_of(to_proto(job.b.dtype)), " differs from a.dtype ",
+               name_of(to_proto(job.a.dtype)), " (both operands share one type)"));
   }
   const std::int64_t k_b = job.transpose_b ? job.b.cols : job.b.rows;
   if (job.k() != k_b) {
-    return absl::InvalidArgumentError(StrCat(
-        "b: inner dimensions do not agree: op(A) is ", dims(job.m(), job.k()), ", op(B) is ",
-        dims(k_b, job.n()), " (transpose_a=", job.transpose_a ? "true" : "false",
-        ", transpose_b=", job.transpose_b ? "true" : "false", ")"));
+    return absl::InvalidArgumentError(
+        StrCat("b: inner dimensions do not agree: op(A) is ", dims(job.m(), job.k()), ", op(B) is ",
+               dims(k_b, job.n()), " (transpose_a=", job.transpose_a ? "true" : "false",
+               ", transpose_b=", job.transpose_b ? "true" : "false", ")"));
   }
   const std::optional<kernels::Compute> compute = from_proto(request.compute());
   if (!compute.has_value()) {
@@ -206,8 +208,8 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED) {
     const std::optional<kernels::DType> out = from_proto(request.output_dtype());
     if (!out.has_value()) {
-      return absl::InvalidArgumentError(StrCat("output_dtype: unknown data type ",
-                                               static_cast<int>(request.output_dtype())));
+      return absl::InvalidArgumentError(
+          StrCat("output_dtype: unknown data type ", static_cast<int>(request.output_dtype())));
     }
     if (absl::Status s = kernels::check_output_dtype(job.a.dtype, *out); !s.ok()) return s;
     job.out_dtype = *out;
@@ -223,7 +225,8 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (absl::Status s = check_finite("alpha", job.alpha); !s.ok()) return s;
   if (absl::Status s = check_finite("beta", job.beta); !s.ok()) return s;
   // The output obeys the same limits as the inputs (m and n are already within max_dimension).
-  if (absl::Status s = check_size("c (the result)", static_cast<std::int64_t>(job.out_bytes()), limits);
+  if (absl::Status s =
+          check_size("c (the result)", static_cast<std::int64_t>(job.out_bytes()), limits);
       !s.ok()) {
     return s;
   }
@@ -235,9 +238,9 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                                                dims(job.m(), job.n()), " (m x n of op(A)*op(B))"));
     }
     if (c->dtype != job.out_dtype) {
-      return absl::InvalidArgumentError(
-          StrCat("c.dtype: ", name_of(to_proto(c->dtype)), " differs from the output type ",
-                 std::string(kernels::dtype_name(job.out_dtype))));
+      return absl::InvalidArgumentError(StrCat("c.dtype: ", name_of(to_proto(c->dtype)),
+                                               " differs from the output type ",
+                                               std::string(kernels::dtype_name(job.out_dtype))));
     }
     if (c->layout != job.out_layout) {
       return absl::InvalidArgumentError(
@@ -264,7 +267,8 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   }
   TransposeJob job;
   ResidentOperands residents(resolve);
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra = residents.add("a_handle", request.a_handle());
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
+      residents.add("a_handle", request.a_handle());
   if (!ra.ok()) return ra.status();
   job.locks = residents.lock(/*exclusive=*/request.in_place());
   absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);

@@ -21,7 +21,7 @@ MAX_MESSAGE = 1 << 30
 class ServerProcess:
     """A running matserve; use as a context manager or call stop()."""
 
-    def __init__(self, *extra_args, backend=None):
+    def __init__(self, *extra_args, backend=None, start_channel=True):
         binary = os.environ.get("MATSERVE_SERVER", "matserve")
         backend = backend or os.environ.get("MATSERVE_BACKEND", "cpu")
         args = [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
@@ -51,10 +51,13 @@ class ServerProcess:
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         self.target = f"127.0.0.1:{self.port}"
-        self.channel = grpc.insecure_channel(self.target, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE)])
-        self.stub = rpc.MatrixServiceStub(self.channel)
+        self.channel = None
+        self.stub = None
+        if start_channel:  # plaintext; TLS tests make their own channels
+            self.channel = grpc.insecure_channel(self.target, options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE),
+                ("grpc.max_send_message_length", MAX_MESSAGE)])
+            self.stub = rpc.MatrixServiceStub(self.channel)
 
     def _drain(self):
         for line in self.proc.stdout:
@@ -65,7 +68,8 @@ class ServerProcess:
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         """Signals the server and returns its exit code."""
-        self.channel.close()
+        if self.channel is not None:
+            self.channel.close()
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:

@@ -1,0 +1,97 @@
+// Bearer-token authentication: see auth.h.
+#include "server/service/auth.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace matserve::server {
+namespace {
+
+constexpr unsigned kAll = 7;
+
+std::string permission_names(unsigned p) {
+  std::vector<std::string> names;
+  if (p & static_cast<unsigned>(Permission::kInfo)) names.push_back("info");
+  if (p & static_cast<unsigned>(Permission::kCompute)) names.push_back("compute");
+  if (p & static_cast<unsigned>(Permission::kResident)) names.push_back("resident");
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text, char line_separator) {
+  Authenticator a;
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, line_separator)) {
+    ++number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() < 2 || fields.size() > 3 || fields[0].size() < 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens, line ", number,
+                       ": expected '<token of 16+ characters> <name> [info,compute,resident]'"));
+    }
+    Token t{fields[1], fields.size() == 3 ? 0u : kAll};
+    if (fields.size() == 3) {
+      for (absl::string_view p : absl::StrSplit(fields[2], ',')) {
+        if (p == "info")
+          t.permissions |= static_cast<unsigned>(Permission::kInfo);
+        else if (p == "compute")
+          t.permissions |= static_cast<unsigned>(Permission::kCompute);
+        else if (p == "resident")
+          t.permissions |= static_cast<unsigned>(Permission::kResident);
+        else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "auth tokens, line ", number, ": unknown permission '", std::string(p), "'"));
+        }
+      }
+    }
+    if (!a.tokens_.emplace(fields[0], t).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth tokens, line ", number, ": the same token appears twice"));
+    }
+  }
+  return a;
+}
+
+absl::StatusOr<Authenticator> Authenticator::from_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("auth_tokens_file: cannot read ", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse(ss.str());
+}
+
+absl::StatusOr<std::string> Authenticator::authenticate(const grpc::ServerContext& context,
+                                                        Permission need, const char* rpc) const {
+  if (!enabled()) return std::string();
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) {
+    return absl::UnauthenticatedError(
+        "authorization: missing (send metadata 'authorization: Bearer <token>')");
+  }
+  absl::string_view value(it->second.data(), it->second.size());
+  if (!absl::ConsumePrefix(&value, "Bearer ")) {
+    return absl::UnauthenticatedError("authorization: expected 'Bearer <token>'");
+  }
+  auto token = tokens_.find(std::string(value));
+  if (token == tokens_.end()) return absl::UnauthenticatedError("authorization: unknown token");
+  if ((token->second.permissions & static_cast<unsigned>(need)) == 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("token '", token->second.name, "' may not call ", rpc,
+                     " (its permissions: ", permission_names(token->second.permissions), ")"));
+  }
+  return token->second.name;
+}
+
+}  // namespace matserve::server

@@ -1,0 +1,148 @@
+"""End-to-end security: bearer tokens (UNAUTHENTICATED / PERMISSION_DENIED), resident matrices
+visible only to the token that made them, the per-caller resident quota, TLS and mutual TLS.
+Certificates are made for the test with the `openssl` command.
+"""
+import os
+import subprocess
+import tempfile
+import unittest
+
+import grpc
+import numpy as np
+
+from matserve.v1 import matrix_service_pb2 as pb
+from matserve.v1 import matrix_service_pb2_grpc as rpc
+from server_process import ServerProcess, health_check, matrix
+from test_service import rand
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789ab"
+READER = "reader-token-0123456789"
+
+
+def call(stub_method, request, token=None):
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    return stub_method(request, metadata=metadata, timeout=30)
+
+
+class TokenTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.dir.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"# test tokens\n{ALICE} alice\n{BOB} bob\n{READER} reader info,compute\n")
+        cls.server = ServerProcess(f"--auth_tokens_file={path}",
+                                   "--max_resident_bytes_per_owner=100000")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.dir.cleanup()
+
+    def expect(self, code, fragment, method, request, token):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(method, request, token)
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        self.assertIn(fragment, ctx.exception.details())
+
+    def test_missing_or_unknown_token_is_unauthenticated(self):
+        req = pb.MultiplyRequest(a=matrix(rand(2, 2)), b=matrix(rand(2, 2)))
+        self.expect(grpc.StatusCode.UNAUTHENTICATED, "authorization: missing", self.stub.Multiply, req, None)
+        self.expect(grpc.StatusCode.UNAUTHENTICATED, "unknown token", self.stub.Multiply, req, "x" * 20)
+        self.expect(grpc.StatusCode.UNAUTHENTICATED, "unknown token", self.stub.GetServerInfo,
+                    pb.GetServerInfoRequest(), "y" * 20)
+        self.assertEqual(call(self.stub.Multiply, req, ALICE).c.rows, 2)
+        # Health stays open to probes without a token.
+        self.assertEqual(health_check(self.server.channel), 1)
+
+    def test_permissions(self):
+        self.assertEqual(call(self.stub.Multiply, pb.MultiplyRequest(a=matrix(rand(2, 2)), b=matrix(rand(2, 2))), READER).c.cols, 2)
+        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Upload", self.stub.Upload,
+                    pb.UploadRequest(matrix=matrix(rand(2, 2))), READER)
+        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Multiply", self.stub.Multiply,
+                    pb.MultiplyRequest(a=matrix(rand(2, 2)), b=matrix(rand(2, 2)), keep_result=True), READER)
+
+    def test_resident_matrices_are_private_to_their_token(self):
+        h = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(4, 4))), ALICE).resident.handle
+        self.expect(grpc.StatusCode.NOT_FOUND, "a_handle", self.stub.Multiply,
+                    pb.MultiplyRequest(a_handle=h, b=matrix(rand(4, 4))), BOB)
+        self.expect(grpc.StatusCode.NOT_FOUND, "handle", self.stub.Download, pb.DownloadRequest(handle=h), BOB)
+        self.expect(grpc.StatusCode.NOT_FOUND, "handle", self.stub.Release, pb.ReleaseRequest(handle=h), BOB)
+        self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), BOB).matrices), 0)
+        self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), ALICE).matrices), 1)
+        call(self.stub.Release, pb.ReleaseRequest(handle=h), ALICE)
+
+    def test_per_caller_resident_quota(self):
+        h = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(100, 100))), BOB).resident.handle  # 40 KB
+        self.expect(grpc.StatusCode.RESOURCE_EXHAUSTED, "--max_resident_bytes_per_owner", self.stub.Upload,
+                    pb.UploadRequest(matrix=matrix(rand(200, 100))), BOB)
+        # Another caller's quota is its own.
+        h2 = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(100, 100))), ALICE).resident.handle
+        call(self.stub.Release, pb.ReleaseRequest(handle=h), BOB)
+        call(self.stub.Release, pb.ReleaseRequest(handle=h2), ALICE)
+
+
+def make_pki(d):
+    """A CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=matserve-test-ca")
+    for name, ext in [("server", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+                      ("client", "extendedKeyUsage=clientAuth")]:
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN=matserve-{name}")
+        with open(os.path.join(d, f"{name}.ext"), "w") as f:
+            f.write(ext + "\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return {n: open(os.path.join(d, n), "rb").read()
+            for n in ("ca.pem", "client.key", "client.pem")}
+
+
+class TlsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.pki = make_pki(cls.dir.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def multiply_over(self, port, credentials):
+        with grpc.secure_channel(f"127.0.0.1:{port}", credentials) as ch:
+            return rpc.MatrixServiceStub(ch).Multiply(
+                pb.MultiplyRequest(a=matrix(rand(3, 3)), b=matrix(rand(3, 3))), timeout=10)
+
+    def test_tls_and_mutual_tls(self):
+        server = ServerProcess(f"--tls_cert={self.path('server.pem')}", f"--tls_key={self.path('server.key')}",
+                               start_channel=False)
+        try:
+            self.assertIn("(TLS,", server.output())
+            ok = self.multiply_over(server.port, grpc.ssl_channel_credentials(self.pki["ca.pem"]))
+            self.assertEqual(ok.c.rows, 3)
+            with self.assertRaises(grpc.RpcError):  # plaintext against a TLS port
+                with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+                    rpc.MatrixServiceStub(ch).GetServerInfo(pb.GetServerInfoRequest(), timeout=3)
+        finally:
+            self.assertEqual(server.stop(), 0)
+        mtls = ServerProcess(f"--tls_cert={self.path('server.pem')}", f"--tls_key={self.path('server.key')}",
+                             f"--tls_client_ca={self.path('ca.pem')}", start_channel=False)
+        try:
+            self.assertIn("mutual TLS", mtls.output())
+            with self.assertRaises(grpc.RpcError):  # no client certificate
+                self.multiply_over(mtls.port, grpc.ssl_channel_credentials(self.pki["ca.pem"]))
+            creds = grpc.ssl_channel_credentials(self.pki["ca.pem"], self.pki["client.key"], self.pki["client.pem"])
+            self.assertEqual(self.multiply_over(mtls.port, creds).c.cols, 3)
+        finally:
+            self.assertEqual(mtls.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
