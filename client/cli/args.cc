@@ -1,0 +1,608 @@
+// The hand parser behind args.h: global options anywhere, one subcommand, per-command options,
+// then a check that the inputs given make a whole request (files or --random, not both).
+#include "client/cli/args.h"
+
+#include <functional>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/cpp/matrix.h"
+
+namespace matserve::client::cli {
+namespace {
+
+namespace v1 = ::matserve::v1;
+
+absl::Status Usage(std::string_view what) {
+  return absl::InvalidArgumentError(std::string(what));
+}
+
+Command LookupCommand(std::string_view name) {
+  if (name == "help") return Command::kHelp;
+  if (name == "info") return Command::kInfo;
+  if (name == "kernels") return Command::kKernels;
+  if (name == "multiply") return Command::kMultiply;
+  if (name == "transpose") return Command::kTranspose;
+  if (name == "upload") return Command::kUpload;
+  if (name == "download") return Command::kDownload;
+  if (name == "release") return Command::kRelease;
+  if (name == "resident") return Command::kResident;
+  return Command::kNone;
+}
+
+// Walks the arguments; options take their value inline (--x=1) or from the next argument.
+class Cursor {
+ public:
+  explicit Cursor(const std::vector<std::string>& args) : args_(args) {}
+  bool done() const { return i_ >= args_.size(); }
+  const std::string& Next() { return args_[i_++]; }
+
+  absl::StatusOr<std::string> Value(std::string_view name, const std::optional<std::string>& inl) {
+    if (inl) return *inl;
+    if (done()) return Usage(absl::StrCat("option --", std::string(name), " needs a value"));
+    return Next();
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t i_ = 0;
+};
+
+absl::StatusOr<double> ParseDouble(std::string_view name, const std::string& text) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v)) {
+    return Usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a number"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::int64_t> ParsePositive(std::string_view name, const std::string& text) {
+  std::int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v <= 0) {
+    return Usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a positive integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::int64_t> ParseNonNegative(std::string_view name, const std::string& text) {
+  std::int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 0) {
+    return Usage(
+        absl::StrCat("--", std::string(name), ": '", text, "' is not a non-negative integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::uint64_t> ParseSeed(const std::string& text) {
+  std::uint64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) {
+    return Usage(absl::StrCat("--seed: '", text, "' is not a non-negative integer"));
+  }
+  return v;
+}
+
+// Wraps a StatusOr-returning parser of a value: prefixes the option name on error.
+template <typename T>
+absl::Status Assign(std::string_view name, absl::StatusOr<T> parsed, T& out) {
+  if (!parsed.ok()) {
+    const std::string msg(parsed.status().message());
+    if (msg.rfind("--", 0) == 0) return parsed.status();
+    return Usage(absl::StrCat("--", std::string(name), ": ", msg));
+  }
+  out = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status AssignOpt(std::string_view name, absl::StatusOr<T> parsed, std::optional<T>& out) {
+  T value{};
+  if (absl::Status s = Assign(name, std::move(parsed), value); !s.ok()) return s;
+  out = std::move(value);
+  return absl::OkStatus();
+}
+
+// One option of the current command. `flag` options take no value.
+using Handler = std::function<absl::Status(const std::string& value)>;
+struct OptionSpec {
+  std::string_view name;
+  bool flag;
+  Handler handle;
+};
+
+std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
+  return {
+      {"a", false,
+       [&m](const std::string& v) {
+         m.a = v;
+         return absl::OkStatus();
+       }},
+      {"b", false,
+       [&m](const std::string& v) {
+         m.b = v;
+         return absl::OkStatus();
+       }},
+      {"c", false,
+       [&m](const std::string& v) {
+         m.c = v;
+         return absl::OkStatus();
+       }},
+      {"random", false,
+       [&m](const std::string& v) -> absl::Status {
+         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 3);
+         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         m.random = std::array<std::int64_t, 3>{(*d)[0], (*d)[1], (*d)[2]};
+         return absl::OkStatus();
+       }},
+      {"seed", false, [&m](const std::string& v) { return Assign("seed", ParseSeed(v), m.seed); }},
+      {"repeat", false,
+       [&m](const std::string& v) {
+         return Assign("repeat", ParsePositive("repeat", v), m.repeat);
+       }},
+      {"warmup", false,
+       [&m](const std::string& v) {
+         return Assign("warmup", ParseNonNegative("warmup", v), m.warmup);
+       }},
+      {"dtype", false,
+       [&m](const std::string& v) { return AssignOpt("dtype", ParseDType(v), m.dtype); }},
+      {"layout", false,
+       [&m](const std::string& v) { return Assign("layout", ParseLayout(v), m.layout); }},
+      {"transpose-a", true,
+       [&m](const std::string&) {
+         m.transpose_a = true;
+         return absl::OkStatus();
+       }},
+      {"transpose-b", true,
+       [&m](const std::string&) {
+         m.transpose_b = true;
+         return absl::OkStatus();
+       }},
+      {"alpha", false,
+       [&m](const std::string& v) { return AssignOpt("alpha", ParseDouble("alpha", v), m.alpha); }},
+      {"beta", false,
+       [&m](const std::string& v) { return AssignOpt("beta", ParseDouble("beta", v), m.beta); }},
+      {"variant", false,
+       [&m](const std::string& v) {
+         m.variant = v;
+         return absl::OkStatus();
+       }},
+      {"compute", false,
+       [&m](const std::string& v) { return Assign("compute", ParseComputeMode(v), m.compute); }},
+      {"output-dtype", false,
+       [&m](const std::string& v) {
+         return AssignOpt("output-dtype", ParseDType(v), m.output_dtype);
+       }},
+      {"output-layout", false,
+       [&m](const std::string& v) {
+         return AssignOpt("output-layout", ParseLayout(v), m.output_layout);
+       }},
+      {"verify", true,
+       [&m](const std::string&) {
+         m.verify = true;
+         return absl::OkStatus();
+       }},
+      {"server-verify", true,
+       [&m](const std::string&) {
+         m.server_verify = true;
+         return absl::OkStatus();
+       }},
+      {"tolerance", false,
+       [&m](const std::string& v) {
+         return AssignOpt("tolerance", ParseDouble("tolerance", v), m.tolerance);
+       }},
+      {"out", false,
+       [&m](const std::string& v) {
+         m.out = v;
+         return absl::OkStatus();
+       }},
+      {"a-handle", false,
+       [&m](const std::string& v) {
+         m.a_handle = v;
+         return absl::OkStatus();
+       }},
+      {"b-handle", false,
+       [&m](const std::string& v) {
+         m.b_handle = v;
+         return absl::OkStatus();
+       }},
+      {"c-handle", false,
+       [&m](const std::string& v) {
+         m.c_handle = v;
+         return absl::OkStatus();
+       }},
+      {"keep-result", true,
+       [&m](const std::string&) {
+         m.keep_result = true;
+         return absl::OkStatus();
+       }},
+  };
+}
+
+std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
+  return {
+      {"a", false,
+       [&t](const std::string& v) {
+         t.a = v;
+         return absl::OkStatus();
+       }},
+      {"random", false,
+       [&t](const std::string& v) -> absl::Status {
+         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 2);
+         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         t.random = std::array<std::int64_t, 2>{(*d)[0], (*d)[1]};
+         return absl::OkStatus();
+       }},
+      {"seed", false, [&t](const std::string& v) { return Assign("seed", ParseSeed(v), t.seed); }},
+      {"repeat", false,
+       [&t](const std::string& v) {
+         return Assign("repeat", ParsePositive("repeat", v), t.repeat);
+       }},
+      {"warmup", false,
+       [&t](const std::string& v) {
+         return Assign("warmup", ParseNonNegative("warmup", v), t.warmup);
+       }},
+      {"dtype", false,
+       [&t](const std::string& v) { return AssignOpt("dtype", ParseDType(v), t.dtype); }},
+      {"layout", false,
+       [&t](const std::string& v) { return Assign("layout", ParseLayout(v), t.layout); }},
+      {"scale", false,
+       [&t](const std::string& v) { return AssignOpt("scale", ParseDouble("scale", v), t.scale); }},
+      {"variant", false,
+       [&t](const std::string& v) {
+         t.variant = v;
+         return absl::OkStatus();
+       }},
+      {"verify", true,
+       [&t](const std::string&) {
+         t.verify = true;
+         return absl::OkStatus();
+       }},
+      {"server-verify", true,
+       [&t](const std::string&) {
+         t.server_verify = true;
+         return absl::OkStatus();
+       }},
+      {"tolerance", false,
+       [&t](const std::string& v) {
+         return AssignOpt("tolerance", ParseDouble("tolerance", v), t.tolerance);
+       }},
+      {"out", false,
+       [&t](const std::string& v) {
+         t.out = v;
+         return absl::OkStatus();
+       }},
+      {"a-handle", false,
+       [&t](const std::string& v) {
+         t.a_handle = v;
+         return absl::OkStatus();
+       }},
+      {"keep-result", true,
+       [&t](const std::string&) {
+         t.keep_result = true;
+         return absl::OkStatus();
+       }},
+      {"in-place", true,
+       [&t](const std::string&) {
+         t.in_place = true;
+         return absl::OkStatus();
+       }},
+  };
+}
+
+absl::StatusOr<std::int64_t> ParseChunkMb(const std::string& v) {
+  absl::StatusOr<std::int64_t> mb = ParsePositive("chunk-mb", v);
+  if (!mb.ok()) return mb.status();
+  if (*mb > 1024) return Usage("--chunk-mb: at most 1024");
+  return *mb << 20;
+}
+
+std::vector<OptionSpec> UploadSpecs(UploadOptions& u) {
+  return {
+      {"a", false,
+       [&u](const std::string& v) {
+         u.a = v;
+         return absl::OkStatus();
+       }},
+      {"random", false,
+       [&u](const std::string& v) -> absl::Status {
+         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 2);
+         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         u.random = std::array<std::int64_t, 2>{(*d)[0], (*d)[1]};
+         return absl::OkStatus();
+       }},
+      {"seed", false, [&u](const std::string& v) { return Assign("seed", ParseSeed(v), u.seed); }},
+      {"dtype", false,
+       [&u](const std::string& v) { return AssignOpt("dtype", ParseDType(v), u.dtype); }},
+      {"layout", false,
+       [&u](const std::string& v) { return Assign("layout", ParseLayout(v), u.layout); }},
+      {"chunk-mb", false,
+       [&u](const std::string& v) { return Assign("chunk-mb", ParseChunkMb(v), u.chunk_bytes); }},
+  };
+}
+
+std::vector<OptionSpec> HandleSpecs(HandleOptions& h, bool download) {
+  std::vector<OptionSpec> specs = {
+      {"handle", false,
+       [&h](const std::string& v) {
+         h.handle = v;
+         return absl::OkStatus();
+       }},
+  };
+  if (download) {
+    specs.push_back({"out", false, [&h](const std::string& v) {
+                       h.out = v;
+                       return absl::OkStatus();
+                     }});
+    specs.push_back({"chunk-mb", false, [&h](const std::string& v) {
+                       return Assign("chunk-mb", ParseChunkMb(v), h.chunk_bytes);
+                     }});
+  }
+  return specs;
+}
+
+std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
+  return {
+      {"op", false,
+       [&k](const std::string& v) -> absl::Status {
+         if (v == "gemm") {
+           k.op = v1::GEMM;
+         } else if (v == "transpose") {
+           k.op = v1::TRANSPOSE;
+         } else {
+           return Usage(
+               absl::StrCat("--op: unknown operation '", v, "' (expected gemm or transpose)"));
+         }
+         return absl::OkStatus();
+       }},
+  };
+}
+
+std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
+  return {
+      {"target", false,
+       [&g](const std::string& v) {
+         g.target = v;
+         return absl::OkStatus();
+       }},
+      {"json", true,
+       [&g](const std::string&) {
+         g.json = true;
+         return absl::OkStatus();
+       }},
+      {"deadline-ms", false,
+       [&g](const std::string& v) {
+         return Assign("deadline-ms", ParsePositive("deadline-ms", v), g.deadline_ms);
+       }},
+      {"max-message-mb", false,
+       [&g](const std::string& v) -> absl::Status {
+         std::int64_t mb = 0;
+         if (absl::Status s = Assign("max-message-mb", ParsePositive("max-message-mb", v), mb);
+             !s.ok()) {
+           return s;
+         }
+         if (mb > 2047) return Usage("--max-message-mb: at most 2047 (protobuf's 2 GiB limit)");
+         g.max_message_bytes = mb << 20;
+         return absl::OkStatus();
+       }},
+      {"help", true,
+       [&help](const std::string&) {
+         help = true;
+         return absl::OkStatus();
+       }},
+  };
+}
+
+const OptionSpec* Find(const std::vector<OptionSpec>& specs, std::string_view name) {
+  for (const OptionSpec& s : specs) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+absl::Status CheckMultiply(const MultiplyOptions& m) {
+  const bool files = !m.a.empty() || !m.b.empty();
+  const bool handles = !m.a_handle.empty() || !m.b_handle.empty() || !m.c_handle.empty();
+  if (m.random && files) return Usage("multiply: give either --a/--b or --random, not both");
+  if (m.random && handles) return Usage("multiply: --random cannot be combined with handles");
+  if (m.random && !m.c.empty()) {
+    return Usage("multiply: --c needs --a/--b (with --random, C is generated when --beta != 0)");
+  }
+  if (!m.a.empty() && !m.a_handle.empty())
+    return Usage("multiply: give --a or --a-handle, not both");
+  if (!m.b.empty() && !m.b_handle.empty())
+    return Usage("multiply: give --b or --b-handle, not both");
+  if (!m.c.empty() && !m.c_handle.empty())
+    return Usage("multiply: give --c or --c-handle, not both");
+  if (!m.random) {
+    const bool has_a = !m.a.empty() || !m.a_handle.empty();
+    const bool has_b = !m.b.empty() || !m.b_handle.empty();
+    if (!has_a && !has_b) return Usage("multiply: give --a and --b, or --random MxNxK");
+    if (!has_a) return Usage("multiply: --b given without --a (or --a-handle)");
+    if (!has_b) return Usage("multiply: --a given without --b (or --b-handle)");
+  }
+  if (m.verify && handles) {
+    return Usage("multiply: --verify needs the operands' data; with handles use --server-verify");
+  }
+  if (m.keep_result && m.warmup + m.repeat > 1) {
+    return Usage(
+        "multiply: --keep-result makes one resident result per call: no --repeat/--warmup");
+  }
+  if (m.keep_result && (m.verify || !m.out.empty())) {
+    return Usage(
+        "multiply: --keep-result leaves C on the server: no --verify or --out "
+        "(use --server-verify, then `download`)");
+  }
+  if (m.variant.empty()) return Usage("multiply: --variant must not be empty (use auto)");
+  if (m.tolerance && !m.verify && !m.server_verify) {
+    return Usage("multiply: --tolerance needs --verify or --server-verify");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTranspose(const TransposeOptions& t) {
+  const int sources = (t.random ? 1 : 0) + (t.a.empty() ? 0 : 1) + (t.a_handle.empty() ? 0 : 1);
+  if (sources > 1) return Usage("transpose: give one of --a, --a-handle or --random, not several");
+  if (sources == 0) return Usage("transpose: give --a, --a-handle or --random RxC");
+  if (t.in_place && t.a_handle.empty()) return Usage("transpose: --in-place needs --a-handle");
+  if (t.verify && !t.a_handle.empty()) {
+    return Usage("transpose: --verify needs A's data; with --a-handle use --server-verify");
+  }
+  if ((t.keep_result || t.in_place) && t.warmup + t.repeat > 1) {
+    return Usage(
+        "transpose: --keep-result/--in-place change server state per call: no "
+        "--repeat/--warmup");
+  }
+  if ((t.keep_result || t.in_place) && (t.verify || !t.out.empty())) {
+    return Usage("transpose: --keep-result/--in-place leave B on the server: no --verify or --out");
+  }
+  if (t.variant.empty()) return Usage("transpose: --variant must not be empty (use auto)");
+  if (t.tolerance && !t.verify && !t.server_verify) {
+    return Usage("transpose: --tolerance needs --verify or --server-verify");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* CommandName(Command command) {
+  switch (command) {
+    case Command::kNone: return "";
+    case Command::kHelp: return "help";
+    case Command::kInfo: return "info";
+    case Command::kKernels: return "kernels";
+    case Command::kMultiply: return "multiply";
+    case Command::kTranspose: return "transpose";
+    case Command::kUpload: return "upload";
+    case Command::kDownload: return "download";
+    case Command::kRelease: return "release";
+    case Command::kResident: return "resident";
+  }
+  return "";
+}
+
+absl::StatusOr<std::vector<std::int64_t>> ParseDims(const std::string& spec, int count) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, 'x');
+  const char* form = count == 3 ? "MxNxK" : "RxC";
+  if (static_cast<int>(parts.size()) != count) {
+    return Usage(absl::StrCat("'", spec, "' is not of the form ", form));
+  }
+  std::vector<std::int64_t> dims;
+  for (const std::string& p : parts) {
+    std::int64_t v = 0;
+    if (p.empty() || !absl::SimpleAtoi(p, &v) || v <= 0) {
+      return Usage(
+          absl::StrCat("'", spec, "': '", p, "' is not a positive integer (form ", form, ")"));
+    }
+    if (v > (std::int64_t{1} << 31)) {
+      return Usage(absl::StrCat("'", spec, "': dimension ", v, " is too large"));
+    }
+    dims.push_back(v);
+  }
+  return dims;
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
+  ParsedArgs out;
+  const std::vector<OptionSpec> global = GlobalSpecs(out.global, out.help);
+  const std::vector<OptionSpec> kernels = KernelsSpecs(out.kernels);
+  const std::vector<OptionSpec> multiply = MultiplySpecs(out.multiply);
+  const std::vector<OptionSpec> transpose = TransposeSpecs(out.transpose);
+  const std::vector<OptionSpec> upload = UploadSpecs(out.upload);
+  const std::vector<OptionSpec> download = HandleSpecs(out.handle, true);
+  const std::vector<OptionSpec> release = HandleSpecs(out.handle, false);
+  Cursor cursor(args);
+  while (!cursor.done()) {
+    const std::string arg = cursor.Next();
+    if (arg == "-h") {
+      out.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      if (!arg.empty() && arg[0] == '-' && arg != "-") {
+        return Usage(absl::StrCat("unknown option '", arg, "' (options are spelled --name)"));
+      }
+      if (out.command == Command::kNone) {
+        out.command = LookupCommand(arg);
+        if (out.command == Command::kNone) {
+          return Usage(absl::StrCat("unknown command '", arg,
+                                    "' (expected info, kernels, multiply, transpose, upload, "
+                                    "download, release, resident or help)"));
+        }
+        continue;
+      }
+      if (out.command == Command::kHelp && out.help_topic == Command::kNone) {
+        out.help_topic = LookupCommand(arg);
+        if (out.help_topic == Command::kNone || out.help_topic == Command::kHelp) {
+          return Usage(absl::StrCat("help: unknown command '", arg, "'"));
+        }
+        continue;
+      }
+      return Usage(absl::StrCat(CommandName(out.command), ": unexpected argument '", arg, "'"));
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> inline_value;
+    if (const std::size_t eq = name.find('='); eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const OptionSpec* spec = Find(global, name);
+    if (spec == nullptr) {
+      switch (out.command) {
+        case Command::kKernels: spec = Find(kernels, name); break;
+        case Command::kMultiply: spec = Find(multiply, name); break;
+        case Command::kTranspose: spec = Find(transpose, name); break;
+        case Command::kUpload: spec = Find(upload, name); break;
+        case Command::kDownload: spec = Find(download, name); break;
+        case Command::kRelease: spec = Find(release, name); break;
+        default: break;
+      }
+    }
+    if (spec == nullptr) {
+      if (out.command == Command::kNone || out.command == Command::kHelp) {
+        return Usage(absl::StrCat("unknown option '--", name, "'"));
+      }
+      return Usage(absl::StrCat(CommandName(out.command), ": unknown option '--", name, "'"));
+    }
+    if (spec->flag) {
+      if (inline_value) return Usage(absl::StrCat("option --", name, " takes no value"));
+      if (absl::Status s = spec->handle(""); !s.ok()) return s;
+      continue;
+    }
+    absl::StatusOr<std::string> value = cursor.Value(name, inline_value);
+    if (!value.ok()) return value.status();
+    if (absl::Status s = spec->handle(*value); !s.ok()) return s;
+  }
+  if (out.command == Command::kHelp) {
+    out.help = true;
+    out.command = out.help_topic;
+    return out;
+  }
+  if (out.help) return out;
+  switch (out.command) {
+    case Command::kNone: return Usage("no command given (try: matserve-cli --help)");
+    case Command::kMultiply:
+      if (absl::Status s = CheckMultiply(out.multiply); !s.ok()) return s;
+      break;
+    case Command::kTranspose:
+      if (absl::Status s = CheckTranspose(out.transpose); !s.ok()) return s;
+      break;
+    case Command::kUpload:
+      if (out.upload.random && !out.upload.a.empty()) {
+        return Usage("upload: give either --a or --random, not both");
+      }
+      if (!out.upload.random && out.upload.a.empty())
+        return Usage("upload: give --a or --random RxC");
+      break;
+    case Command::kDownload:
+    case Command::kRelease:
+      if (out.handle.handle.empty()) {
+        return Usage(absl::StrCat(CommandName(out.command), ": give --handle H"));
+      }
+      break;
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace matserve::client::cli

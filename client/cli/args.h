@@ -1,0 +1,127 @@
+// matserve-cli's command line, parsed into plain structs by a small hand parser (subcommands with
+// their own options, `--name value` or `--name=value`). Errors are INVALID_ARGUMENT naming the
+// offending argument; main turns them into exit code 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/types.h"
+#include "matserve/v1/matrix_service.pb.h"
+
+namespace matserve::client::cli {
+
+enum class Command {
+  kNone,
+  kHelp,
+  kInfo,
+  kKernels,
+  kMultiply,
+  kTranspose,
+  kUpload,
+  kDownload,
+  kRelease,
+  kResident
+};
+
+struct GlobalOptions {
+  std::string target = "localhost:50051";
+  bool json = false;
+  std::int64_t deadline_ms = 120000;
+  std::int64_t max_message_bytes = std::int64_t{1} << 30;
+};
+
+struct KernelsOptions {
+  std::optional<matserve::v1::Operation> op;  // --op gemm|transpose
+};
+
+// Inputs either from .npy files or generated (--random), optionally converted to --dtype.
+struct MultiplyOptions {
+  std::string a, b, c;                                // --a --b --c (.npy paths)
+  std::optional<std::array<std::int64_t, 3>> random;  // --random MxNxK
+  std::uint64_t seed = 1;
+  std::optional<kernels::DType> dtype;  // data sent; default fp32 (random) or the files' dtype
+  kernels::Layout layout = kernels::Layout::kRowMajor;  // --layout, random inputs only
+  bool transpose_a = false;
+  bool transpose_b = false;
+  std::optional<double> alpha;
+  std::optional<double> beta;
+  std::string variant = "auto";
+  matserve::v1::ComputeMode compute = matserve::v1::COMPUTE_DEFAULT;
+  std::optional<kernels::DType> output_dtype;
+  // Layout of C; default: --c's layout when given, else row. The server needs C's layout to equal
+  // it, so a --c file in the other layout is converted before sending.
+  std::optional<kernels::Layout> output_layout;
+  bool verify = false;              // client-side float64 reference
+  bool server_verify = false;       // the server's float64 reference
+  std::optional<double> tolerance;  // exit 3 when a reported rel-L2 error exceeds it
+  std::string out;                  // --out c.npy
+  // Timing: `warmup` calls, then `repeat` measured ones; the report shows each stage's median.
+  std::int64_t warmup = 0;
+  std::int64_t repeat = 1;
+  // Resident operands (handles from `upload`) instead of data, and keeping C on the device.
+  std::string a_handle, b_handle, c_handle;
+  bool keep_result = false;
+};
+
+struct TransposeOptions {
+  std::string a;
+  std::optional<std::array<std::int64_t, 2>> random;  // --random RxC
+  std::uint64_t seed = 1;
+  std::optional<kernels::DType> dtype;
+  kernels::Layout layout = kernels::Layout::kRowMajor;
+  std::optional<double> scale;
+  std::string variant = "auto";
+  bool verify = false;
+  bool server_verify = false;
+  std::optional<double> tolerance;
+  std::string out;
+  std::int64_t warmup = 0;
+  std::int64_t repeat = 1;
+  std::string a_handle;  // a resident input instead of --a/--random
+  bool keep_result = false;
+  bool in_place = false;  // transpose the resident --a-handle in place
+};
+
+// upload: one matrix from a file or --random into device memory.
+struct UploadOptions {
+  std::string a;
+  std::optional<std::array<std::int64_t, 2>> random;
+  std::uint64_t seed = 1;
+  std::optional<kernels::DType> dtype;
+  kernels::Layout layout = kernels::Layout::kRowMajor;
+  std::int64_t chunk_bytes = 0;  // --chunk-mb: > 0 streams in chunks of this size
+};
+
+// download / release: one resident matrix by handle.
+struct HandleOptions {
+  std::string handle;
+  std::string out;               // download only
+  std::int64_t chunk_bytes = 0;  // download only: > 0 streams
+};
+
+struct ParsedArgs {
+  GlobalOptions global;
+  Command command = Command::kNone;
+  bool help = false;                    // --help given for `command` (or no command: general help)
+  Command help_topic = Command::kNone;  // `matserve-cli help multiply`
+  KernelsOptions kernels;
+  MultiplyOptions multiply;
+  TransposeOptions transpose;
+  UploadOptions upload;
+  HandleOptions handle;  // download, release
+};
+
+// Parses argv[1..] (without the program name).
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args);
+
+// "MxNxK" / "RxC": `count` positive integers separated by 'x'.
+absl::StatusOr<std::vector<std::int64_t>> ParseDims(const std::string& spec, int count);
+
+const char* CommandName(Command command);
+
+}  // namespace matserve::client::cli

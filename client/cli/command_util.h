@@ -1,0 +1,86 @@
+// Shared pieces of the CLI's commands: the run's streams and options, the three error kinds and
+// their exit codes, the client, input loading with dtype conversion, and the tolerance check.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/cli/args.h"
+#include "client/cpp/client.h"
+#include "client/cpp/npy.h"
+#include "kernels/cpu/reference.h"
+
+namespace matserve::client::cli {
+
+// One run's settings and streams.
+struct Env {
+  const GlobalOptions& global;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// "error: <message>" + a --help hint; exit 1.
+int UsageError(std::ostream& err, const absl::Status& s, Command command);
+// "error: <message>"; exit 1 (unreadable or malformed input, unwritable output).
+int InputError(std::ostream& err, const absl::Status& s);
+// "error: <CODE>: <message>"; exit 2.
+int RpcError(std::ostream& err, const absl::Status& s);
+
+// A client for the run's target, with `deadline` per call (the run's --deadline-ms when unset).
+absl::StatusOr<std::unique_ptr<Client>> MakeClient(
+    const GlobalOptions& g, std::optional<std::chrono::milliseconds> deadline = std::nullopt);
+
+// Reads a .npy input (bf16 bits when `dtype` is bf16) and converts it to `dtype` when given.
+absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernels::DType> dtype);
+
+// OUT_OF_RANGE when a reported relative L2 error exceeds `tolerance` or the result holds NaN/Inf.
+absl::Status CheckTolerance(std::optional<double> tolerance, std::optional<double> server,
+                            const std::optional<kernels::ErrorStats>& client);
+
+// Microseconds since `start` on the steady clock.
+double MicrosSince(std::chrono::steady_clock::time_point start);
+
+// Median (mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> values);
+// Each stage's median over `timings`.
+matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timings);
+
+// Makes `warmup` + `repeat` calls and returns the last reply, its timing replaced by each
+// stage's median over the `repeat` measured calls; `rate` (GFLOP/s or GB/s of a reply) and the
+// client round trip likewise. The first failing call's status is returned as is.
+template <typename Reply, typename Call, typename Rate>
+absl::StatusOr<Reply> CallRepeated(Call call, Rate rate, std::int64_t warmup, std::int64_t repeat,
+                                   double& median_rate, double& median_rpc_us) {
+  std::vector<matserve::v1::Timing> timings;
+  std::vector<double> rates, rpcs;
+  absl::StatusOr<Reply> reply;
+  for (std::int64_t i = 0; i < warmup + repeat; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    reply = call();
+    const double us = MicrosSince(start);
+    if (!reply.ok()) return reply.status();
+    if (i < warmup) continue;
+    timings.push_back(reply->timing());
+    rates.push_back(rate(*reply));
+    rpcs.push_back(us);
+  }
+  *reply->mutable_timing() = MedianTiming(timings);
+  median_rate = Median(rates);
+  median_rpc_us = Median(rpcs);
+  return reply;
+}
+
+int RunMultiply(const Env& env, const MultiplyOptions& opt);    // multiply_command.cc
+int RunTranspose(const Env& env, const TransposeOptions& opt);  // transpose_command.cc
+int RunUpload(const Env& env, const UploadOptions& opt);        // resident_commands.cc
+int RunDownload(const Env& env, const HandleOptions& opt);
+int RunRelease(const Env& env, const HandleOptions& opt);
+int RunResident(const Env& env);
+
+}  // namespace matserve::client::cli

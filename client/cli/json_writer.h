@@ -1,0 +1,48 @@
+// A minimal JSON writer for the CLI's --json output: one object per run, keys in insertion order,
+// numbers in their shortest round-trip form, NaN and infinities as null. No parsing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace matserve::client::cli {
+
+// Escapes `s` as a JSON string literal, quotes included.
+std::string JsonString(std::string_view s);
+
+// Shortest decimal that reads back as `v`; "null" for NaN and infinities.
+std::string JsonNumber(double v);
+
+// Builds `{"k": v, ...}`. Values given as raw JSON (Raw) are inserted verbatim, which nests
+// objects and arrays built by other writers.
+class JsonObject {
+ public:
+  JsonObject& Add(std::string_view key, std::string_view value);
+  JsonObject& Add(std::string_view key, const char* value) {
+    return Add(key, std::string_view(value));
+  }
+  JsonObject& Add(std::string_view key, double value);
+  JsonObject& Add(std::string_view key, std::int64_t value);
+  JsonObject& Add(std::string_view key, int value) { return Add(key, std::int64_t{value}); }
+  JsonObject& Add(std::string_view key, bool value);
+  JsonObject& Raw(std::string_view key, std::string_view json);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void Key(std::string_view key);
+  std::string body_;
+};
+
+// `[a, b, ...]` from already-encoded JSON values.
+class JsonArray {
+ public:
+  JsonArray& Raw(std::string_view json);
+  JsonArray& Add(std::string_view s) { return Raw(JsonString(s)); }
+  std::string str() const { return "[" + body_ + "]"; }
+
+ private:
+  std::string body_;
+};
+
+}  // namespace matserve::client::cli

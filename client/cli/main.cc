@@ -1,0 +1,13 @@
+// matserve-cli: the command-line client of the matserve service (info, kernels, multiply,
+// transpose). All logic lives in commands.cc so the tests can run it in-process.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/cli/commands.h"
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  return matserve::client::cli::RunCli(args, std::cout, std::cerr);
+}

@@ -1,0 +1,154 @@
+// `matserve-cli multiply`: operands from .npy files, --random or resident handles; the request;
+// the call; the client-side float64 check; --out; the report; the --tolerance verdict.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli/command_util.h"
+#include "client/cli/commands.h"
+#include "client/cli/report.h"
+#include "client/cli/verify.h"
+#include "client/cpp/matrix.h"
+
+namespace matserve::client::cli {
+namespace {
+
+namespace v1 = ::matserve::v1;
+
+absl::Status SetMatrix(NpyArray array, v1::Matrix* out) {
+  absl::StatusOr<v1::Matrix> m = MatrixFromNpy(std::move(array));
+  if (!m.ok()) return m.status();
+  *out = *std::move(m);
+  return absl::OkStatus();
+}
+
+absl::Status RandomInputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
+  const auto [m, n, k] = *opt.random;
+  const kernels::DType dtype = opt.dtype.value_or(kernels::DType::kF32);
+  NpyArray a = opt.transpose_a ? RandomMatrix(k, m, dtype, opt.layout, opt.seed)
+                               : RandomMatrix(m, k, dtype, opt.layout, opt.seed);
+  NpyArray b = opt.transpose_b ? RandomMatrix(n, k, dtype, opt.layout, opt.seed + 1)
+                               : RandomMatrix(k, n, dtype, opt.layout, opt.seed + 1);
+  if (absl::Status s = SetMatrix(std::move(a), request.mutable_a()); !s.ok()) return s;
+  if (absl::Status s = SetMatrix(std::move(b), request.mutable_b()); !s.ok()) return s;
+  if (opt.beta.value_or(0.0) != 0.0) {
+    return SetMatrix(
+        RandomMatrix(m, n, opt.output_dtype.value_or(dtype),
+                     opt.output_layout.value_or(kernels::Layout::kRowMajor), opt.seed + 2),
+        request.mutable_c());
+  }
+  return absl::OkStatus();
+}
+
+// Files and handles. A and B read from files must agree in dtype unless --dtype converts them.
+absl::Status FileAndHandleInputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
+  std::optional<NpyArray> a, b;
+  if (!opt.a.empty()) {
+    absl::StatusOr<NpyArray> la = LoadInput(opt.a, opt.dtype);
+    if (!la.ok()) return la.status();
+    a = *std::move(la);
+  }
+  if (!opt.b.empty()) {
+    absl::StatusOr<NpyArray> lb = LoadInput(opt.b, opt.dtype);
+    if (!lb.ok()) return lb.status();
+    b = *std::move(lb);
+  }
+  if (a && b && a->dtype != b->dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        opt.a, " is ", std::string(kernels::dtype_name(a->dtype)), " but ", opt.b, " is ",
+        std::string(kernels::dtype_name(b->dtype)), "; pass --dtype to send both as one type"));
+  }
+  const std::optional<kernels::DType> in_type = a   ? std::optional(a->dtype)
+                                                : b ? std::optional(b->dtype)
+                                                    : opt.dtype;
+  if (a) {
+    if (absl::Status s = SetMatrix(*std::move(a), request.mutable_a()); !s.ok()) return s;
+  }
+  if (b) {
+    if (absl::Status s = SetMatrix(*std::move(b), request.mutable_b()); !s.ok()) return s;
+  }
+  request.set_a_handle(opt.a_handle);
+  request.set_b_handle(opt.b_handle);
+  request.set_c_handle(opt.c_handle);
+  if (!opt.c.empty()) {
+    // C travels in the output dtype and in the output layout (the server requires both).
+    absl::StatusOr<NpyArray> c = LoadInput(opt.c, opt.output_dtype ? opt.output_dtype : in_type);
+    if (!c.ok()) return c.status();
+    const kernels::Layout want = opt.output_layout.value_or(c->layout);
+    c->bytes = ToLayout(c->bytes, c->rows, c->cols, c->dtype, c->layout, want);
+    c->layout = want;
+    return SetMatrix(*std::move(c), request.mutable_c());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunMultiply(const Env& env, const MultiplyOptions& opt) {
+  v1::MultiplyRequest request;
+  const absl::Status inputs =
+      opt.random ? RandomInputs(opt, request) : FileAndHandleInputs(opt, request);
+  if (!inputs.ok()) return InputError(env.err, inputs);
+  request.set_transpose_a(opt.transpose_a);
+  request.set_transpose_b(opt.transpose_b);
+  if (opt.alpha) request.set_alpha(*opt.alpha);
+  if (opt.beta) request.set_beta(*opt.beta);
+  request.set_variant(opt.variant);
+  request.set_compute(opt.compute);
+  if (opt.output_dtype) request.set_output_dtype(ToProto(*opt.output_dtype));
+  request.set_output_layout(request.has_c()
+                                ? request.c().layout()
+                                : ToProto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
+  request.set_verify(opt.server_verify);
+  request.set_keep_result(opt.keep_result);
+
+  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
+  if (!client.ok()) return InputError(env.err, client.status());
+  double gflops = 0, rpc_us = 0;
+  absl::StatusOr<v1::MultiplyReply> reply =
+      CallRepeated<v1::MultiplyReply>([&] { return (*client)->Multiply(request); },
+                                      [](const v1::MultiplyReply& r) { return r.gflops(); },
+                                      opt.warmup, opt.repeat, gflops, rpc_us);
+  if (!reply.ok()) return RpcError(env.err, reply.status());
+  reply->set_gflops(gflops);
+
+  RunSummary summary;
+  summary.target = env.global.target;
+  summary.variant_requested = opt.variant;
+  summary.m = reply->c().rows();
+  summary.n = reply->c().cols();
+  summary.k = request.has_a()   ? (opt.transpose_a ? request.a().rows() : request.a().cols())
+              : request.has_b() ? (opt.transpose_b ? request.b().cols() : request.b().rows())
+                                : -1;
+  const v1::DataType in_type = request.has_a()   ? request.a().dtype()
+                               : request.has_b() ? request.b().dtype()
+                                                 : v1::DATA_TYPE_UNSPECIFIED;
+  summary.dtype = in_type == v1::DATA_TYPE_UNSPECIFIED ? "resident" : DTypeName(in_type);
+  summary.output_dtype = DTypeName(reply->c().dtype());
+  summary.layout = reply->c().layout() == v1::COL_MAJOR ? "col" : "row";
+  summary.compute = ComputeModeName(opt.compute);
+  summary.rpc_us = rpc_us;
+  summary.warmup = opt.warmup;
+  summary.runs = opt.repeat;
+  if (opt.verify) {
+    absl::StatusOr<kernels::ErrorStats> check = VerifyMultiply(request, reply->c());
+    if (!check.ok()) return RpcError(env.err, check.status());
+    summary.client_check = *check;
+  }
+  if (!opt.out.empty()) {
+    absl::StatusOr<NpyArray> c = NpyFromMatrix(std::move(*reply->mutable_c()));
+    if (!c.ok()) return RpcError(env.err, absl::DataLossError(c.status().message()));
+    if (absl::Status s = WriteNpy(opt.out, *c); !s.ok()) return InputError(env.err, s);
+    summary.out_path = opt.out;
+  }
+  PrintMultiply(*reply, summary, env.global.json, env.out);
+  const std::optional<double> server_rel =
+      reply->has_verification() ? std::optional<double>(reply->verification().rel_l2_error())
+                                : std::nullopt;
+  if (absl::Status s = CheckTolerance(opt.tolerance, server_rel, summary.client_check); !s.ok()) {
+    env.err << "error: verification failed: " << s.message() << '\n';
+    return kExitVerify;
+  }
+  return kExitOk;
+}
+
+}  // namespace matserve::client::cli

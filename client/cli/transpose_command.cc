@@ -1,0 +1,84 @@
+// `matserve-cli transpose`: A from a .npy file, --random or a resident handle (optionally in
+// place); the call; the client-side float64 check; --out; the report; the --tolerance verdict.
+#include <utility>
+
+#include "client/cli/command_util.h"
+#include "client/cli/commands.h"
+#include "client/cli/report.h"
+#include "client/cli/verify.h"
+#include "client/cpp/matrix.h"
+
+namespace matserve::client::cli {
+
+namespace v1 = ::matserve::v1;
+
+int RunTranspose(const Env& env, const TransposeOptions& opt) {
+  v1::TransposeRequest request;
+  if (opt.a_handle.empty()) {
+    NpyArray a;
+    if (opt.random) {
+      a = RandomMatrix((*opt.random)[0], (*opt.random)[1], opt.dtype.value_or(kernels::DType::kF32),
+                       opt.layout, opt.seed);
+    } else {
+      absl::StatusOr<NpyArray> la = LoadInput(opt.a, opt.dtype);
+      if (!la.ok()) return InputError(env.err, la.status());
+      a = *std::move(la);
+    }
+    absl::StatusOr<v1::Matrix> ma = MatrixFromNpy(std::move(a));
+    if (!ma.ok()) return InputError(env.err, ma.status());
+    *request.mutable_a() = *std::move(ma);
+  }
+  request.set_a_handle(opt.a_handle);
+  if (opt.scale) request.set_scale(*opt.scale);
+  request.set_variant(opt.variant);
+  request.set_verify(opt.server_verify);
+  request.set_keep_result(opt.keep_result);
+  request.set_in_place(opt.in_place);
+
+  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
+  if (!client.ok()) return InputError(env.err, client.status());
+  double gb_per_s = 0, rpc_us = 0;
+  absl::StatusOr<v1::TransposeReply> reply =
+      CallRepeated<v1::TransposeReply>([&] { return (*client)->Transpose(request); },
+                                       [](const v1::TransposeReply& r) { return r.gb_per_s(); },
+                                       opt.warmup, opt.repeat, gb_per_s, rpc_us);
+  if (!reply.ok()) return RpcError(env.err, reply.status());
+  reply->set_gb_per_s(gb_per_s);
+
+  RunSummary summary;
+  summary.target = env.global.target;
+  summary.variant_requested = opt.variant;
+  // A's shape: from the request, or (resident A) from the reply's B, which is A^T.
+  summary.m = request.has_a() ? request.a().rows() : reply->b().cols();
+  summary.n = request.has_a() ? request.a().cols() : reply->b().rows();
+  summary.dtype = DTypeName(request.has_a() ? request.a().dtype() : reply->b().dtype());
+  summary.output_dtype = summary.dtype;
+  summary.layout = (request.has_a() ? request.a().layout() : reply->b().layout()) == v1::COL_MAJOR
+                       ? "col"
+                       : "row";
+  summary.rpc_us = rpc_us;
+  summary.warmup = opt.warmup;
+  summary.runs = opt.repeat;
+  if (opt.verify) {
+    absl::StatusOr<kernels::ErrorStats> check = VerifyTranspose(request, reply->b());
+    if (!check.ok()) return RpcError(env.err, check.status());
+    summary.client_check = *check;
+  }
+  if (!opt.out.empty()) {
+    absl::StatusOr<NpyArray> b = NpyFromMatrix(std::move(*reply->mutable_b()));
+    if (!b.ok()) return RpcError(env.err, absl::DataLossError(b.status().message()));
+    if (absl::Status s = WriteNpy(opt.out, *b); !s.ok()) return InputError(env.err, s);
+    summary.out_path = opt.out;
+  }
+  PrintTranspose(*reply, summary, env.global.json, env.out);
+  const std::optional<double> server_rel =
+      reply->has_verification() ? std::optional<double>(reply->verification().rel_l2_error())
+                                : std::nullopt;
+  if (absl::Status s = CheckTolerance(opt.tolerance, server_rel, summary.client_check); !s.ok()) {
+    env.err << "error: verification failed: " << s.message() << '\n';
+    return kExitVerify;
+  }
+  return kExitOk;
+}
+
+}  // namespace matserve::client::cli

@@ -1,0 +1,251 @@
+// Client: channel setup (message limits, load balancing, credentials) and one synchronous call per
+// RPC, each with the configured deadline, each returning absl::StatusOr.
+#include "client/cpp/client.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace matserve::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string StatusCodeName(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return "OK";
+    case absl::StatusCode::kCancelled: return "CANCELLED";
+    case absl::StatusCode::kUnknown: return "UNKNOWN";
+    case absl::StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case absl::StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case absl::StatusCode::kNotFound: return "NOT_FOUND";
+    case absl::StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
+    case absl::StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case absl::StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case absl::StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case absl::StatusCode::kAborted: return "ABORTED";
+    case absl::StatusCode::kOutOfRange: return "OUT_OF_RANGE";
+    case absl::StatusCode::kUnimplemented: return "UNIMPLEMENTED";
+    case absl::StatusCode::kInternal: return "INTERNAL";
+    case absl::StatusCode::kUnavailable: return "UNAVAILABLE";
+    case absl::StatusCode::kDataLoss: return "DATA_LOSS";
+    case absl::StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
+    default: break;
+  }
+  return absl::StrCat("CODE_", static_cast<int>(code));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
+                                                        ClientOptions options) {
+  if (target.empty()) return absl::InvalidArgumentError("empty target");
+  if (options.max_message_bytes <= 0 ||
+      options.max_message_bytes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes ", options.max_message_bytes, " is outside 1 .. 2^31-1"));
+  }
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(options.max_message_bytes);
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  if (absl::StartsWith(target, "dns:") && !options.dns_load_balancing_policy.empty()) {
+    args.SetLoadBalancingPolicyName(options.dns_load_balancing_policy);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
+  }
+  if (options.connect_timeout.count() > 0 &&
+      !channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to '", target, "' within ",
+                                               options.connect_timeout.count(), " ms"));
+  }
+  return std::make_unique<Client>(Key(), target, std::move(options), std::move(channel));
+}
+
+Client::Client(Key, std::string target, ClientOptions options,
+               std::shared_ptr<grpc::Channel> channel)
+    : target_(std::move(target)),
+      options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::MatrixService::NewStub(channel_)) {}
+
+void Client::PrepareContext(grpc::ClientContext& context) const {
+  if (options_.deadline.count() > 0) {
+    context.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  }
+}
+
+absl::StatusOr<v1::MultiplyReply> Client::Multiply(const v1::MultiplyRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::MultiplyReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->Multiply(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::TransposeReply> Client::Transpose(const v1::TransposeRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::TransposeReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->Transpose(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::ListKernelsReply> Client::ListKernels() {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::ListKernelsReply reply;
+  const v1::ListKernelsRequest request;
+  if (absl::Status s = FromGrpcStatus(stub_->ListKernels(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::GetServerInfoReply> Client::GetServerInfo() {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::GetServerInfoReply reply;
+  const v1::GetServerInfoRequest request;
+  if (absl::Status s = FromGrpcStatus(stub_->GetServerInfo(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix,
+                                                std::int64_t chunk_bytes) {
+  constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;  // header fields, framing
+  const auto size = static_cast<std::int64_t>(matrix.data().size());
+  if (chunk_bytes <= 0 && size + kHeadroom <= options_.max_message_bytes) {
+    grpc::ClientContext context;
+    PrepareContext(context);
+    v1::UploadRequest request;
+    *request.mutable_matrix() = matrix;
+    v1::UploadReply reply;
+    if (absl::Status s = FromGrpcStatus(stub_->Upload(&context, request, &reply)); !s.ok()) {
+      return s;
+    }
+    return reply.resident();
+  }
+  if (chunk_bytes <= 0)
+    chunk_bytes =
+        std::min<std::int64_t>(std::int64_t{4} << 20, options_.max_message_bytes - kHeadroom);
+  return UploadStream(matrix, chunk_bytes);
+}
+
+absl::StatusOr<v1::ResidentInfo> Client::UploadStream(const v1::Matrix& matrix,
+                                                      std::int64_t chunk_bytes) {
+  if (chunk_bytes <= 0 || chunk_bytes > options_.max_message_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes ", chunk_bytes, " is outside 1 .. max_message_bytes"));
+  }
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::UploadReply reply;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
+      stub_->UploadStream(&context, &reply);
+  const std::string& data = matrix.data();
+  // First chunk: the header (no data) plus the first bytes; then the rest in order.
+  std::size_t offset = 0;
+  bool first = true;
+  bool open = true;
+  while (open && (first || offset < data.size())) {
+    v1::UploadChunk chunk;
+    if (first) {
+      v1::Matrix* header = chunk.mutable_header();
+      header->set_rows(matrix.rows());
+      header->set_cols(matrix.cols());
+      header->set_dtype(matrix.dtype());
+      header->set_layout(matrix.layout());
+      first = false;
+    }
+    const std::size_t n =
+        std::min<std::size_t>(static_cast<std::size_t>(chunk_bytes), data.size() - offset);
+    chunk.set_data(data.substr(offset, n));
+    offset += n;
+    open = writer->Write(chunk);  // false: the server ended the call; Finish says why
+  }
+  writer->WritesDone();
+  if (absl::Status s = FromGrpcStatus(writer->Finish()); !s.ok()) return s;
+  return reply.resident();
+}
+
+absl::StatusOr<v1::Matrix> Client::Download(const std::string& handle) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::DownloadRequest request;
+  request.set_handle(handle);
+  v1::DownloadReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->Download(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return std::move(*reply.mutable_matrix());
+}
+
+absl::StatusOr<v1::Matrix> Client::DownloadStream(const std::string& handle,
+                                                  std::int64_t chunk_bytes) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::DownloadRequest request;
+  request.set_handle(handle);
+  request.set_chunk_bytes(chunk_bytes);
+  std::unique_ptr<grpc::ClientReader<v1::DownloadChunk>> reader =
+      stub_->DownloadStream(&context, request);
+  v1::Matrix out;
+  bool have_header = false;
+  v1::DownloadChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) {
+      const std::string first = std::move(*out.mutable_data());
+      out = chunk.header();
+      out.clear_data();
+      out.mutable_data()->append(first);
+      have_header = true;
+    }
+    out.mutable_data()->append(chunk.data());
+  }
+  if (absl::Status s = FromGrpcStatus(reader->Finish()); !s.ok()) return s;
+  if (!have_header) return absl::DataLossError("DownloadStream sent no header");
+  return out;
+}
+
+absl::StatusOr<v1::ReleaseReply> Client::Release(const std::string& handle) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::ReleaseRequest request;
+  request.set_handle(handle);
+  v1::ReleaseReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->Release(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::ListResidentReply> Client::ListResident() {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::ListResidentReply reply;
+  const v1::ListResidentRequest request;
+  if (absl::Status s = FromGrpcStatus(stub_->ListResident(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+}  // namespace matserve::client

@@ -1,0 +1,93 @@
+// matserve::client::Client: a thin, synchronous wrapper over the MatrixService stub with the
+// settings a matrix service needs (1 GiB messages instead of gRPC's 4 MiB, a per-call deadline,
+// round-robin over every address of a dns:/// target) and absl::Status errors mapped 1:1; resident
+// matrices upload in one message or streamed, whichever fits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "matserve/v1/matrix_service.grpc.pb.h"
+
+namespace grpc {
+class Channel;
+class ChannelCredentials;
+class Status;
+}  // namespace grpc
+
+namespace matserve::client {
+
+namespace v1 = ::matserve::v1;
+
+struct ClientOptions {
+  // Largest message sent or received. gRPC's 4 MiB default refuses a 1024 x 1024 fp32 matrix;
+  // protobuf cannot exceed 2 GiB. Keep it equal to the server's limit (GetServerInfo says it).
+  std::int64_t max_message_bytes = std::int64_t{1} << 30;
+  // Deadline of each call; zero or negative means none.
+  std::chrono::milliseconds deadline = std::chrono::seconds(120);
+  // Load-balancing policy for "dns:///" targets (every resolved address gets calls in turn, e.g.
+  // the pods behind a headless Kubernetes Service). Other targets keep gRPC's default.
+  std::string dns_load_balancing_policy = "round_robin";
+  // Null means insecure (plaintext) credentials.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // When positive, Connect waits this long for the channel to become ready and returns
+  // UNAVAILABLE if it does not; otherwise the channel connects lazily on the first call.
+  std::chrono::milliseconds connect_timeout{0};
+};
+
+// grpc::Status -> absl::Status: the code numbers agree, the message is kept.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The canonical upper-case name of a status code ("INVALID_ARGUMENT", "UNAVAILABLE", ...).
+std::string StatusCodeName(absl::StatusCode code);
+
+// One Client may be shared by threads: every call makes its own context on the shared channel.
+class Client {
+ public:
+  // `target` is any gRPC target: "host:port", "dns:///host:port", "unix:/path", ...
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
+                                                         ClientOptions options = {});
+
+  absl::StatusOr<v1::MultiplyReply> Multiply(const v1::MultiplyRequest& request);
+  absl::StatusOr<v1::TransposeReply> Transpose(const v1::TransposeRequest& request);
+  absl::StatusOr<v1::ListKernelsReply> ListKernels();
+  absl::StatusOr<v1::GetServerInfoReply> GetServerInfo();
+
+  // Resident matrices (kept in device memory between calls; name the handle in Multiply or
+  // Transpose requests). Upload sends one message when the matrix fits in max_message_bytes (less
+  // 1 MiB of headroom) and streams it in `chunk_bytes` pieces otherwise, or always when
+  // `chunk_bytes` > 0.
+  absl::StatusOr<v1::ResidentInfo> Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes = 0);
+  // One message (the matrix must fit in max_message_bytes), or streamed in chunks of
+  // `chunk_bytes` (> 0; the server's default when 0 is passed to DownloadStream).
+  absl::StatusOr<v1::Matrix> Download(const std::string& handle);
+  absl::StatusOr<v1::Matrix> DownloadStream(const std::string& handle,
+                                            std::int64_t chunk_bytes = 0);
+  absl::StatusOr<v1::ReleaseReply> Release(const std::string& handle);
+  absl::StatusOr<v1::ListResidentReply> ListResident();
+
+  const std::string& target() const { return target_; }
+  const ClientOptions& options() const { return options_; }
+
+  // Only Connect can make the key (passkey idiom: std::make_unique, no raw new).
+  class Key {
+    friend class Client;
+    Key() = default;
+  };
+  Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+ private:
+  void PrepareContext(grpc::ClientContext& context) const;
+  absl::StatusOr<v1::ResidentInfo> UploadStream(const v1::Matrix& matrix, std::int64_t chunk_bytes);
+
+  std::string target_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::MatrixService::Stub> stub_;
+};
+
+}  // namespace matserve::client

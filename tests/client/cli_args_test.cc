@@ -1,0 +1,228 @@
+// matserve-cli's argument parser: accepted spellings, defaults, and the bad inputs it must refuse
+// with a message naming the argument.
+#include "client/cli/args.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace matserve::client::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<ParsedArgs> Parse(std::vector<std::string> args) {
+  return ParseArgs(args);
+}
+
+std::string Error(std::vector<std::string> args) {
+  absl::StatusOr<ParsedArgs> p = ParseArgs(args);
+  EXPECT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(p.status().message());
+}
+
+TEST(CliArgs, ParsesAFullMultiply) {
+  absl::StatusOr<ParsedArgs> p = Parse({"--target",
+                                        "gpu1:7000",
+                                        "multiply",
+                                        "--random",
+                                        "128x64x32",
+                                        "--seed=9",
+                                        "--dtype",
+                                        "bf16",
+                                        "--transpose-a",
+                                        "--alpha",
+                                        "-2.5",
+                                        "--beta=0.5",
+                                        "--variant",
+                                        "tc_wmma",
+                                        "--compute",
+                                        "fp32",
+                                        "--output-dtype",
+                                        "fp32",
+                                        "--output-layout",
+                                        "col",
+                                        "--verify",
+                                        "--server-verify",
+                                        "--tolerance",
+                                        "1e-3",
+                                        "--out",
+                                        "c.npy",
+                                        "--json"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->command, Command::kMultiply);
+  EXPECT_EQ(p->global.target, "gpu1:7000");
+  EXPECT_TRUE(p->global.json);
+  const MultiplyOptions& m = p->multiply;
+  ASSERT_TRUE(m.random.has_value());
+  EXPECT_EQ((*m.random)[0], 128);
+  EXPECT_EQ((*m.random)[2], 32);
+  EXPECT_EQ(m.seed, 9u);
+  EXPECT_EQ(m.dtype, kernels::DType::kBF16);
+  EXPECT_TRUE(m.transpose_a);
+  EXPECT_FALSE(m.transpose_b);
+  EXPECT_EQ(m.alpha, -2.5);
+  EXPECT_EQ(m.beta, 0.5);
+  EXPECT_EQ(m.variant, "tc_wmma");
+  EXPECT_EQ(m.compute, matserve::v1::COMPUTE_FP32);
+  EXPECT_EQ(m.output_dtype, kernels::DType::kF32);
+  EXPECT_EQ(m.output_layout, kernels::Layout::kColMajor);
+  EXPECT_FALSE(Parse({"multiply", "--random", "1x1x1"})->multiply.output_layout.has_value());
+  EXPECT_TRUE(m.verify);
+  EXPECT_TRUE(m.server_verify);
+  EXPECT_EQ(m.tolerance, 1e-3);
+  EXPECT_EQ(m.out, "c.npy");
+}
+
+TEST(CliArgs, Defaults) {
+  absl::StatusOr<ParsedArgs> p = Parse({"multiply", "--a", "a.npy", "--b", "b.npy"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->global.target, "localhost:50051");
+  EXPECT_EQ(p->global.max_message_bytes, std::int64_t{1} << 30);
+  EXPECT_FALSE(p->global.json);
+  EXPECT_EQ(p->multiply.variant, "auto");
+  EXPECT_FALSE(p->multiply.alpha.has_value());
+  EXPECT_FALSE(p->multiply.dtype.has_value());
+  EXPECT_EQ(p->multiply.compute, matserve::v1::COMPUTE_DEFAULT);
+}
+
+TEST(CliArgs, KernelsFilterAndTranspose) {
+  absl::StatusOr<ParsedArgs> k = Parse({"kernels", "--op", "transpose"});
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->kernels.op, matserve::v1::TRANSPOSE);
+  absl::StatusOr<ParsedArgs> t =
+      Parse({"transpose", "--random", "3x5", "--scale", "2", "--layout", "col"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t->transpose.random)[1], 5);
+  EXPECT_EQ(t->transpose.scale, 2.0);
+  EXPECT_EQ(t->transpose.layout, kernels::Layout::kColMajor);
+}
+
+TEST(CliArgs, HelpForms) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"help", "multiply"}, {"multiply", "--help"}, {"multiply", "-h"}}) {
+    absl::StatusOr<ParsedArgs> p = Parse(args);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->help);
+    EXPECT_EQ(p->command, Command::kMultiply);
+  }
+  absl::StatusOr<ParsedArgs> general = Parse({"--help"});
+  ASSERT_TRUE(general.ok());
+  EXPECT_TRUE(general->help);
+  EXPECT_EQ(general->command, Command::kNone);
+  // --help skips the checks that a real run needs (no inputs given here).
+  EXPECT_TRUE(Parse({"transpose", "--help"}).ok());
+}
+
+TEST(CliArgs, RejectsUnknownCommand) {
+  EXPECT_THAT(Error({"multiplyy"}), HasSubstr("unknown command 'multiplyy'"));
+  EXPECT_THAT(Error({"help", "frob"}), HasSubstr("help: unknown command 'frob'"));
+  EXPECT_THAT(Error({}), HasSubstr("no command given"));
+}
+
+TEST(CliArgs, RejectsBadRandomSpecs) {
+  for (const char* spec : {"4x5", "4x5x6x7", "4xx6", "4x-5x6", "0x5x6", "ax5x6", "4x5x6.0", ""}) {
+    EXPECT_THAT(Error({"multiply", "--random", spec}), HasSubstr("--random")) << spec;
+  }
+  EXPECT_THAT(Error({"multiply", "--random", "4x5"}), HasSubstr("'4x5' is not of the form MxNxK"));
+  EXPECT_THAT(Error({"transpose", "--random", "4x0"}), HasSubstr("'0' is not a positive integer"));
+  EXPECT_THAT(Error({"transpose", "--random", "99999999999x2"}), HasSubstr("too large"));
+}
+
+TEST(CliArgs, RejectsUnknownDtypesAndModes) {
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--dtype", "fp8"}),
+              HasSubstr("--dtype: unknown dtype 'fp8'"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--output-dtype", "int8"}),
+              HasSubstr("--output-dtype: unknown dtype 'int8'"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--compute", "fp8"}),
+              HasSubstr("--compute: unknown compute mode 'fp8'"));
+  EXPECT_THAT(Error({"transpose", "--random", "2x2", "--layout", "diag"}),
+              HasSubstr("--layout: unknown layout 'diag'"));
+  EXPECT_THAT(Error({"kernels", "--op", "conv"}), HasSubstr("--op: unknown operation 'conv'"));
+}
+
+TEST(CliArgs, RejectsBadOptions) {
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--frob"}),
+              HasSubstr("multiply: unknown option '--frob'"));
+  // Options of another command are unknown here.
+  EXPECT_THAT(Error({"transpose", "--random", "2x2", "--alpha", "1"}),
+              HasSubstr("transpose: unknown option '--alpha'"));
+  EXPECT_THAT(Error({"multiply", "--random"}), HasSubstr("option --random needs a value"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--verify=yes"}),
+              HasSubstr("option --verify takes no value"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--alpha", "two"}),
+              HasSubstr("--alpha: 'two' is not a number"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--seed", "-1"}), HasSubstr("--seed"));
+  EXPECT_THAT(Error({"--deadline-ms", "0", "info"}), HasSubstr("--deadline-ms"));
+  EXPECT_THAT(Error({"--max-message-mb", "4096", "info"}), HasSubstr("at most 2047"));
+  EXPECT_THAT(Error({"info", "extra"}), HasSubstr("info: unexpected argument 'extra'"));
+  EXPECT_THAT(Error({"-x", "info"}), HasSubstr("unknown option '-x'"));
+}
+
+TEST(CliArgs, RepeatAndWarmup) {
+  absl::StatusOr<ParsedArgs> p =
+      Parse({"multiply", "--random", "2x2x2", "--repeat", "10", "--warmup", "3"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->multiply.repeat, 10);
+  EXPECT_EQ(p->multiply.warmup, 3);
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--repeat", "0"}),
+              HasSubstr("--repeat: '0' is not a positive integer"));
+  EXPECT_THAT(Error({"transpose", "--random", "2x2", "--warmup", "-1"}),
+              HasSubstr("--warmup: '-1' is not a non-negative integer"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--keep-result", "--repeat", "2"}),
+              HasSubstr("no --repeat/--warmup"));
+}
+
+TEST(CliArgs, RejectsIncompleteOrConflictingInputs) {
+  EXPECT_THAT(Error({"multiply"}), HasSubstr("give --a and --b, or --random"));
+  EXPECT_THAT(Error({"multiply", "--a", "a.npy"}), HasSubstr("--a given without --b"));
+  EXPECT_THAT(Error({"multiply", "--a", "a.npy", "--b", "b.npy", "--random", "2x2x2"}),
+              HasSubstr("not both"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--c", "c.npy"}), HasSubstr("--c needs"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--tolerance", "1"}),
+              HasSubstr("--tolerance needs --verify"));
+  EXPECT_THAT(Error({"transpose"}), HasSubstr("give --a, --a-handle or --random"));
+  EXPECT_THAT(Error({"transpose", "--a", "x.npy", "--random", "2x2"}), HasSubstr("not several"));
+}
+
+TEST(CliArgs, ResidentOptions) {
+  absl::StatusOr<ParsedArgs> m = Parse({"multiply", "--a-handle", "h1", "--b", "b.npy",
+                                        "--c-handle", "h3", "--beta", "1", "--keep-result"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->multiply.a_handle, "h1");
+  EXPECT_EQ(m->multiply.c_handle, "h3");
+  EXPECT_TRUE(m->multiply.keep_result);
+  absl::StatusOr<ParsedArgs> t = Parse({"transpose", "--a-handle", "h", "--in-place"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->transpose.in_place);
+  absl::StatusOr<ParsedArgs> u = Parse({"upload", "--random", "4x5", "--chunk-mb", "2"});
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->upload.chunk_bytes, 2 << 20);
+  absl::StatusOr<ParsedArgs> d = Parse({"download", "--handle", "h", "--out", "x.npy"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->command, Command::kDownload);
+  EXPECT_EQ(d->handle.out, "x.npy");
+  EXPECT_TRUE(Parse({"resident"}).ok());
+  EXPECT_TRUE(Parse({"release", "--handle", "h"}).ok());
+}
+
+TEST(CliArgs, RejectsBadResidentCombinations) {
+  EXPECT_THAT(Error({"multiply", "--a", "a.npy", "--a-handle", "h", "--b", "b.npy"}),
+              HasSubstr("--a or --a-handle, not both"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--a-handle", "h"}),
+              HasSubstr("--random cannot be combined with handles"));
+  EXPECT_THAT(Error({"multiply", "--a-handle", "h", "--b-handle", "g", "--verify"}),
+              HasSubstr("with handles use --server-verify"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--keep-result", "--out", "c.npy"}),
+              HasSubstr("--keep-result leaves C on the server"));
+  EXPECT_THAT(Error({"transpose", "--a", "a.npy", "--in-place"}),
+              HasSubstr("--in-place needs --a-handle"));
+  EXPECT_THAT(Error({"transpose", "--a-handle", "h", "--verify"}), HasSubstr("--server-verify"));
+  EXPECT_THAT(Error({"download"}), HasSubstr("download: give --handle H"));
+  EXPECT_THAT(Error({"release", "--handle", "h", "--out", "x"}),
+              HasSubstr("release: unknown option '--out'"));
+  EXPECT_THAT(Error({"upload"}), HasSubstr("upload: give --a or --random"));
+  EXPECT_THAT(Error({"upload", "--random", "2x2", "--chunk-mb", "0"}), HasSubstr("--chunk-mb"));
+}
+
+}  // namespace
+}  // namespace matserve::client::cli

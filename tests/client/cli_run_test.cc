@@ -1,0 +1,398 @@
+// The whole CLI run in-process (RunCli) against FakeMatrixService: output formats, exit codes,
+// error lines, .npy in and out, client-side verification, and messages above gRPC's 4 MiB default.
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/cli/command_util.h"
+#include "client/cli/commands.h"
+#include "client/cpp/client.h"
+#include "client/cpp/matrix.h"
+#include "client/cpp/npy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/element.h"
+#include "tests/client/fake_service.h"
+
+namespace matserve::client::cli {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+class CliRun : public ::testing::Test {
+ protected:
+  Result Run(std::vector<std::string> args, bool with_target = true) {
+    if (with_target) args.insert(args.begin(), {"--target", server_.target()});
+    std::ostringstream out, err;
+    const int code = RunCli(args, out, err);
+    return {code, out.str(), err.str()};
+  }
+  std::string Temp(const std::string& name) { return ::testing::TempDir() + "/cli_run_" + name; }
+
+  testing::FakeServer server_;
+};
+
+TEST_F(CliRun, InfoPrintsAnAlignedBlock) {
+  const Result r = Run({"info"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("version               0.0.0-fake\n"));
+  EXPECT_THAT(r.out, HasSubstr("backend               cpu\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("device 0              Fake \"GPU\", cc 9.0, 132 SMs, 80.0 GiB total"));
+  EXPECT_THAT(r.out, HasSubstr("max_message_bytes     1073741824 (1.00 GiB)\n"));
+  EXPECT_TRUE(r.err.empty());
+}
+
+TEST_F(CliRun, InfoJsonIsOneObject) {
+  const Result r = Run({"info", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, StartsWith("{\"command\": \"info\", \"target\": \"127.0.0.1:"));
+  EXPECT_THAT(r.out, HasSubstr("\"name\": \"Fake \\\"GPU\\\"\""));
+  EXPECT_THAT(r.out, HasSubstr("\"limits\": {\"max_message_bytes\": 1073741824, "
+                               "\"max_dimension\": 65536, \"max_matrix_bytes\": 1073741824, "
+                               "\"memory_budget_bytes\": 0, \"resident_ttl_ms\": 60000}}\n"));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+}
+
+TEST_F(CliRun, KernelsTableAndFilter) {
+  const Result r = Run({"kernels"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, StartsWith("NAME            FAMILY  OP         PRECISIONS  BACKEND  "
+                                "CONSTRAINTS   DESCRIPTION\n"));
+  EXPECT_THAT(r.out, HasSubstr("fake_gemm       cpu     gemm       fp64,fp32   cpu      -"));
+  const Result t = Run({"kernels", "--op", "transpose", "--json"});
+  ASSERT_EQ(t.code, kExitOk) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("\"name\": \"fake_transpose\""));
+  EXPECT_THAT(t.out, HasSubstr("\"precisions\": [\"fp32\"]"));
+  EXPECT_THAT(t.out, Not(HasSubstr("fake_gemm")));
+}
+
+TEST_F(CliRun, MultiplyRandomWithClientVerify) {
+  const Result r = Run({"multiply", "--random", "33x17x29", "--dtype", "fp64", "--verify",
+                        "--server-verify", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"variant\": \"fake_gemm\", \"variant_requested\": \"auto\""));
+  EXPECT_THAT(r.out, HasSubstr("\"m\": 33, \"n\": 17, \"k\": 29, \"dtype\": \"fp64\", "
+                               "\"output_dtype\": \"fp64\", \"output_layout\": \"row\""));
+  EXPECT_THAT(r.out, HasSubstr("\"timing_us\": {\"queue\": 1.5, \"h2d\": 20.25, \"kernel\": 100, "
+                               "\"d2h\": 30, \"total\": 160, \"client_rpc\": "));
+  EXPECT_THAT(r.out, HasSubstr("\"gflops\": 123.5"));
+  EXPECT_THAT(r.out, HasSubstr("\"server_verification\": {\"max_abs_error\": 0, "
+                               "\"rel_l2_error\": 0}"));
+  EXPECT_THAT(r.out, HasSubstr("\"client_verification\": {\"max_abs_error\": 0, "
+                               "\"rel_l2_error\": 0, \"nonfinite\": 0}"));
+  // alpha and beta stay unset (server defaults) unless given.
+  EXPECT_FALSE(server_.service().last_multiply().has_alpha());
+  EXPECT_EQ(server_.service().last_multiply().a().rows(), 33);
+  EXPECT_EQ(server_.service().last_multiply().a().cols(), 29);
+}
+
+TEST_F(CliRun, MultiplyHumanOutput) {
+  const Result r = Run({"multiply", "--random", "8x8x8", "--verify"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("variant               fake_gemm (asked: auto)\n"));
+  EXPECT_THAT(r.out, HasSubstr("shape                 m=8 n=8 k=8\n"));
+  EXPECT_THAT(
+      r.out, HasSubstr("data                  fp32 -> fp32 (row-major output, compute default)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\nkernel_us +100\\.0\n"));  // right-aligned block
+  EXPECT_THAT(r.out, HasSubstr("gflops                123.5\n"));
+  EXPECT_THAT(r.out, HasSubstr("client_rel_l2_error   "));
+}
+
+TEST_F(CliRun, MultiplyFilesEveryLayoutTransposeAndBeta) {
+  // op(A) 6 x 5 from a Fortran-order A^T, op(B) 5 x 4 from B^T, C column-major, fp64 so that the
+  // fake's exact result matches the client's reference exactly.
+  const NpyArray at = RandomMatrix(5, 6, DType::kF64, Layout::kColMajor, 1);
+  const NpyArray bt = RandomMatrix(4, 5, DType::kF64, Layout::kRowMajor, 2);
+  const NpyArray c = RandomMatrix(6, 4, DType::kF64, Layout::kColMajor, 3);
+  ASSERT_TRUE(WriteNpy(Temp("a.npy"), at).ok());
+  ASSERT_TRUE(WriteNpy(Temp("b.npy"), bt).ok());
+  ASSERT_TRUE(WriteNpy(Temp("c.npy"), c).ok());
+  for (const char* layout : {"row", "col"}) {
+    const Result r = Run({"multiply",
+                          "--a",
+                          Temp("a.npy"),
+                          "--b",
+                          Temp("b.npy"),
+                          "--c",
+                          Temp("c.npy"),
+                          "--transpose-a",
+                          "--transpose-b",
+                          "--alpha",
+                          "0.5",
+                          "--beta",
+                          "-2",
+                          "--output-layout",
+                          layout,
+                          "--verify",
+                          "--tolerance",
+                          "1e-12",
+                          "--out",
+                          Temp("out.npy"),
+                          "--json"});
+    ASSERT_EQ(r.code, kExitOk) << layout << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\"client_verification\": {\"max_abs_error\": 0,")) << layout;
+    absl::StatusOr<NpyArray> out = ReadNpy(Temp("out.npy"));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->rows, 6);
+    EXPECT_EQ(out->cols, 4);
+    EXPECT_EQ(out->layout, std::string(layout) == "col" ? Layout::kColMajor : Layout::kRowMajor);
+  }
+}
+
+TEST_F(CliRun, MultiplyConvertsFilesToDtype) {
+  ASSERT_TRUE(
+      WriteNpy(Temp("a64.npy"), RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 1)).ok());
+  ASSERT_TRUE(
+      WriteNpy(Temp("b32.npy"), RandomMatrix(4, 2, DType::kF32, Layout::kRowMajor, 2)).ok());
+  const Result mixed = Run({"multiply", "--a", Temp("a64.npy"), "--b", Temp("b32.npy")});
+  EXPECT_EQ(mixed.code, kExitUsage);
+  EXPECT_THAT(mixed.err, HasSubstr("pass --dtype"));
+  const Result r = Run({"multiply", "--a", Temp("a64.npy"), "--b", Temp("b32.npy"), "--dtype",
+                        "bf16", "--output-dtype", "fp32", "--verify", "--out", Temp("c.npy")});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(server_.service().last_multiply().a().dtype(), v1::BF16);
+  EXPECT_EQ(server_.service().last_multiply().output_dtype(), v1::FP32);
+  absl::StatusOr<NpyArray> out = ReadNpy(Temp("c.npy"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->dtype, DType::kF32);
+}
+
+TEST_F(CliRun, RepeatReportsMediansAfterWarmup) {
+  const Result r = Run({"multiply", "--random", "16x16x16", "--warmup", "2", "--repeat", "5"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(server_.service().multiply_calls(), 7);
+  EXPECT_THAT(r.out,
+              HasSubstr("runs                  5 measured after 2 warm-up (medians below)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\nkernel_us +100\\.0\n"));
+  const Result j = Run({"transpose", "--random", "4x4", "--repeat", "3", "--json"});
+  ASSERT_EQ(j.code, kExitOk) << j.err;
+  EXPECT_THAT(j.out, HasSubstr("\"gb_per_s\": 42, \"runs\": 3, \"warmup\": 0"));
+}
+
+TEST(CliUtil, MediansPerStage) {
+  EXPECT_EQ(Median({}), 0.0);
+  EXPECT_EQ(Median({3, 1, 2}), 2.0);
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  std::vector<v1::Timing> t(3);
+  for (int i = 0; i < 3; ++i) {
+    t[i].set_kernel_us(10.0 * (3 - i));
+    t[i].set_queue_us(i);
+  }
+  const v1::Timing m = MedianTiming(t);
+  EXPECT_EQ(m.kernel_us(), 20.0);
+  EXPECT_EQ(m.queue_us(), 1.0);
+}
+
+TEST_F(CliRun, RpcErrorsPrintCodeAndMessage) {
+  const Result r = Run({"multiply", "--random", "2x2x2", "--variant", "nope"});
+  EXPECT_EQ(r.code, kExitRpc);
+  EXPECT_EQ(r.err, "error: INVALID_ARGUMENT: unknown variant 'nope'\n");
+  EXPECT_TRUE(r.out.empty());
+  ASSERT_TRUE(
+      WriteNpy(Temp("a23.npy"), RandomMatrix(2, 3, DType::kF32, Layout::kRowMajor, 1)).ok());
+  const Result shapes = Run({"multiply", "--a", Temp("a23.npy"), "--b", Temp("a23.npy")});
+  EXPECT_EQ(shapes.code, kExitRpc);
+  EXPECT_EQ(shapes.err, "error: INVALID_ARGUMENT: inner dimensions differ: 3 vs 2\n");
+}
+
+TEST_F(CliRun, UnreachableServerIsUnavailable) {
+  const Result r = Run({"--target", "127.0.0.1:1", "--deadline-ms", "5000", "info"}, false);
+  EXPECT_EQ(r.code, kExitRpc);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: "));
+}
+
+TEST_F(CliRun, VerificationAboveToleranceExitsThree) {
+  const Result r = Run(
+      {"multiply", "--random", "4x4x4", "--variant", "broken", "--verify", "--tolerance", "1e-3"});
+  EXPECT_EQ(r.code, kExitVerify);
+  EXPECT_THAT(r.out, HasSubstr("client_max_abs_error  1.000e+00"));
+  EXPECT_THAT(r.err, HasSubstr("error: verification failed: client rel_l2_error"));
+  const Result s = Run({"multiply", "--random", "4x4x4", "--variant", "broken", "--server-verify",
+                        "--tolerance", "1e-3"});
+  EXPECT_EQ(s.code, kExitVerify);
+  EXPECT_THAT(s.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
+}
+
+TEST_F(CliRun, MessagesAboveFourMiBPass) {
+  // C is 1100 x 1100 fp32 = 4.6 MiB, over gRPC's default receive limit.
+  const Result r = Run({"multiply", "--random", "1100x1100x1", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  // A client limited to 4 MiB refuses it.
+  const Result small = Run({"--max-message-mb", "4", "multiply", "--random", "1100x1100x1"});
+  EXPECT_EQ(small.code, kExitRpc);
+  EXPECT_THAT(small.err, StartsWith("error: RESOURCE_EXHAUSTED: "));
+}
+
+TEST_F(CliRun, TransposeColumnMajorWithScale) {
+  const Result r = Run({"transpose", "--random", "7x13", "--layout", "col", "--scale", "2",
+                        "--verify", "--tolerance", "0", "--out", Temp("t.npy"), "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("\"rows\": 7, \"cols\": 13, \"dtype\": \"fp32\", \"layout\": \"col\""));
+  EXPECT_THAT(r.out, HasSubstr("\"gb_per_s\": 42"));
+  absl::StatusOr<NpyArray> out = ReadNpy(Temp("t.npy"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->rows, 13);
+  EXPECT_EQ(out->cols, 7);
+  EXPECT_EQ(out->layout, Layout::kColMajor);
+  // B(j, i) = 2 * A(i, j).
+  const NpyArray a = RandomMatrix(7, 13, DType::kF32, Layout::kColMajor, 1);
+  EXPECT_EQ(kernels::load_element(out->bytes.data(), DType::kF32, 2 * 13 + 5),
+            2 * kernels::load_element(a.bytes.data(), DType::kF32, 5 * 7 + 2));
+}
+
+TEST_F(CliRun, BadInputFilesAreUsageErrors) {
+  {
+    std::FILE* f = std::fopen(Temp("bad.npy").c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not numpy", f);
+    std::fclose(f);
+  }
+  const Result r = Run({"transpose", "--a", Temp("bad.npy")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("bad.npy: .npy: not a .npy file: bad magic"));
+  const Result missing = Run({"transpose", "--a", Temp("missing.npy")});
+  EXPECT_EQ(missing.code, kExitUsage);
+  EXPECT_THAT(missing.err, HasSubstr("cannot open"));
+}
+
+TEST_F(CliRun, UsageErrorsExitOne) {
+  const Result r = Run({"multiply", "--random", "2x2"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err,
+            "error: --random: '2x2' is not of the form MxNxK\n"
+            "run 'matserve-cli multiply --help' for usage\n");
+}
+
+TEST_F(CliRun, HelpListsTheServersKernels) {
+  const Result r = Run({"multiply", "--help"});
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, HasSubstr("kernels on the server (--variant NAME):\n"
+                               "  fake_gemm  fp64,fp32  float64 reference, rounded once\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("fake_transpose")));
+  const Result offline = Run({"--target", "127.0.0.1:1", "help", "transpose"}, false);
+  ASSERT_EQ(offline.code, kExitOk);
+  EXPECT_THAT(offline.out, HasSubstr("see `matserve-cli kernels`"));
+  const Result general = Run({"--help"});
+  EXPECT_THAT(general.out, HasSubstr("exit codes: 0 ok, 1 usage"));
+}
+
+TEST_F(CliRun, ResidentMatricesRoundTrip) {
+  // Upload A (20 x 30) and B (30 x 10); multiply them on the server, keep C there.
+  const Result a = Run({"upload", "--random", "20x30", "--seed", "5", "--json"});
+  ASSERT_EQ(a.code, kExitOk) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("{\"command\": \"upload\", \"resident\": {\"handle\": \"h1\", "
+                               "\"rows\": 20, \"cols\": 30, \"dtype\": \"fp32\", "
+                               "\"layout\": \"row\", \"bytes\": 2400, \"device\": \"cpu\""));
+  ASSERT_TRUE(
+      WriteNpy(Temp("rb.npy"), RandomMatrix(30, 10, DType::kF32, Layout::kRowMajor, 6)).ok());
+  const Result b = Run({"upload", "--a", Temp("rb.npy")});
+  ASSERT_EQ(b.code, kExitOk) << b.err;
+  EXPECT_THAT(b.out, HasSubstr("handle                h2\n"));
+  const Result m = Run({"multiply", "--a-handle", "h1", "--b-handle", "h2", "--server-verify",
+                        "--keep-result", "--json"});
+  ASSERT_EQ(m.code, kExitOk) << m.err;
+  EXPECT_THAT(m.out, HasSubstr("\"m\": 20, \"n\": 10, \"k\": null, \"dtype\": \"resident\""));
+  EXPECT_THAT(m.out, HasSubstr("\"result\": {\"handle\": \"h3\", \"rows\": 20, \"cols\": 10"));
+  EXPECT_EQ(server_.service().last_multiply().a_handle(), "h1");
+  EXPECT_FALSE(server_.service().last_multiply().has_a());
+  // Mixed: A from a file, B resident; k comes from A.
+  ASSERT_TRUE(
+      WriteNpy(Temp("ra.npy"), RandomMatrix(20, 30, DType::kF32, Layout::kRowMajor, 5)).ok());
+  const Result mixed = Run({"multiply", "--a", Temp("ra.npy"), "--b-handle", "h2"});
+  ASSERT_EQ(mixed.code, kExitOk) << mixed.err;
+  EXPECT_THAT(mixed.out, HasSubstr("shape                 m=20 n=10 k=30\n"));
+
+  // Download C in 512-byte chunks and compare with the product computed here.
+  const Result d = Run({"download", "--handle", "h3", "--out", Temp("rc.npy"), "--chunk-mb", "1"});
+  ASSERT_EQ(d.code, kExitOk) << d.err;
+  EXPECT_THAT(d.out, HasSubstr("shape                 20 x 10 fp32 (row-major)\n"));
+  absl::StatusOr<NpyArray> c = ReadNpy(Temp("rc.npy"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const NpyArray ah = RandomMatrix(20, 30, DType::kF32, Layout::kRowMajor, 5);
+  const NpyArray bh = RandomMatrix(30, 10, DType::kF32, Layout::kRowMajor, 6);
+  double c00 = 0;
+  for (int p = 0; p < 30; ++p) {
+    c00 += kernels::load_element(ah.bytes.data(), DType::kF32, p) *
+           kernels::load_element(bh.bytes.data(), DType::kF32, p * 10);
+  }
+  EXPECT_NEAR(kernels::load_element(c->bytes.data(), DType::kF32, 0), c00, 1e-5);
+  EXPECT_EQ(server_.service().download_stream_chunks(), 2);  // header + 800 bytes
+
+  // Transpose A in place: the handle now names a 30 x 20 matrix.
+  const Result t = Run({"transpose", "--a-handle", "h1", "--in-place"});
+  ASSERT_EQ(t.code, kExitOk) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("result_handle         h1\n"));
+  EXPECT_THAT(t.out, HasSubstr("result_shape          30 x 20 fp32 (row-major)\n"));
+
+  const Result list = Run({"resident"});
+  ASSERT_EQ(list.code, kExitOk) << list.err;
+  EXPECT_THAT(list.out, StartsWith("HANDLE  ROWS  COLS  DTYPE  LAYOUT  BYTES  DEVICE  EXPIRES_MS\n"
+                                   "h1      30    20    fp32   row     2400   cpu     60000\n"));
+  EXPECT_THAT(list.out, HasSubstr("total_bytes 4400\n"));
+  const Result r = Run({"release", "--handle", "h1", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "{\"command\": \"release\", \"handle\": \"h1\", \"bytes_freed\": 2400}\n");
+  const Result again = Run({"release", "--handle", "h1"});
+  EXPECT_EQ(again.code, kExitRpc);
+  EXPECT_EQ(again.err, "error: NOT_FOUND: no resident matrix 'h1'\n");
+}
+
+TEST_F(CliRun, UploadStreamsWhenAskedOrTooLargeForOneMessage) {
+  // 600 x 600 fp32 = 1.37 MiB in 1 MiB chunks: two chunks.
+  const Result asked = Run({"upload", "--random", "600x600", "--chunk-mb", "1"});
+  ASSERT_EQ(asked.code, kExitOk) << asked.err;
+  EXPECT_EQ(server_.service().upload_stream_chunks(), 2);
+  // 1200 x 1200 fp32 = 5.5 MiB with 4 MiB messages: streamed without being asked.
+  const Result big = Run({"--max-message-mb", "4", "upload", "--random", "1200x1200", "--json"});
+  ASSERT_EQ(big.code, kExitOk) << big.err;
+  EXPECT_THAT(big.out, HasSubstr("\"bytes\": 5760000"));
+  EXPECT_EQ(server_.service().upload_stream_chunks(), 2);
+  // Unary download of it fails at 4 MiB; streaming works.
+  const Result unary = Run({"--max-message-mb", "4", "download", "--handle", "h2"});
+  EXPECT_EQ(unary.code, kExitRpc);
+  EXPECT_THAT(unary.err, StartsWith("error: RESOURCE_EXHAUSTED: "));
+  EXPECT_THAT(unary.err,
+              HasSubstr("\nhint: a matrix larger than one message downloads with --chunk-mb N\n"));
+  const Result streamed =
+      Run({"--max-message-mb", "4", "download", "--handle", "h2", "--chunk-mb", "2"});
+  ASSERT_EQ(streamed.code, kExitOk) << streamed.err;
+  EXPECT_THAT(streamed.out, HasSubstr("bytes                 5760000\n"));
+}
+
+TEST(ClientLibrary, MapsStatusCodesOneToOne) {
+  for (int c = 0; c <= 16; ++c) {
+    const grpc::Status g(static_cast<grpc::StatusCode>(c), c == 0 ? "" : "msg");
+    const absl::Status a = FromGrpcStatus(g);
+    EXPECT_EQ(static_cast<int>(a.code()), c);
+    if (c != 0) {
+      EXPECT_EQ(a.message(), "msg");
+    }
+  }
+  EXPECT_EQ(StatusCodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  EXPECT_FALSE(Client::Connect("").ok());
+  ClientOptions too_big;
+  too_big.max_message_bytes = std::int64_t{4} << 30;
+  EXPECT_FALSE(Client::Connect("localhost:1", too_big).ok());
+}
+
+TEST(ClientLibrary, ConnectTimeoutReportsUnavailable) {
+  ClientOptions options;
+  options.connect_timeout = std::chrono::milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect("127.0.0.1:1", options);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace matserve::client::cli

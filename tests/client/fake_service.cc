@@ -1,0 +1,330 @@
+// FakeMatrixService: results from kernels/cpu/reference.h (exact float64, rounded to the output
+// dtype once), fixed timings, fixed server info and kernel list.
+#include "tests/client/fake_service.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/matrix.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "kernels/cpu/element.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/transpose_problem.h"
+
+namespace matserve::client::testing {
+namespace {
+
+namespace v1 = ::matserve::v1;
+
+grpc::Status Invalid(const std::string& msg) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+}
+
+void FillTiming(v1::Timing* t) {
+  t->set_queue_us(1.5);
+  t->set_host_to_device_us(20.25);
+  t->set_kernel_us(100.0);
+  t->set_device_to_host_us(30.0);
+  t->set_total_us(160.0);
+}
+
+// Checks the variant name; "" and "auto" pick `fallback`.
+grpc::Status PickVariant(const std::string& asked, const std::string& fallback, std::string* out) {
+  if (asked.empty() || asked == "auto") {
+    *out = fallback;
+  } else if (asked == fallback || asked == "broken") {
+    *out = asked;
+  } else {
+    return Invalid(absl::StrCat("unknown variant '", asked, "'"));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+v1::ResidentInfo FakeMatrixService::Keep(v1::Matrix m, std::string handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (handle.empty()) handle = absl::StrCat("h", next_handle_++);
+  v1::ResidentInfo info;
+  info.set_handle(handle);
+  info.set_rows(m.rows());
+  info.set_cols(m.cols());
+  info.set_dtype(m.dtype());
+  info.set_layout(m.layout());
+  info.set_bytes(static_cast<std::int64_t>(m.data().size()));
+  info.set_device("cpu");
+  info.set_idle_expires_in_ms(60000);
+  resident_[handle] = std::move(m);
+  return info;
+}
+
+grpc::Status FakeMatrixService::Resolve(const std::string& handle, v1::Matrix* m) const {
+  if (handle.empty()) return grpc::Status::OK;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = resident_.find(handle);
+  if (it == resident_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no resident matrix '", handle, "'"));
+  }
+  *m = it->second;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Multiply(grpc::ServerContext* context,
+                                         const v1::MultiplyRequest* given,
+                                         v1::MultiplyReply* reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_multiply_ = *given;
+    ++multiply_calls_;
+  }
+  if (!given->a_handle().empty() || !given->b_handle().empty() || !given->c_handle().empty()) {
+    v1::MultiplyRequest resolved = *given;
+    resolved.clear_a_handle();
+    resolved.clear_b_handle();
+    resolved.clear_c_handle();
+    for (auto [handle, m] : {std::pair{&given->a_handle(), resolved.mutable_a()},
+                             std::pair{&given->b_handle(), resolved.mutable_b()},
+                             std::pair{&given->c_handle(), resolved.mutable_c()}}) {
+      if (grpc::Status s = Resolve(*handle, m); !s.ok()) return s;
+    }
+    if (given->c_handle().empty() && !given->has_c()) resolved.clear_c();
+    grpc::Status status = Multiply(context, &resolved, reply);
+    std::lock_guard<std::mutex> lock(mu_);
+    last_multiply_ = *given;  // as sent, not as resolved
+    --multiply_calls_;        // counted once, not for the resolved retry
+    return status;
+  }
+  const v1::MultiplyRequest* request = given;
+  std::string variant;
+  if (grpc::Status s = PickVariant(request->variant(), "fake_gemm", &variant); !s.ok()) return s;
+  const v1::Matrix& a = request->a();
+  const v1::Matrix& b = request->b();
+  absl::StatusOr<kernels::DType> in_type = FromProto(a.dtype());
+  if (!in_type.ok() || b.dtype() != a.dtype()) return Invalid("A and B need one dtype");
+  const kernels::DType out_type = request->output_dtype() == v1::DATA_TYPE_UNSPECIFIED
+                                      ? *in_type
+                                      : *FromProto(request->output_dtype());
+  kernels::GemmRequestDesc desc;
+  desc.a = {a.rows(), a.cols(), FromProto(a.layout()), request->transpose_a(), a.data().data()};
+  desc.b = {b.rows(), b.cols(), FromProto(b.layout()), request->transpose_b(), b.data().data()};
+  desc.c_layout = FromProto(request->output_layout());
+  desc.in_type = *in_type;
+  desc.out_type = out_type;
+  desc.alpha = request->has_alpha() ? request->alpha() : 1.0;
+  desc.beta = request->has_beta() ? request->beta() : 0.0;
+  const std::int64_t m = request->transpose_a() ? a.cols() : a.rows();
+  const std::int64_t k = request->transpose_a() ? a.rows() : a.cols();
+  const std::int64_t kb = request->transpose_b() ? b.cols() : b.rows();
+  const std::int64_t n = request->transpose_b() ? b.rows() : b.cols();
+  if (k != kb) return Invalid(absl::StrCat("inner dimensions differ: ", k, " vs ", kb));
+  const kernels::GemmProblem p = kernels::canonicalize_gemm(desc);
+  std::string c0;
+  if (request->has_c() && desc.beta != 0.0) {
+    const v1::Matrix& c = request->c();
+    const kernels::DType c_type = *FromProto(c.dtype());
+    c0 = ConvertElements(ToLayout(c.data(), m, n, c_type, FromProto(c.layout()), desc.c_layout),
+                         c_type, out_type);
+  }
+  const std::vector<double> ref = kernels::reference_gemm(p, c0.empty() ? nullptr : c0.data());
+  std::string out(ref.size() * kernels::dtype_size(out_type), '\0');
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    kernels::store_element(out.data(), out_type, static_cast<std::int64_t>(i), ref[i]);
+  }
+  if (variant == "broken" && !ref.empty()) {
+    kernels::store_element(out.data(), out_type, 0, ref[0] + 1.0);
+  }
+  *reply->mutable_c() = *MakeMatrix(m, n, out_type, desc.c_layout, std::move(out));
+  reply->set_variant(variant);
+  reply->set_device("cpu (fake)");
+  reply->set_precision(std::string(kernels::dtype_name(*in_type)));
+  FillTiming(reply->mutable_timing());
+  reply->set_gflops(123.5);
+  if (request->verify()) reply->mutable_verification()->set_rel_l2_error(variant == "broken");
+  if (request->keep_result()) {
+    *reply->mutable_result() = Keep(reply->c());
+    reply->mutable_c()->clear_data();
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::TransposeRequest* request,
+                                          v1::TransposeReply* reply) {
+  std::string variant;
+  if (grpc::Status s = PickVariant(request->variant(), "fake_transpose", &variant); !s.ok()) {
+    return s;
+  }
+  v1::Matrix a = request->a();
+  if (grpc::Status s = Resolve(request->a_handle(), &a); !s.ok()) return s;
+  absl::StatusOr<kernels::DType> dtype = FromProto(a.dtype());
+  if (!dtype.ok()) return Invalid("no dtype");
+  const kernels::TransposeProblem p = kernels::canonicalize_transpose(
+      a.rows(), a.cols(), FromProto(a.layout()), *dtype, a.data().data(), nullptr,
+      request->has_scale() ? request->scale() : 1.0);
+  const std::vector<double> ref = kernels::reference_transpose(p);
+  std::string out(ref.size() * kernels::dtype_size(*dtype), '\0');
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    kernels::store_element(out.data(), *dtype, static_cast<std::int64_t>(i), ref[i]);
+  }
+  *reply->mutable_b() =
+      *MakeMatrix(a.cols(), a.rows(), *dtype, FromProto(a.layout()), std::move(out));
+  reply->set_variant(variant);
+  reply->set_device("cpu (fake)");
+  FillTiming(reply->mutable_timing());
+  reply->set_gb_per_s(42.0);
+  if (request->verify()) reply->mutable_verification()->set_max_abs_error(0.0);
+  if (request->keep_result() || request->in_place()) {
+    *reply->mutable_result() =
+        Keep(reply->b(), request->in_place() ? request->a_handle() : std::string());
+    reply->mutable_b()->clear_data();
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Upload(grpc::ServerContext*, const v1::UploadRequest* request,
+                                       v1::UploadReply* reply) {
+  *reply->mutable_resident() = Keep(request->matrix());
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::UploadStream(grpc::ServerContext*,
+                                             grpc::ServerReader<v1::UploadChunk>* reader,
+                                             v1::UploadReply* reply) {
+  v1::Matrix m;
+  v1::UploadChunk chunk;
+  int chunks = 0;
+  while (reader->Read(&chunk)) {
+    if (chunks++ == 0) {
+      if (!chunk.has_header()) return Invalid("the first chunk needs the header");
+      m = chunk.header();
+    }
+    m.mutable_data()->append(chunk.data());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    upload_stream_chunks_ = chunks;
+  }
+  *reply->mutable_resident() = Keep(std::move(m));
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Download(grpc::ServerContext*, const v1::DownloadRequest* request,
+                                         v1::DownloadReply* reply) {
+  return Resolve(request->handle().empty() ? "-" : request->handle(), reply->mutable_matrix());
+}
+
+grpc::Status FakeMatrixService::DownloadStream(grpc::ServerContext*,
+                                               const v1::DownloadRequest* request,
+                                               grpc::ServerWriter<v1::DownloadChunk>* writer) {
+  v1::Matrix m;
+  if (grpc::Status s = Resolve(request->handle().empty() ? "-" : request->handle(), &m); !s.ok()) {
+    return s;
+  }
+  const std::size_t step =
+      request->chunk_bytes() > 0 ? static_cast<std::size_t>(request->chunk_bytes()) : 4u << 20;
+  int chunks = 0;
+  v1::DownloadChunk first;
+  *first.mutable_header() = m;
+  first.mutable_header()->clear_data();
+  writer->Write(first);
+  ++chunks;
+  for (std::size_t off = 0; off < m.data().size(); off += step) {
+    v1::DownloadChunk chunk;
+    chunk.set_data(m.data().substr(off, step));
+    writer->Write(chunk);
+    ++chunks;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  download_stream_chunks_ = chunks;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+                                        v1::ReleaseReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = resident_.find(request->handle());
+  if (it == resident_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no resident matrix '", request->handle(), "'"));
+  }
+  reply->set_bytes_freed(static_cast<std::int64_t>(it->second.data().size()));
+  resident_.erase(it);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::ListResident(grpc::ServerContext*, const v1::ListResidentRequest*,
+                                             v1::ListResidentReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::int64_t total = 0;
+  for (const auto& [handle, m] : resident_) {
+    v1::ResidentInfo* info = reply->add_matrices();
+    info->set_handle(handle);
+    info->set_rows(m.rows());
+    info->set_cols(m.cols());
+    info->set_dtype(m.dtype());
+    info->set_layout(m.layout());
+    info->set_bytes(static_cast<std::int64_t>(m.data().size()));
+    info->set_device("cpu");
+    info->set_idle_expires_in_ms(60000);
+    total += info->bytes();
+  }
+  reply->set_total_bytes(total);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*,
+                                            v1::ListKernelsReply* reply) {
+  v1::KernelInfo* g = reply->add_kernels();
+  g->set_name("fake_gemm");
+  g->set_family("cpu");
+  g->set_operation(v1::GEMM);
+  g->add_precisions("fp64");
+  g->add_precisions("fp32");
+  g->set_description("float64 reference, rounded once");
+  g->set_backend("cpu");
+  v1::KernelInfo* t = reply->add_kernels();
+  t->set_name("fake_transpose");
+  t->set_family("cpu");
+  t->set_operation(v1::TRANSPOSE);
+  t->add_precisions("fp32");
+  t->set_constraints("rows <= 2^31");
+  t->set_description("naive loop");
+  t->set_backend("cpu");
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
+                                              v1::GetServerInfoReply* reply) {
+  reply->set_version("0.0.0-fake");
+  reply->set_backend("cpu");
+  reply->set_git_sha("abcdef");
+  v1::DeviceInfo* d = reply->add_devices();
+  d->set_index(0);
+  d->set_name("Fake \"GPU\"");
+  d->set_compute_capability("9.0");
+  d->set_memory_total_bytes(std::int64_t{80} << 30);
+  d->set_memory_free_bytes(std::int64_t{79} << 30);
+  d->set_multiprocessors(132);
+  reply->mutable_limits()->set_max_message_bytes(std::int64_t{1} << 30);
+  reply->mutable_limits()->set_max_dimension(65536);
+  reply->mutable_limits()->set_max_matrix_bytes(std::int64_t{1} << 30);
+  reply->mutable_limits()->set_resident_ttl_ms(60000);
+  return grpc::Status::OK;
+}
+
+FakeServer::FakeServer() {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+  builder.SetMaxReceiveMessageSize(1 << 30);
+  builder.SetMaxSendMessageSize(1 << 30);
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+}
+
+FakeServer::~FakeServer() {
+  if (server_) server_->Shutdown();
+}
+
+}  // namespace matserve::client::testing

@@ -1,0 +1,90 @@
+// An in-process stand-in for the matserve server, for client tests: computes every result with the
+// float64 reference on the host, keeps "resident" matrices in a map, answers fixed info/kernels,
+// and misbehaves on request (variant "broken" perturbs one element, unknown variants are
+// INVALID_ARGUMENT).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "grpcpp/server.h"
+#include "matserve/v1/matrix_service.grpc.pb.h"
+
+namespace matserve::client::testing {
+
+class FakeMatrixService final : public matserve::v1::MatrixService::Service {
+ public:
+  grpc::Status Multiply(grpc::ServerContext*, const matserve::v1::MultiplyRequest* request,
+                        matserve::v1::MultiplyReply* reply) override;
+  grpc::Status Transpose(grpc::ServerContext*, const matserve::v1::TransposeRequest* request,
+                         matserve::v1::TransposeReply* reply) override;
+  grpc::Status ListKernels(grpc::ServerContext*, const matserve::v1::ListKernelsRequest*,
+                           matserve::v1::ListKernelsReply* reply) override;
+  grpc::Status GetServerInfo(grpc::ServerContext*, const matserve::v1::GetServerInfoRequest*,
+                             matserve::v1::GetServerInfoReply* reply) override;
+
+  grpc::Status Upload(grpc::ServerContext*, const matserve::v1::UploadRequest* request,
+                      matserve::v1::UploadReply* reply) override;
+  grpc::Status UploadStream(grpc::ServerContext*,
+                            grpc::ServerReader<matserve::v1::UploadChunk>* reader,
+                            matserve::v1::UploadReply* reply) override;
+  grpc::Status Download(grpc::ServerContext*, const matserve::v1::DownloadRequest* request,
+                        matserve::v1::DownloadReply* reply) override;
+  grpc::Status DownloadStream(grpc::ServerContext*, const matserve::v1::DownloadRequest* request,
+                              grpc::ServerWriter<matserve::v1::DownloadChunk>* writer) override;
+  grpc::Status Release(grpc::ServerContext*, const matserve::v1::ReleaseRequest* request,
+                       matserve::v1::ReleaseReply* reply) override;
+  grpc::Status ListResident(grpc::ServerContext*, const matserve::v1::ListResidentRequest*,
+                            matserve::v1::ListResidentReply* reply) override;
+
+  int upload_stream_chunks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return upload_stream_chunks_;
+  }
+  int download_stream_chunks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return download_stream_chunks_;
+  }
+
+  int multiply_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return multiply_calls_;
+  }
+
+  matserve::v1::MultiplyRequest last_multiply() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_multiply_;
+  }
+
+ private:
+  // Stores `m` as a resident matrix under `handle` (a new one when empty); returns its info.
+  matserve::v1::ResidentInfo Keep(matserve::v1::Matrix m, std::string handle = "");
+  // Replaces `*m` (when `handle` is set) by the stored matrix; NOT_FOUND for unknown handles.
+  grpc::Status Resolve(const std::string& handle, matserve::v1::Matrix* m) const;
+
+  mutable std::mutex mu_;
+  matserve::v1::MultiplyRequest last_multiply_;
+  std::map<std::string, matserve::v1::Matrix> resident_;
+  int next_handle_ = 1;
+  int multiply_calls_ = 0;
+  int upload_stream_chunks_ = 0;
+  int download_stream_chunks_ = 0;
+};
+
+// The fake service listening on 127.0.0.1 at a free port, with 1 GiB message limits.
+class FakeServer {
+ public:
+  FakeServer();
+  ~FakeServer();
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  FakeMatrixService& service() { return service_; }
+
+ private:
+  FakeMatrixService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace matserve::client::testing

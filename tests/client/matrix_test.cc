@@ -1,0 +1,97 @@
+// Matrix message helpers: enum round trips, length checks, dtype conversion, layout changes and
+// reproducible random matrices.
+#include "client/cpp/matrix.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/element.h"
+
+namespace matserve::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Matrix, EnumsRoundTrip) {
+  for (DType t : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16}) {
+    absl::StatusOr<DType> back = FromProto(ToProto(t));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, t);
+    absl::StatusOr<DType> parsed = ParseDType(DTypeName(ToProto(t)));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_FALSE(FromProto(v1::DATA_TYPE_UNSPECIFIED).ok());
+  EXPECT_EQ(FromProto(ToProto(Layout::kColMajor)), Layout::kColMajor);
+  for (const char* mode : {"default", "fp64", "fp32", "tf32", "fp16", "bf16"}) {
+    absl::StatusOr<v1::ComputeMode> m = ParseComputeMode(mode);
+    ASSERT_TRUE(m.ok()) << mode;
+    EXPECT_EQ(ComputeModeName(*m), mode);
+  }
+  EXPECT_THAT(ParseDType("float").status().message(), HasSubstr("unknown dtype 'float'"));
+  EXPECT_THAT(ParseLayout("diag").status().message(), HasSubstr("unknown layout 'diag'"));
+  EXPECT_THAT(ParseComputeMode("fp8").status().message(), HasSubstr("unknown compute mode"));
+}
+
+TEST(Matrix, MakeMatrixChecksTheByteLength) {
+  absl::StatusOr<v1::Matrix> ok =
+      MakeMatrix(2, 3, DType::kF16, Layout::kColMajor, std::string(12, 'x'));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->dtype(), v1::FP16);
+  EXPECT_EQ(ok->layout(), v1::COL_MAJOR);
+  EXPECT_EQ(ok->data().size(), 12u);
+  EXPECT_THAT(
+      MakeMatrix(2, 3, DType::kF32, Layout::kRowMajor, std::string(12, 'x')).status().message(),
+      HasSubstr("12 bytes do not hold a 2 x 3 fp32 matrix (24 bytes)"));
+  EXPECT_FALSE(MakeMatrix(-1, 3, DType::kF32, Layout::kRowMajor, "").ok());
+}
+
+TEST(Matrix, NpyAndMatrixConvertBothWays) {
+  NpyArray a = RandomMatrix(3, 4, DType::kF32, Layout::kColMajor, 7);
+  const std::string bytes = a.bytes;
+  absl::StatusOr<v1::Matrix> m = MatrixFromNpy(std::move(a));
+  ASSERT_TRUE(m.ok());
+  absl::StatusOr<NpyArray> back = NpyFromMatrix(*m);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->bytes, bytes);
+  EXPECT_EQ(back->layout, Layout::kColMajor);
+  m->mutable_data()->pop_back();
+  EXPECT_FALSE(NpyFromMatrix(*m).ok());
+}
+
+TEST(Matrix, ConvertElementsRoundsToTheTargetType) {
+  const NpyArray a = RandomMatrix(5, 7, DType::kF64, Layout::kRowMajor, 3);
+  const std::string h = ConvertElements(a.bytes, DType::kF64, DType::kF16);
+  ASSERT_EQ(h.size(), 35u * 2);
+  for (int i = 0; i < 35; ++i) {
+    const double x = kernels::load_element(a.bytes.data(), DType::kF64, i);
+    EXPECT_NEAR(kernels::load_element(h.data(), DType::kF16, i), x, 1e-3);
+  }
+  EXPECT_EQ(ConvertElements(a.bytes, DType::kF64, DType::kF64), a.bytes);
+}
+
+TEST(Matrix, ToLayoutTransposesStorage) {
+  const NpyArray row = RandomMatrix(3, 5, DType::kF32, Layout::kRowMajor, 11);
+  const NpyArray col = RandomMatrix(3, 5, DType::kF32, Layout::kColMajor, 11);
+  EXPECT_EQ(ToLayout(row.bytes, 3, 5, DType::kF32, Layout::kRowMajor, Layout::kColMajor),
+            col.bytes);
+  EXPECT_EQ(ToLayout(col.bytes, 3, 5, DType::kF32, Layout::kColMajor, Layout::kRowMajor),
+            row.bytes);
+  // Element (i, j) of the column-major copy sits at j * rows + i.
+  EXPECT_EQ(kernels::load_element(col.bytes.data(), DType::kF32, 4 * 3 + 2),
+            kernels::load_element(row.bytes.data(), DType::kF32, 2 * 5 + 4));
+}
+
+TEST(Matrix, RandomMatricesAreReproducibleNonZeroAndInRange) {
+  const NpyArray a = RandomMatrix(17, 9, DType::kF32, Layout::kRowMajor, 42);
+  EXPECT_EQ(a.bytes, RandomMatrix(17, 9, DType::kF32, Layout::kRowMajor, 42).bytes);
+  EXPECT_NE(a.bytes, RandomMatrix(17, 9, DType::kF32, Layout::kRowMajor, 43).bytes);
+  for (int i = 0; i < 17 * 9; ++i) {
+    const double v = kernels::load_element(a.bytes.data(), DType::kF32, i);
+    EXPECT_NE(v, 0.0);
+    EXPECT_GE(v, -1.0);
+    EXPECT_LT(v, 1.0);
+  }
+}
+
+}  // namespace
+}  // namespace matserve::client
