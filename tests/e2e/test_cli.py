@@ -1,0 +1,94 @@
+"""End-to-end: matserve-cli against the real matserve on loopback.
+
+Checks the CLI's results against NumPy through .npy files, its --verify, its JSON, the resident
+chain (upload -> multiply --keep-result -> download -> release), and its exit codes and error
+lines for bad input.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+from server_process import ServerProcess
+from test_service import rand
+
+CLI = os.environ.get("MATSERVE_CLI", "matserve-cli")
+
+
+class CliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess()
+        cls.dir = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.dir.cleanup()
+
+    def cli(self, *args, expect=0):
+        p = subprocess.run([CLI, "--target", self.server.target, "--json", *args],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, expect, f"{args}: {p.stdout}\n{p.stderr}")
+        return json.loads(p.stdout) if expect == 0 and p.stdout.strip() else p
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def test_info_and_kernels(self):
+        info = self.cli("info")
+        self.assertEqual(info["backend"], "cpu")
+        text = subprocess.run([CLI, "--target", self.server.target, "kernels"], capture_output=True,
+                              text=True, timeout=30)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("cpu_openblas", text.stdout)
+
+    def test_random_multiply_verifies(self):
+        r = self.cli("multiply", "--random", "257x129x65", "--seed", "3", "--verify",
+                     "--server-verify", "--tolerance", "1e-5")
+        self.assertEqual((r["m"], r["n"], r["k"]), (257, 129, 65))
+        self.assertLess(r["client_verification"]["rel_l2_error"], 1e-5)
+        self.assertGreater(r["timing_us"]["kernel"], 0)
+
+    def test_npy_files_in_and_out_match_numpy(self):
+        a, b = rand(30, 20), rand(40, 20)
+        np.save(self.path("a.npy"), a)
+        np.save(self.path("bt.npy"), np.asfortranarray(b))  # column-major file
+        self.cli("multiply", "--a", self.path("a.npy"), "--b", self.path("bt.npy"), "--transpose-b",
+                 "--out", self.path("c.npy"))
+        c = np.load(self.path("c.npy"))
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-5)
+        self.cli("transpose", "--a", self.path("a.npy"), "--scale", "2", "--out", self.path("t.npy"))
+        np.testing.assert_array_equal(np.load(self.path("t.npy")), 2 * a.T)
+
+    def test_resident_chain(self):
+        a = rand(16, 8)
+        np.save(self.path("ra.npy"), a)
+        h = self.cli("upload", "--a", self.path("ra.npy"))["resident"]["handle"]
+        r = self.cli("multiply", "--a-handle", h, "--b-handle", h, "--transpose-b", "--keep-result")
+        out = r["result"]["handle"] if "result" in r else r["resident"]["handle"]
+        self.cli("download", "--handle", out, "--out", self.path("aat.npy"))
+        np.testing.assert_allclose(np.load(self.path("aat.npy")), a.astype(np.float64) @ a.T,
+                                   rtol=1e-5, atol=1e-5)
+        self.cli("release", "--handle", h)
+        self.cli("release", "--handle", out)
+        p = self.cli("download", "--handle", h, "--out", self.path("x.npy"), expect=2)
+        self.assertIn("error: NOT_FOUND", p.stderr)
+
+    def test_bad_input_exit_codes(self):
+        p = self.cli("multiply", "--random", "8x8x8", "--variant", "nope", expect=2)
+        self.assertIn("error: INVALID_ARGUMENT: variant: unknown GEMM kernel 'nope'", p.stderr)
+        p = self.cli("multiply", "--random", "8x8", expect=1)
+        self.assertIn("--random", p.stderr)
+        p = self.cli("frobnicate", expect=1)
+        np.save(self.path("a3.npy"), rand(3, 4))
+        np.save(self.path("b5.npy"), rand(5, 2))
+        p = self.cli("multiply", "--a", self.path("a3.npy"), "--b", self.path("b5.npy"), expect=2)
+        self.assertIn("inner dimensions do not agree", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
