@@ -4,6 +4,7 @@ Skips (visibly) when the server cannot start its CUDA backend: no GPU visible, o
 Checks every GPU GEMM variant the server lists for every precision it claims, against NumPy in
 float64, plus transposes, the timing breakdown and the device reported.
 """
+import os
 import unittest
 
 import grpc
@@ -47,7 +48,10 @@ class GpuServiceTest(unittest.TestCase):
             raise unittest.SkipTest(f"no CUDA backend here (no GPU visible or CPU-only build): "
                                     f"{str(e).splitlines()[-1] if str(e) else e}")
         cls.stub = cls.server.stub
-        cls.kernels = cls.stub.ListKernels(pb.ListKernelsRequest()).kernels
+        # MATSERVE_TEST_VARIANTS=a,b limits the variants checked (as in the kernel GPU tests).
+        only = set(filter(None, os.environ.get("MATSERVE_TEST_VARIANTS", "").split(",")))
+        cls.kernels = [k for k in cls.stub.ListKernels(pb.ListKernelsRequest()).kernels
+                       if not only or k.name in only]
 
     @classmethod
     def tearDownClass(cls):
