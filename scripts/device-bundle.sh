@@ -5,7 +5,8 @@
 # command with the bundle's libraries) and run-gpu-checks.sh (runs every GPU test, prints a summary).
 #
 # usage: scripts/device-bundle.sh [BUILD_DIR] [BINARY...]
-#   default BUILD_DIR: build; default binaries: matserve, matserve-cli, every *_test and *_bench.
+#   default BUILD_DIR: build; default binaries: matserve, matserve-cli, matserve-bench, every
+#   *_test and *_bench.
 # docs/device.md explains the workflow.
 set -euo pipefail
 
@@ -20,7 +21,7 @@ if [ $# -gt 0 ]; then
   bins=("$@")
 else
   mapfile -t bins < <(find "$build" -path "$out" -prune -o -type f -executable \
-    \( -name matserve -o -name matserve-cli -o -name '*_test' -o -name '*_bench' \) -print | sort)
+    \( -name matserve -o -name matserve-cli -o -name matserve-bench -o -name '*_test' -o -name '*_bench' \) -print | sort)
 fi
 [ ${#bins[@]} -gt 0 ] || { echo "device-bundle: no binaries found under $build" >&2; exit 1; }
 

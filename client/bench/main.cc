@@ -1,0 +1,128 @@
+// matserve-bench: closed-loop load generator for a matserve server. Prints its plan, runs every
+// combination of the mix in sequence, then a table; --json/--csv/--markdown write the same runs.
+// Exit status: 0 all requests succeeded, 3 some failed (reports still written), 1 bad usage or
+// unwritable output, 2 the server could not be reached.
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/bench/options.h"
+#include "client/bench/report.h"
+#include "client/bench/runner.h"
+#include "client/cpp/client.h"
+
+namespace matserve::client::bench {
+namespace {
+
+std::vector<RunSpec> Plan(const BenchOptions& o) {
+  std::vector<RunSpec> plan;
+  for (const Shape& shape : o.shapes) {
+    for (Mode mode : o.modes) {
+      for (const std::string& variant : o.variants) {
+        for (const std::string& precision : o.precisions) {
+          for (int c : o.concurrency) plan.push_back({shape, mode, variant, precision, c});
+        }
+      }
+    }
+  }
+  return plan;
+}
+
+std::string Label(const RunSpec& s, std::size_t i, std::size_t n) {
+  return absl::StrCat("[", i + 1, "/", n, "] ", s.shape.Name(), " ", ModeName(s.mode), " ",
+                      s.variant, " ", s.precision, " c=", s.concurrency);
+}
+
+bool WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  if (path.empty()) return true;
+  std::ofstream file(path);
+  write(file);
+  file.close();
+  if (!file) std::cerr << "error: cannot write " << path << "\n";
+  return static_cast<bool>(file);
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = ParseOptions(args);
+  if (!parsed.ok()) {
+    std::cerr << "error: " << parsed.status().message() << "\n(see matserve-bench --help)\n";
+    return 1;
+  }
+  const BenchOptions& o = *parsed;
+  if (o.help) {
+    std::cout << Usage();
+    return 0;
+  }
+  ClientOptions client_options;
+  client_options.deadline = std::chrono::milliseconds(o.deadline_ms);
+  client_options.connect_timeout = std::chrono::seconds(10);
+  auto client = Client::Connect(o.target, client_options);
+  if (!client.ok()) {
+    std::cerr << "error: " << StatusCodeName(client.status().code()) << ": "
+              << client.status().message() << "\n";
+    return 2;
+  }
+  auto info = (*client)->GetServerInfo();
+  if (!info.ok()) {
+    std::cerr << "error: GetServerInfo: " << StatusCodeName(info.status().code()) << ": "
+              << info.status().message() << "\n";
+    return 2;
+  }
+  ServerDescription server{o.target, info->backend(), info->version(), info->git_sha(), {}};
+  for (const auto& d : info->devices())
+    server.devices.push_back(absl::StrCat(d.index(), ": ", d.name()));
+
+  const std::vector<RunSpec> plan = Plan(o);
+  const std::string stop = absl::StrCat(o.requests ? absl::StrCat(*o.requests, " requests") : "",
+                                        o.requests && o.duration_s ? " or " : "",
+                                        o.duration_s ? absl::StrCat(*o.duration_s, " s") : "");
+  std::cout << "matserve-bench: " << plan.size() << " runs against " << o.target << " (backend "
+            << server.backend << ", " << absl::StrJoin(server.devices, ", ") << "), each "
+            << o.warmup << " warm-up requests per worker then " << stop << ", "
+            << (o.client_per_worker ? "one client per worker" : "one shared client") << ":\n";
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    std::cout << "  " << Label(plan[i], i, plan.size()) << "\n";
+  std::cout << std::flush;
+
+  const bool tty = o.progress && isatty(STDERR_FILENO);
+  std::vector<RunReport> reports;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    RunContext context{o, o.client_per_worker ? nullptr : client->get(), tty,
+                       Label(plan[i], i, plan.size())};
+    reports.push_back(MakeReport(RunOne(context, plan[i]), info->devices_size()));
+    if (!tty) {
+      const RunReport& r = reports.back();
+      std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "
+                << r.requests_per_s << " req/s, p50 " << r.client_us.p50 << " us\n";
+    }
+  }
+  std::cout << "\n";
+  PrintTable(std::cout, reports);
+
+  const std::string command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
+  const std::string mode = o.client_per_worker ? "per-worker" : "shared";
+  bool written = WriteFile(
+      o.json_path, [&](std::ostream& f) { WriteJson(f, reports, server, command_line, mode); });
+  written &= WriteFile(o.csv_path, [&](std::ostream& f) { WriteCsv(f, reports); });
+  written &=
+      WriteFile(o.markdown_path, [&](std::ostream& f) { PrintMarkdown(f, reports, server); });
+  if (!written) return 1;
+  for (const auto& r : reports) {
+    if (r.errors > 0) return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace matserve::client::bench
+
+int main(int argc, char** argv) {
+  return matserve::client::bench::Main(argc, argv);
+}

@@ -1,0 +1,207 @@
+// Parsing matserve-bench's options (see options.h); "--name value" and "--name=value" both work.
+#include "client/bench/options.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace matserve::client::bench {
+
+std::string Shape::Name() const {
+  return absl::StrCat(m, "x", n, "x", k);
+}
+
+const char* ModeName(Mode mode) {
+  return mode == Mode::kInline ? "inline" : "resident";
+}
+
+namespace {
+
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError(what);
+}
+
+absl::StatusOr<std::int64_t> ParseInt(const std::string& name, const std::string& text,
+                                      std::int64_t min_value) {
+  std::int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < min_value) {
+    return Bad(absl::StrCat(name, ": expected an integer >= ", min_value, ", got '", text, "'"));
+  }
+  return v;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  return absl::StrSplit(text, ',', absl::SkipEmpty());
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ParseConcurrency(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : SplitList(text)) {
+    std::vector<std::string> parts = absl::StrSplit(item, ':');
+    if (parts.size() == 1) {
+      auto v = ParseInt("--concurrency", parts[0], 1);
+      if (!v.ok()) return v.status();
+      out.push_back(static_cast<int>(*v));
+      continue;
+    }
+    if (parts.size() != 3 || parts[2].size() < 2 || (parts[2][0] != 'x' && parts[2][0] != '+')) {
+      return Bad(absl::StrCat("--concurrency: '", item, "' is not N, LO:HI:xF or LO:HI:+D"));
+    }
+    auto lo = ParseInt("--concurrency", parts[0], 1);
+    auto hi = ParseInt("--concurrency", parts[1], 1);
+    auto step = ParseInt("--concurrency", parts[2].substr(1), parts[2][0] == 'x' ? 2 : 1);
+    if (!lo.ok()) return lo.status();
+    if (!hi.ok()) return hi.status();
+    if (!step.ok()) return step.status();
+    if (*hi < *lo || *hi > 100000)
+      return Bad(absl::StrCat("--concurrency: bad range '", item, "'"));
+    for (std::int64_t c = *lo; c <= *hi; c = parts[2][0] == 'x' ? c * *step : c + *step) {
+      out.push_back(static_cast<int>(c));
+    }
+  }
+  if (out.empty()) return Bad("--concurrency: empty list");
+  return out;
+}
+
+absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& text) {
+  std::vector<Shape> out;
+  for (const std::string& item : SplitList(text)) {
+    std::vector<std::string> parts = absl::StrSplit(item, 'x');
+    if (parts.size() != 1 && parts.size() != 3) {
+      return Bad(absl::StrCat("--shapes: '", item, "' is not MxNxK or N"));
+    }
+    std::vector<std::int64_t> dims;
+    for (const std::string& p : parts) {
+      auto v = ParseInt("--shapes", p, 1);
+      if (!v.ok()) return v.status();
+      dims.push_back(*v);
+    }
+    out.push_back(dims.size() == 1 ? Shape{dims[0], dims[0], dims[0]}
+                                   : Shape{dims[0], dims[1], dims[2]});
+  }
+  if (out.empty()) return Bad("--shapes: empty list");
+  return out;
+}
+
+absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) {
+  BenchOptions o;
+  static const std::set<std::string> kFlags = {"--help", "-h", "--no-progress"};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    if (const auto eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (!kFlags.count(name)) {
+      if (i + 1 >= args.size()) return Bad(absl::StrCat(name, ": missing value"));
+      value = args[++i];
+    }
+    if (name == "--help" || name == "-h") {
+      o.help = true;
+    } else if (name == "--no-progress") {
+      o.progress = false;
+    } else if (name == "--target") {
+      o.target = value;
+    } else if (name == "--shapes") {
+      auto v = ParseShapes(value);
+      if (!v.ok()) return v.status();
+      o.shapes = *v;
+    } else if (name == "--modes") {
+      o.modes.clear();
+      for (const std::string& m : SplitList(value)) {
+        if (m == "inline") {
+          o.modes.push_back(Mode::kInline);
+        } else if (m == "resident") {
+          o.modes.push_back(Mode::kResident);
+        } else {
+          return Bad(absl::StrCat("--modes: '", m, "' is not inline or resident"));
+        }
+      }
+      if (o.modes.empty()) return Bad("--modes: empty list");
+    } else if (name == "--variants") {
+      o.variants = SplitList(value);
+      if (o.variants.empty()) return Bad("--variants: empty list");
+    } else if (name == "--precisions") {
+      o.precisions = SplitList(value);
+      for (const std::string& p : o.precisions) {
+        if (p != "fp64" && p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16") {
+          return Bad(absl::StrCat("--precisions: '", p, "' is not fp64, fp32, tf32, fp16 or bf16"));
+        }
+      }
+      if (o.precisions.empty()) return Bad("--precisions: empty list");
+    } else if (name == "--concurrency") {
+      auto v = ParseConcurrency(value);
+      if (!v.ok()) return v.status();
+      o.concurrency = *v;
+    } else if (name == "--requests") {
+      auto v = ParseInt(name, value, 1);
+      if (!v.ok()) return v.status();
+      o.requests = *v;
+    } else if (name == "--duration") {
+      double d = 0;
+      if (!absl::SimpleAtod(value, &d) || !(d > 0)) {
+        return Bad(absl::StrCat("--duration: expected seconds > 0, got '", value, "'"));
+      }
+      o.duration_s = d;
+    } else if (name == "--warmup") {
+      auto v = ParseInt(name, value, 0);
+      if (!v.ok()) return v.status();
+      o.warmup = static_cast<int>(*v);
+    } else if (name == "--client") {
+      if (value != "shared" && value != "per-worker") {
+        return Bad(absl::StrCat("--client: '", value, "' is not shared or per-worker"));
+      }
+      o.client_per_worker = value == "per-worker";
+    } else if (name == "--deadline-ms") {
+      auto v = ParseInt(name, value, 1);
+      if (!v.ok()) return v.status();
+      o.deadline_ms = *v;
+    } else if (name == "--seed") {
+      auto v = ParseInt(name, value, 0);
+      if (!v.ok()) return v.status();
+      o.seed = static_cast<std::uint64_t>(*v);
+    } else if (name == "--json") {
+      o.json_path = value;
+    } else if (name == "--csv") {
+      o.csv_path = value;
+    } else if (name == "--markdown") {
+      o.markdown_path = value;
+    } else {
+      return Bad(absl::StrCat("unknown option '", name, "' (see --help)"));
+    }
+  }
+  if (!o.requests && !o.duration_s) o.duration_s = 5.0;
+  return o;
+}
+
+std::string Usage() {
+  return R"(matserve-bench: closed-loop load on a matserve server (Multiply RPCs).
+
+usage: matserve-bench [options]
+  --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target)
+  --shapes LIST            MxNxK (C m x n = A m x k * B k x n) or N for NxNxN; default 256
+  --modes LIST             inline (operands sent as bytes each call) and/or resident (uploaded
+                           once per worker, multiplied by handle, result kept and released
+                           outside the timed call); default inline
+  --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
+  --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
+  --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1
+  --requests N             stop each run after N timed requests (all workers together)
+  --duration S             stop each run after S seconds (default 5 when --requests is not given)
+  --warmup N               untimed requests per worker before each run (default 2)
+  --client shared|per-worker   one Client for all workers (default) or one per worker
+  --deadline-ms N          per-call deadline (default 120000)
+  --seed N                 operand seed (worker w uses seed + w)
+  --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
+  --no-progress            no live progress line (it is shown only when stderr is a TTY)
+
+Every combination shapes x modes x variants x precisions x concurrency is one run, in sequence.
+Percentiles are nearest-rank over every timed request (docs/load-testing.md).
+)";
+}
+
+}  // namespace matserve::client::bench

@@ -1,0 +1,52 @@
+// matserve-bench's command line: the target, the mix of shapes x modes x variants x precisions x
+// concurrency levels (each combination is one run, in that nesting order), when a run stops, and
+// where the reports go. Parsing is separate from running so tests can check it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace matserve::client::bench {
+
+struct Shape {
+  std::int64_t m = 0, n = 0, k = 0;  // C (m x n) = A (m x k) * B (k x n)
+  std::string Name() const;          // "256x256x256"
+};
+
+enum class Mode { kInline, kResident };
+const char* ModeName(Mode mode);
+
+struct BenchOptions {
+  std::string target = "127.0.0.1:50051";
+  std::vector<Shape> shapes = {{256, 256, 256}};
+  std::vector<Mode> modes = {Mode::kInline};
+  std::vector<std::string> variants = {"auto"};
+  std::vector<std::string> precisions = {"fp32"};  // fp64 fp32 tf32 fp16 bf16
+  std::vector<int> concurrency = {1};
+  std::optional<std::int64_t> requests;  // total timed requests per run
+  std::optional<double> duration_s;      // timed seconds per run (default 5 when neither given)
+  int warmup = 2;                        // untimed requests per worker before each run
+  bool client_per_worker = false;        // --client per-worker: one Client (channel) per worker
+  std::int64_t deadline_ms = 120000;
+  std::uint64_t seed = 1;
+  bool progress = true;  // live line on stderr (only when stderr is a TTY)
+  std::string json_path, csv_path, markdown_path;
+  bool help = false;
+};
+
+// "1,8,64" or "1:64:x2" (geometric) or "1:8:+1" (arithmetic), or a mix of those, comma-separated.
+absl::StatusOr<std::vector<int>> ParseConcurrency(const std::string& text);
+// "256x256x256,1024" (a single number n means n x n x n).
+absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& text);
+
+// argv without the program name. INVALID_ARGUMENT naming the bad option.
+absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args);
+
+// The --help text.
+std::string Usage();
+
+}  // namespace matserve::client::bench

@@ -1,0 +1,61 @@
+// The release pool (see releaser.h): a bounded queue of handles and threads that release them.
+#include "client/bench/releaser.h"
+
+#include <chrono>
+
+namespace matserve::client::bench {
+
+Releaser::Releaser(Client& client, int threads, std::size_t max_queued)
+    : client_(client), max_queued_(max_queued) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+Releaser::~Releaser() {
+  Recorder ignored;
+  Finish(ignored);
+}
+
+void Releaser::Push(std::string handle) {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  queue_.push_back(std::move(handle));
+  changed_.notify_all();
+}
+
+void Releaser::Finish(Recorder& record) {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+    changed_.notify_all();
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  std::lock_guard lock(mu_);
+  record.release_us.insert(record.release_us.end(), record_.release_us.begin(),
+                           record_.release_us.end());
+  record.release_errors += record_.release_errors;
+  record_ = Recorder{};
+}
+
+void Releaser::Loop() {
+  for (;;) {
+    std::string handle;
+    {
+      std::unique_lock lock(mu_);
+      changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing and drained
+      handle = std::move(queue_.front());
+      queue_.pop_front();
+      changed_.notify_all();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = client_.Release(handle).ok();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard lock(mu_);
+    record_.release_us.push_back(us);
+    if (!ok) ++record_.release_errors;
+  }
+}
+
+}  // namespace matserve::client::bench

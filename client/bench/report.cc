@@ -1,0 +1,303 @@
+// Derived figures and the four renderings of matserve-bench's results (see report.h).
+#include "client/bench/report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace matserve::client::bench {
+
+RunReport MakeReport(RunResult result, int devices) {
+  Recorder& r = result.record;
+  RunReport rep;
+  rep.spec = result.spec;
+  rep.requests = r.requests();
+  rep.ok = r.ok();
+  rep.errors = r.errors();
+  rep.setup_failures = result.setup_failures;
+  rep.release_errors = r.release_errors;
+  rep.errors_by_code = r.errors_by_code;
+  rep.variants = r.variants;
+  rep.precisions = r.precisions;
+  rep.first_error = r.first_error;
+  rep.wall_s = result.wall_s;
+  const double wall = std::max(result.wall_s, 1e-9);
+  rep.requests_per_s = static_cast<double>(rep.requests) / wall;
+  rep.ok_per_s = static_cast<double>(rep.ok) / wall;
+  const Shape& s = result.spec.shape;
+  rep.gflops_per_s = rep.ok_per_s * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                     static_cast<double>(s.k) / 1e9;
+  rep.client_us = Summarize(r.client_us);
+  rep.server_total_us = Summarize(r.server_total_us);
+  rep.kernel_us = Summarize(r.kernel_us);
+  rep.overhead_us = Summarize(r.overhead_us);
+  rep.queue_us = Summarize(r.queue_us);
+  rep.h2d_us = Summarize(r.host_to_device_us);
+  rep.d2h_us = Summarize(r.device_to_host_us);
+  rep.release_us = Summarize(r.release_us);
+  rep.bytes_sent_per_request = result.bytes_sent_per_request;
+  rep.bytes_received_per_request = result.bytes_received_per_request;
+  if (rep.bytes_sent_per_request > 0 && rep.h2d_us.p50 > 0) {
+    rep.h2d_gb_per_s = static_cast<double>(rep.bytes_sent_per_request) / (rep.h2d_us.p50 * 1e3);
+  }
+  rep.devices = std::max(devices, 1);
+  rep.device_busy = r.kernel_us_sum / (wall * 1e6 * rep.devices);
+  return rep;
+}
+
+namespace {
+
+std::string Us(double v) {
+  return v >= 10000 ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.1f", v);
+}
+
+std::string Rate(double v) {
+  return v >= 100 ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.2f", v);
+}
+
+std::string Errors(const RunReport& r) {
+  if (r.errors == 0) return "0";
+  std::string out;
+  for (const auto& [code, n] : r.errors_by_code)
+    absl::StrAppend(&out, out.empty() ? "" : " ", code, "=", n);
+  return out;
+}
+
+std::vector<std::string> Headers() {
+  return {"shape",   "mode",    "variant",  "prec",     "conc",     "requests",
+          "errors",  "req/s",   "p50 us",   "p90 us",   "p95 us",   "p99 us",
+          "max us",  "srv p50", "srv p99",  "kern p50", "kern p99", "ovh p50",
+          "ovh p99", "h2d p50", "H2D GB/s", "busy%"};
+}
+
+std::vector<std::string> Cells(const RunReport& r) {
+  return {r.spec.shape.Name(),
+          ModeName(r.spec.mode),
+          r.spec.variant,
+          r.spec.precision,
+          absl::StrCat(r.spec.concurrency),
+          absl::StrCat(r.requests),
+          Errors(r),
+          Rate(r.requests_per_s),
+          Us(r.client_us.p50),
+          Us(r.client_us.p90),
+          Us(r.client_us.p95),
+          Us(r.client_us.p99),
+          Us(r.client_us.max),
+          Us(r.server_total_us.p50),
+          Us(r.server_total_us.p99),
+          Us(r.kernel_us.p50),
+          Us(r.kernel_us.p99),
+          Us(r.overhead_us.p50),
+          Us(r.overhead_us.p99),
+          Us(r.h2d_us.p50),
+          r.h2d_gb_per_s > 0 ? absl::StrFormat("%.2f", r.h2d_gb_per_s) : "-",
+          absl::StrFormat("%.1f", 100 * r.device_busy)};
+}
+
+void Sep(std::ostream& out, const std::vector<std::size_t>& widths) {
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    out << (i ? "-+-" : "") << std::string(widths[i], '-');
+  out << "\n";
+}
+
+}  // namespace
+
+void PrintTable(std::ostream& out, const std::vector<RunReport>& runs) {
+  const auto headers = Headers();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : runs) rows.push_back(Cells(r));
+  std::vector<std::size_t> widths;
+  for (const auto& h : headers) widths.push_back(h.size());
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      out << (i ? " | " : "") << std::string(widths[i] - cells[i].size(), ' ') << cells[i];
+    }
+    out << "\n";
+  };
+  line(headers);
+  Sep(out, widths);
+  for (const auto& row : rows) line(row);
+  out << "latency: client round trip (p50..max) and server total/kernel/overhead/host-to-device in"
+         " us, nearest-rank\npercentiles over successful timed requests; busy% = sum(kernel)/(wall "
+         "x"
+         " devices): a lower bound on\ndevice busy while kernels do not overlap (over 100% means"
+         " concurrent kernels shared the device).\n";
+  for (const auto& r : runs) {
+    if (!r.first_error.empty()) {
+      out << "errors in " << r.spec.shape.Name() << " " << ModeName(r.spec.mode) << " "
+          << r.spec.variant << " " << r.spec.precision << " c=" << r.spec.concurrency << ": "
+          << Errors(r) << " (first: " << r.first_error << ")\n";
+    }
+  }
+}
+
+void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
+                   const ServerDescription& server) {
+  out << "Server " << server.target << ": backend " << server.backend << ", version "
+      << server.version << " (" << server.git_sha << ")";
+  for (const auto& d : server.devices) out << ", " << d;
+  out << ". Times in us (client = round trip; srv = server total; kern = kernel; ovh = srv - kern;"
+         " h2d = host to device), nearest-rank percentiles over successful timed requests;"
+         " H2D GB/s = bytes sent per request / median h2d; busy% = sum(kernel) / (wall x devices),"
+         " a lower bound on device busy while kernels do not overlap (over 100% means concurrent"
+         " kernels shared the device).\n\n|";
+  const auto headers = Headers();
+  for (const auto& h : headers) out << " " << h << " |";
+  out << "\n|";
+  for (std::size_t i = 0; i < headers.size(); ++i) out << (i < 5 ? " --- |" : " ---: |");
+  out << "\n";
+  for (const auto& r : runs) {
+    out << "|";
+    for (const auto& c : Cells(r)) out << " " << c << " |";
+    out << "\n";
+  }
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          out += absl::StrFormat("\\u%04x", static_cast<int>(ch));
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string Q(const std::string& s) {
+  return "\"" + JsonEscape(s) + "\"";
+}
+
+std::string Num(double v) {
+  return absl::StrFormat("%.6g", v);
+}
+
+std::string Json(const Summary& s) {
+  return absl::StrCat("{\"count\": ", s.count, ", \"min\": ", Num(s.min),
+                      ", \"mean\": ", Num(s.mean), ", \"p50\": ", Num(s.p50),
+                      ", \"p90\": ", Num(s.p90), ", \"p95\": ", Num(s.p95),
+                      ", \"p99\": ", Num(s.p99), ", \"max\": ", Num(s.max), "}");
+}
+
+std::string Json(const std::map<std::string, std::int64_t>& m) {
+  std::string out = "{";
+  for (const auto& [key, n] : m) absl::StrAppend(&out, out.size() > 1 ? ", " : "", Q(key), ": ", n);
+  return out + "}";
+}
+
+}  // namespace
+
+void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
+               const ServerDescription& server, const std::string& command_line,
+               const std::string& client_mode) {
+  out << "{\n  \"tool\": \"matserve-bench\",\n  \"command_line\": " << Q(command_line)
+      << ",\n  \"client\": " << Q(client_mode) << ",\n  \"percentiles\": \"nearest-rank\""
+      << ",\n  \"server\": {\"target\": " << Q(server.target)
+      << ", \"backend\": " << Q(server.backend) << ", \"version\": " << Q(server.version)
+      << ", \"git_sha\": " << Q(server.git_sha) << ", \"devices\": [";
+  for (std::size_t i = 0; i < server.devices.size(); ++i)
+    out << (i ? ", " : "") << Q(server.devices[i]);
+  out << "]},\n  \"runs\": [";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunReport& r = runs[i];
+    const Shape& s = r.spec.shape;
+    out << (i ? "," : "") << "\n    {\"shape\": " << Q(s.Name()) << ", \"m\": " << s.m
+        << ", \"n\": " << s.n << ", \"k\": " << s.k << ", \"mode\": " << Q(ModeName(r.spec.mode))
+        << ", \"variant\": " << Q(r.spec.variant) << ", \"precision\": " << Q(r.spec.precision)
+        << ", \"concurrency\": " << r.spec.concurrency << ",\n     \"requests\": " << r.requests
+        << ", \"ok\": " << r.ok << ", \"errors\": " << r.errors
+        << ", \"errors_by_code\": " << Json(r.errors_by_code)
+        << ", \"setup_failures\": " << r.setup_failures
+        << ", \"release_errors\": " << r.release_errors << ", \"first_error\": " << Q(r.first_error)
+        << ",\n     \"variants_ran\": " << Json(r.variants)
+        << ", \"precisions_ran\": " << Json(r.precisions) << ",\n     \"wall_s\": " << Num(r.wall_s)
+        << ", \"requests_per_s\": " << Num(r.requests_per_s)
+        << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
+        << ",\n     \"client_us\": " << Json(r.client_us)
+        << ",\n     \"server_total_us\": " << Json(r.server_total_us)
+        << ",\n     \"kernel_us\": " << Json(r.kernel_us)
+        << ",\n     \"overhead_us\": " << Json(r.overhead_us)
+        << ",\n     \"queue_us\": " << Json(r.queue_us)
+        << ",\n     \"host_to_device_us\": " << Json(r.h2d_us)
+        << ",\n     \"device_to_host_us\": " << Json(r.d2h_us)
+        << ",\n     \"release_us\": " << Json(r.release_us)
+        << ",\n     \"bytes_sent_per_request\": " << r.bytes_sent_per_request
+        << ", \"bytes_received_per_request\": " << r.bytes_received_per_request
+        << ", \"h2d_gb_per_s\": " << (r.h2d_gb_per_s > 0 ? Num(r.h2d_gb_per_s) : "null")
+        << ", \"devices\": " << r.devices << ", \"device_busy_lower_bound\": " << Num(r.device_busy)
+        << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
+  out << "shape,m,n,k,mode,variant,precision,concurrency,requests,ok,errors,errors_by_code,wall_s,"
+         "requests_per_s,ok_per_s,gflops_per_s,client_p50_us,client_p90_us,client_p95_us,"
+         "client_p99_us,client_max_us,server_total_p50_us,server_total_p99_us,kernel_p50_us,"
+         "kernel_p99_us,overhead_p50_us,overhead_p99_us,queue_p50_us,h2d_p50_us,h2d_p99_us,"
+         "d2h_p50_us,release_p50_us,bytes_sent_per_request,h2d_gb_per_s,devices,"
+         "device_busy_lower_bound\n";
+  for (const RunReport& r : runs) {
+    const Shape& s = r.spec.shape;
+    std::string codes;
+    for (const auto& [code, n] : r.errors_by_code)
+      absl::StrAppend(&codes, codes.empty() ? "" : ";", code, "=", n);
+    out << absl::StrJoin(std::vector<std::string>{s.Name(),
+                                                  absl::StrCat(s.m),
+                                                  absl::StrCat(s.n),
+                                                  absl::StrCat(s.k),
+                                                  ModeName(r.spec.mode),
+                                                  r.spec.variant,
+                                                  r.spec.precision,
+                                                  absl::StrCat(r.spec.concurrency),
+                                                  absl::StrCat(r.requests),
+                                                  absl::StrCat(r.ok),
+                                                  absl::StrCat(r.errors),
+                                                  codes,
+                                                  Num(r.wall_s),
+                                                  Num(r.requests_per_s),
+                                                  Num(r.ok_per_s),
+                                                  Num(r.gflops_per_s),
+                                                  Num(r.client_us.p50),
+                                                  Num(r.client_us.p90),
+                                                  Num(r.client_us.p95),
+                                                  Num(r.client_us.p99),
+                                                  Num(r.client_us.max),
+                                                  Num(r.server_total_us.p50),
+                                                  Num(r.server_total_us.p99),
+                                                  Num(r.kernel_us.p50),
+                                                  Num(r.kernel_us.p99),
+                                                  Num(r.overhead_us.p50),
+                                                  Num(r.overhead_us.p99),
+                                                  Num(r.queue_us.p50),
+                                                  Num(r.h2d_us.p50),
+                                                  Num(r.h2d_us.p99),
+                                                  Num(r.d2h_us.p50),
+                                                  Num(r.release_us.p50),
+                                                  absl::StrCat(r.bytes_sent_per_request),
+                                                  Num(r.h2d_gb_per_s),
+                                                  absl::StrCat(r.devices),
+                                                  Num(r.device_busy)},
+                         ",")
+        << "\n";
+  }
+}
+
+}  // namespace matserve::client::bench

@@ -1,0 +1,49 @@
+// matserve-bench's reports: the figures derived from a run (percentiles of each time, throughput,
+// server overhead, effective host-to-device rate, device-busy lower bound) and their renderings as
+// a text table, a Markdown table, JSON (runs + command line + server info) and CSV.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "client/bench/runner.h"
+#include "client/bench/stats.h"
+
+namespace matserve::client::bench {
+
+struct ServerDescription {
+  std::string target, backend, version, git_sha;
+  std::vector<std::string> devices;  // "cuda:0 NVIDIA H100 80GB HBM3", ...
+};
+
+struct RunReport {
+  RunSpec spec;
+  std::int64_t requests = 0, ok = 0, errors = 0, setup_failures = 0, release_errors = 0;
+  std::map<std::string, std::int64_t> errors_by_code, variants, precisions;
+  std::string first_error;
+  double wall_s = 0, requests_per_s = 0, ok_per_s = 0, gflops_per_s = 0;
+  Summary client_us, server_total_us, kernel_us, overhead_us, queue_us, h2d_us, d2h_us, release_us;
+  std::int64_t bytes_sent_per_request = 0, bytes_received_per_request = 0;
+  double h2d_gb_per_s = 0;  // bytes sent per request / median host_to_device_us; 0 when none
+  int devices = 1;
+  double device_busy = 0;  // sum(kernel_us) / (wall time * devices): a lower bound on GPU busy
+};
+
+// Derives the report of a run on a server with `devices` devices (sorts the record's samples).
+RunReport MakeReport(RunResult result, int devices);
+
+void PrintTable(std::ostream& out, const std::vector<RunReport>& runs);
+void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
+                   const ServerDescription& server);
+void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
+               const ServerDescription& server, const std::string& command_line,
+               const std::string& client_mode);
+void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs);
+
+// A JSON string literal body (quotes, backslashes and control characters escaped).
+std::string JsonEscape(const std::string& s);
+
+}  // namespace matserve::client::bench

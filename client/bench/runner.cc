@@ -1,0 +1,261 @@
+// The closed loop of one run (see runner.h). Workers prepare their operands (inline: random bytes
+// built into a request once; resident: uploaded once, multiplied by handle with keep_result, each
+// result handed to the release pool), warm up, meet at a barrier whose completion fixes the start
+// time, then loop until the request budget or the deadline is spent.
+#include "client/bench/runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "client/bench/releaser.h"
+#include "client/cpp/matrix.h"
+
+namespace matserve::client::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MicrosBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+DType DataTypeOf(const std::string& precision) {
+  if (precision == "fp64") return DType::kF64;
+  if (precision == "fp16") return DType::kF16;
+  if (precision == "bf16") return DType::kBF16;
+  return DType::kF32;  // fp32, tf32
+}
+
+v1::Matrix RandomOperand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed) {
+  auto matrix = MatrixFromNpy(RandomMatrix(rows, cols, dtype, Layout::kRowMajor, seed));
+  return matrix.ok() ? *std::move(matrix) : v1::Matrix{};
+}
+
+// Shared between the workers of one run.
+struct Shared {
+  Shared(const RunContext& c, const RunSpec& s) : context(c), spec(s) {}
+  const RunContext& context;
+  const RunSpec& spec;
+  std::optional<std::int64_t> budget;    // total timed requests
+  std::atomic<std::int64_t> claimed{0};  // timed requests handed out so far
+  std::atomic<std::int64_t> done{0};
+  std::atomic<std::int64_t> failed{0};
+  std::atomic<int> finished{0};
+  Releaser* releaser = nullptr;  // resident mode
+  Clock::time_point start, deadline = Clock::time_point::max();
+};
+
+// True while the run may issue another timed request (claims one from the budget).
+bool NextRequest(Shared& shared) {
+  if (Clock::now() >= shared.deadline) return false;
+  return !shared.budget || shared.claimed.fetch_add(1) < *shared.budget;
+}
+
+class Worker {
+ public:
+  Worker(Shared& shared, int index) : shared_(shared), index_(index) {}
+
+  // Connects (per-worker clients) and prepares the request; false when that failed.
+  bool Setup() {
+    const BenchOptions& o = shared_.context.options;
+    client_ = shared_.context.shared_client;
+    if (client_ == nullptr) {
+      ClientOptions options;
+      options.deadline = std::chrono::milliseconds(o.deadline_ms);
+      // gRPC shares one connection among channels with equal arguments (its global subchannel
+      // pool); a message limit a few bytes apart gives each worker a TCP connection of its own.
+      options.max_message_bytes -= index_ + 1;
+      auto connected = Client::Connect(o.target, options);
+      if (!connected.ok()) return Fail(connected.status());
+      own_client_ = *std::move(connected);
+      client_ = own_client_.get();
+    }
+    const Shape& s = shared_.spec.shape;
+    const DType dtype = DataTypeOf(shared_.spec.precision);
+    const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
+    v1::Matrix a = RandomOperand(s.m, s.k, dtype, seed);
+    v1::Matrix b = RandomOperand(s.k, s.n, dtype, seed + 1);
+    request_.set_variant(shared_.spec.variant);
+    if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
+    if (shared_.spec.mode == Mode::kInline) {
+      *request_.mutable_a() = std::move(a);
+      *request_.mutable_b() = std::move(b);
+      return true;
+    }
+    for (auto [matrix, handle] : {std::pair{&a, &a_handle_}, std::pair{&b, &b_handle_}}) {
+      auto uploaded = client_->Upload(*matrix);
+      if (!uploaded.ok()) return Fail(uploaded.status());
+      *handle = uploaded->handle();
+    }
+    request_.set_a_handle(a_handle_);
+    request_.set_b_handle(b_handle_);
+    request_.set_keep_result(true);
+    return true;
+  }
+
+  void Warmup() {
+    for (int i = 0; i < shared_.context.options.warmup; ++i) {
+      auto reply = client_->Multiply(request_);
+      if (!reply.ok()) continue;  // failures show up again in the timed loop
+      if (!reply->result().handle().empty()) (void)client_->Release(reply->result().handle());
+    }
+  }
+
+  void TimedLoop() {
+    while (NextRequest(shared_)) {
+      const auto t0 = Clock::now();
+      auto reply = client_->Multiply(request_);
+      const double client_us = MicrosBetween(t0, Clock::now());
+      if (!reply.ok()) {
+        record_.RecordError(StatusCodeName(reply.status().code()),
+                            std::string(reply.status().message()));
+        shared_.failed.fetch_add(1, std::memory_order_relaxed);
+        shared_.done.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      const v1::Timing& t = reply->timing();
+      record_.RecordOk(client_us, t.total_us(), t.kernel_us(), t.queue_us(), t.host_to_device_us(),
+                       t.device_to_host_us());
+      ++record_.variants[reply->variant()];
+      ++record_.precisions[reply->precision()];
+      shared_.done.fetch_add(1, std::memory_order_relaxed);
+      if (!reply->result().handle().empty()) {
+        if (shared_.releaser != nullptr) {
+          shared_.releaser->Push(reply->result().handle());
+        } else {
+          (void)client_->Release(reply->result().handle());
+        }
+      }
+      bytes_received_ = static_cast<std::int64_t>(reply->c().data().size());
+    }
+  }
+
+  void Teardown() {
+    for (const std::string* handle : {&a_handle_, &b_handle_}) {
+      if (!handle->empty()) (void)client_->Release(*handle);
+    }
+  }
+
+  const Recorder& record() const { return record_; }
+  bool setup_failed() const { return setup_failed_; }
+  std::int64_t bytes_sent() const {
+    return static_cast<std::int64_t>(request_.a().data().size() + request_.b().data().size());
+  }
+  std::int64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  bool Fail(const absl::Status& status) {
+    record_.RecordError(StatusCodeName(status.code()), "setup: " + std::string(status.message()));
+    setup_failed_ = true;
+    return false;
+  }
+
+  Shared& shared_;
+  int index_;
+  Client* client_ = nullptr;
+  std::unique_ptr<Client> own_client_;
+  v1::MultiplyRequest request_;
+  std::string a_handle_, b_handle_;
+  Recorder record_;
+  bool setup_failed_ = false;
+  std::int64_t bytes_received_ = 0;
+};
+
+void PrintProgress(const Shared& shared, const std::string& label, bool final_line) {
+  const double s = std::max(1e-9, MicrosBetween(shared.start, Clock::now()) / 1e6);
+  const auto done = shared.done.load();
+  std::fprintf(stderr, "\r%s  %lld done  %.1f req/s  %lld errors  %.1f s   %s", label.c_str(),
+               static_cast<long long>(done), static_cast<double>(done) / s,
+               static_cast<long long>(shared.failed.load()), s, final_line ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+RunResult RunOne(const RunContext& context, const RunSpec& spec) {
+  const BenchOptions& o = context.options;
+  Shared shared(context, spec);
+  shared.budget = o.requests;
+  // Resident results are released by a pool beside the workers, through the shared client or
+  // one of its own.
+  std::unique_ptr<Client> release_client;
+  std::unique_ptr<Releaser> releaser;
+  if (spec.mode == Mode::kResident) {
+    Client* client = context.shared_client;
+    if (client == nullptr) {
+      ClientOptions options;
+      options.deadline = std::chrono::milliseconds(o.deadline_ms);
+      options.max_message_bytes -= spec.concurrency + 1;  // its own connection (see Setup)
+      if (auto c = Client::Connect(o.target, options); c.ok()) release_client = *std::move(c);
+      client = release_client.get();
+    }
+    if (client != nullptr) {
+      releaser = std::make_unique<Releaser>(*client, std::clamp(spec.concurrency / 4, 1, 8),
+                                            static_cast<std::size_t>(2 * spec.concurrency + 16));
+      shared.releaser = releaser.get();
+    }
+  }
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < spec.concurrency; ++i) workers.push_back(std::make_unique<Worker>(shared, i));
+
+  std::atomic<bool> started{false};
+  auto on_start = [&]() noexcept {
+    shared.start = Clock::now();
+    if (o.duration_s) {
+      shared.deadline = shared.start + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(*o.duration_s));
+    }
+    started = true;
+  };
+  std::barrier sync(spec.concurrency, on_start);
+  Clock::time_point last_finish = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& w : workers) {
+    threads.emplace_back([&, worker = w.get()] {
+      const bool ready = worker->Setup();
+      if (ready) worker->Warmup();
+      sync.arrive_and_wait();
+      if (ready) worker->TimedLoop();
+      const auto finish = Clock::now();
+      if (ready) worker->Teardown();
+      static std::mutex mu;
+      {
+        std::lock_guard lock(mu);
+        last_finish = std::max(last_finish, finish);
+      }
+      shared.finished.fetch_add(1);
+    });
+  }
+  if (context.show_progress) {
+    while (shared.finished.load() < spec.concurrency) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (started) PrintProgress(shared, context.label, false);
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (context.show_progress) PrintProgress(shared, context.label, true);
+
+  RunResult result;
+  if (releaser) releaser->Finish(result.record);
+  result.spec = spec;
+  result.wall_s = MicrosBetween(shared.start, last_finish) / 1e6;
+  for (const auto& w : workers) {
+    result.record.Merge(w->record());
+    if (w->setup_failed()) ++result.setup_failures;
+    if (spec.mode == Mode::kInline && !w->setup_failed()) {
+      result.bytes_sent_per_request = w->bytes_sent();
+    }
+    result.bytes_received_per_request =
+        std::max(result.bytes_received_per_request, w->bytes_received());
+  }
+  return result;
+}
+
+}  // namespace matserve::client::bench

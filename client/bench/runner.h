@@ -1,0 +1,43 @@
+// One load-test run: `concurrency` worker threads in a closed loop (each sends its next Multiply
+// as soon as the previous returns), warm-up excluded, stopped by a total request count or a
+// duration, with an optional live progress line on stderr; every worker's record merged at the end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/bench/options.h"
+#include "client/bench/stats.h"
+#include "client/cpp/client.h"
+
+namespace matserve::client::bench {
+
+struct RunSpec {
+  Shape shape;
+  Mode mode = Mode::kInline;
+  std::string variant = "auto";
+  std::string precision = "fp32";
+  int concurrency = 1;
+};
+
+struct RunResult {
+  RunSpec spec;
+  Recorder record;                          // every worker's timed requests, merged
+  double wall_s = 0;                        // first timed request started -> last one finished
+  std::int64_t bytes_sent_per_request = 0;  // operand bytes in each request (0 when resident)
+  std::int64_t bytes_received_per_request = 0;
+  std::int64_t setup_failures = 0;  // workers whose setup (connect, upload) failed
+};
+
+// What every run shares: the options and, unless --client per-worker, one Client.
+struct RunContext {
+  const BenchOptions& options;
+  Client* shared_client = nullptr;  // null with --client per-worker
+  bool show_progress = false;       // live line on stderr
+  std::string label;                // "[3/12] 256x256x256 inline auto fp32 c=8"
+};
+
+RunResult RunOne(const RunContext& context, const RunSpec& spec);
+
+}  // namespace matserve::client::bench

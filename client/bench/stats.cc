@@ -1,0 +1,83 @@
+// Nearest-rank percentiles and the per-worker recorder's bookkeeping (see stats.h).
+#include "client/bench/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace matserve::client::bench {
+
+double NearestRank(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto n = static_cast<double>(sorted.size());
+  auto rank = static_cast<std::int64_t>(std::ceil(p / 100.0 * n));
+  rank = std::clamp<std::int64_t>(rank, 1, static_cast<std::int64_t>(sorted.size()));
+  return sorted[static_cast<std::size_t>(rank - 1)];
+}
+
+Summary Summarize(std::vector<double>& values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = static_cast<std::int64_t>(values.size());
+  s.min = values.front();
+  s.max = values.back();
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(s.count);
+  s.p50 = NearestRank(values, 50);
+  s.p90 = NearestRank(values, 90);
+  s.p95 = NearestRank(values, 95);
+  s.p99 = NearestRank(values, 99);
+  return s;
+}
+
+std::int64_t Recorder::errors() const {
+  std::int64_t n = 0;
+  for (const auto& [code, count] : errors_by_code) n += count;
+  return n;
+}
+
+void Recorder::RecordOk(double client, double total, double kernel, double queue, double h2d,
+                        double d2h) {
+  client_us.push_back(client);
+  server_total_us.push_back(total);
+  kernel_us.push_back(kernel);
+  overhead_us.push_back(total - kernel);
+  queue_us.push_back(queue);
+  host_to_device_us.push_back(h2d);
+  device_to_host_us.push_back(d2h);
+  kernel_us_sum += kernel;
+}
+
+void Recorder::RecordError(const std::string& code, const std::string& message) {
+  ++errors_by_code[code];
+  if (first_error.empty()) first_error = code + ": " + message;
+}
+
+namespace {
+void Append(std::vector<double>& to, const std::vector<double>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+void AddCounts(std::map<std::string, std::int64_t>& to,
+               const std::map<std::string, std::int64_t>& from) {
+  for (const auto& [key, count] : from) to[key] += count;
+}
+}  // namespace
+
+void Recorder::Merge(const Recorder& other) {
+  Append(client_us, other.client_us);
+  Append(server_total_us, other.server_total_us);
+  Append(kernel_us, other.kernel_us);
+  Append(overhead_us, other.overhead_us);
+  Append(queue_us, other.queue_us);
+  Append(host_to_device_us, other.host_to_device_us);
+  Append(device_to_host_us, other.device_to_host_us);
+  Append(release_us, other.release_us);
+  AddCounts(errors_by_code, other.errors_by_code);
+  AddCounts(variants, other.variants);
+  AddCounts(precisions, other.precisions);
+  if (first_error.empty()) first_error = other.first_error;
+  kernel_us_sum += other.kernel_us_sum;
+  release_errors += other.release_errors;
+}
+
+}  // namespace matserve::client::bench

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Service benchmark: starts matserve on loopback (CUDA backend by default), runs matserve-bench's
+# sweep against it (fp32 multiplies, inline bytes and resident handles, several concurrencies),
+# then a shared-vs-per-worker client comparison, and stops the server. Writes load.json/.csv/.md,
+# client-compare.json/.md, server.log and bench.log (and load.png when matplotlib is there) to $OUT
+# (default /tmp/matserve-service-bench); prints the Markdown table last.
+#
+# usage: scripts/run-service-bench.sh [BUNDLE_DIR]     (default build/device; docs/load-testing.md)
+#   With a bundle from scripts/device-bundle.sh (must contain matserve and matserve-bench) the
+#   binaries run through BUNDLE_DIR/with-env.sh. Without one, set MATSERVE_SERVER and MATSERVE_BENCH
+#   to the binaries (e.g. a CPU build: MATSERVE_BACKEND=cpu).
+# Environment (defaults in brackets): MATSERVE_BACKEND [cuda], BENCH_SHAPES [256,1024,4096],
+#   BENCH_MODES [inline,resident], BENCH_CONCURRENCY [1,8,64], BENCH_DURATION seconds per run [3],
+#   BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto], BENCH_PRECISIONS [fp32],
+#   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), SERVER_ARGS (extra server flags).
+set -uo pipefail
+bundle=${1:-build/device}
+out=${OUT:-/tmp/matserve-service-bench}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [ -x "$bundle/with-env.sh" ] && [ -z "${MATSERVE_SERVER:-}" ]; then
+  # Unpack once, before the server starts; the bundle must hold both binaries.
+  if ! "$bundle/with-env.sh" sh -c 'command -v matserve && command -v matserve-bench' >/dev/null; then
+    echo "run-service-bench: $bundle lacks matserve or matserve-bench; bundle them with" \
+         "scripts/device-bundle.sh BUILD BUILD/server/matserve BUILD/client/bench/matserve-bench" >&2
+    exit 1
+  fi
+  server_cmd=("$bundle/with-env.sh" matserve)
+  bench_cmd=("$bundle/with-env.sh" matserve-bench)
+else
+  : "${MATSERVE_SERVER:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
+  : "${MATSERVE_BENCH:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
+  server_cmd=("$MATSERVE_SERVER")
+  bench_cmd=("$MATSERVE_BENCH")
+fi
+backend=${MATSERVE_BACKEND:-cuda}
+
+# shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
+"${server_cmd[@]}" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$backend" \
+  ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
+server=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*serving gRPC on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$out/server.log" | head -1)
+  [ -n "$port" ] && break
+  kill -0 $server 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$port" ]; then
+  echo "run-service-bench: the server did not start:" >&2
+  cat "$out/server.log" >&2
+  kill -TERM $server 2>/dev/null
+  exit 1
+fi
+target=127.0.0.1:$port
+
+{
+  echo "# matserve service benchmark"
+  echo
+  echo "Date $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname), backend $backend."
+  if command -v nvidia-smi >/dev/null; then
+    echo "Device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | paste -sd';')."
+  fi
+  echo
+} >"$out/load.md"
+
+bench_args=(--target "$target" --shapes "${BENCH_SHAPES:-256,1024,4096}"
+            --modes "${BENCH_MODES:-inline,resident}" --concurrency "${BENCH_CONCURRENCY:-1,8,64}"
+            --duration "${BENCH_DURATION:-3}" --warmup "${BENCH_WARMUP:-2}"
+            --variants "${BENCH_VARIANTS:-auto}" --precisions "${BENCH_PRECISIONS:-fp32}")
+echo "Command: matserve-bench ${bench_args[*]} (server: matserve --backend=$backend ${SERVER_ARGS:-})" \
+  >>"$out/load.md"
+echo >>"$out/load.md"
+"${bench_cmd[@]}" "${bench_args[@]}" --json "$out/load.json" --csv "$out/load.csv" \
+  --markdown "$out/load.md.table" --no-progress >"$out/bench.log" 2>&1
+rc=$?
+cat "$out/load.md.table" >>"$out/load.md" 2>/dev/null
+rm -f "$out/load.md.table"
+
+rm -f "$out/client-compare.md" "$out/client-compare.json"
+if [ "${BENCH_COMPARE_CLIENTS:-1}" != 0 ]; then
+  head -n 4 "$out/load.md" >"$out/client-compare.md"
+  for client in shared per-worker; do
+    cmp_args=(--target "$target" --shapes 256 --modes inline,resident --concurrency 8,64
+              --duration "${BENCH_DURATION:-3}" --warmup "${BENCH_WARMUP:-2}" --client "$client")
+    echo "## --client $client: matserve-bench ${cmp_args[*]}" >>"$out/client-compare.md"
+    echo >>"$out/client-compare.md"
+    "${bench_cmd[@]}" "${cmp_args[@]}" --json "$out/client-$client.json" \
+      --markdown "$out/client-compare.md.table" --no-progress >>"$out/bench.log" 2>&1
+    cat "$out/client-compare.md.table" >>"$out/client-compare.md" 2>/dev/null
+    echo >>"$out/client-compare.md"
+    rm -f "$out/client-compare.md.table"
+  done
+  # One JSON file for both (the fewer files come back from a device run, the better).
+  python3 - "$out" <<'PY' || true
+import json, sys, os
+out = sys.argv[1]
+docs = {}
+for c in ("shared", "per-worker"):
+    p = os.path.join(out, f"client-{c}.json")
+    if os.path.exists(p):
+        docs[c] = json.load(open(p))
+        os.remove(p)
+json.dump(docs, open(os.path.join(out, "client-compare.json"), "w"), indent=1)
+PY
+fi
+
+kill -TERM $server
+wait $server
+server_rc=$?
+if python3 -c "import matplotlib" 2>/dev/null && [ -f "$out/load.json" ]; then
+  python3 "$here/plot_load.py" "$out/load.json" "$out" --prefix load >/dev/null 2>&1 &&
+    rm -f "$out/load.svg"
+fi
+
+tail -n 40 "$out/bench.log" | grep -E '^(errors in|error:)' || true
+echo "== client comparison (shared vs per-worker) =="
+grep -E '^\|' "$out/client-compare.md" | grep -v -- '---' || true
+echo "== service benchmark (bench exit $rc, server exit $server_rc) =="
+cat "$out/load.md"
+[ $rc -eq 0 ] && [ $server_rc -eq 0 ]

@@ -1,0 +1,153 @@
+// matserve-bench's statistics and option parsing: nearest-rank percentiles on known data, merging
+// per-worker recorders (counts, samples, errors by code), and the concurrency/shape sweep syntax.
+#include "client/bench/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "client/bench/options.h"
+#include "client/bench/report.h"
+
+namespace matserve::client::bench {
+namespace {
+
+TEST(NearestRank, KnownValuesOneToHundred) {
+  std::vector<double> v(100);
+  std::iota(v.begin(), v.end(), 1.0);  // 1..100
+  EXPECT_EQ(NearestRank(v, 50), 50);
+  EXPECT_EQ(NearestRank(v, 90), 90);
+  EXPECT_EQ(NearestRank(v, 99), 99);
+  EXPECT_EQ(NearestRank(v, 99.5), 100);
+  EXPECT_EQ(NearestRank(v, 100), 100);
+  EXPECT_EQ(NearestRank(v, 0), 1);
+}
+
+TEST(NearestRank, SmallCountsPickASampleNeverInterpolate) {
+  const std::vector<double> five = {10, 20, 30, 40, 50};
+  EXPECT_EQ(NearestRank(five, 50), 30);  // ceil(2.5) = 3rd
+  EXPECT_EQ(NearestRank(five, 90), 50);  // ceil(4.5) = 5th
+  EXPECT_EQ(NearestRank(five, 20), 10);  // ceil(1.0) = 1st
+  EXPECT_EQ(NearestRank(five, 21), 20);
+  EXPECT_EQ(NearestRank({7}, 99), 7);
+  EXPECT_EQ(NearestRank({}, 50), 0);
+  const std::vector<double> two = {1, 2};
+  EXPECT_EQ(NearestRank(two, 50), 1);
+}
+
+TEST(Summarize, SortsAndOrdersPercentiles) {
+  std::mt19937_64 rng(3);
+  std::exponential_distribution<double> dist(1e-3);
+  std::vector<double> v(10007);
+  for (double& x : v) x = dist(rng);
+  const double sum = std::accumulate(v.begin(), v.end(), 0.0);
+  const Summary s = Summarize(v);
+  EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+  EXPECT_EQ(s.count, 10007);
+  EXPECT_EQ(s.min, v.front());
+  EXPECT_EQ(s.max, v.back());
+  EXPECT_NEAR(s.mean, sum / 10007, 1e-9 * sum);
+  EXPECT_LE(s.min, s.p50);
+  EXPECT_LE(s.p50, s.p90);
+  EXPECT_LE(s.p90, s.p95);
+  EXPECT_LE(s.p95, s.p99);
+  EXPECT_LE(s.p99, s.max);
+  EXPECT_EQ(s.p99, v[static_cast<std::size_t>(std::ceil(0.99 * 10007)) - 1]);
+}
+
+TEST(Recorder, MergeEqualsRecordingEverythingInOne) {
+  Recorder all, a, b;
+  for (int i = 0; i < 50; ++i) {
+    Recorder& r = i % 3 ? a : b;
+    const double c = 100 + i, total = 80 + i, kernel = 50 + i / 2.0;
+    r.RecordOk(c, total, kernel, 1, 2, 3);
+    all.RecordOk(c, total, kernel, 1, 2, 3);
+  }
+  a.RecordError("INVALID_ARGUMENT", "unknown variant 'nope'");
+  a.RecordError("INVALID_ARGUMENT", "again");
+  b.RecordError("UNAVAILABLE", "down");
+  b.variants["cublas"] = 4;
+  a.variants["cublas"] = 1;
+  a.release_errors = 1;
+
+  Recorder merged;
+  merged.Merge(a);
+  merged.Merge(b);
+  EXPECT_EQ(merged.ok(), 50);
+  EXPECT_EQ(merged.errors(), 3);
+  EXPECT_EQ(merged.requests(), 53);
+  EXPECT_EQ(merged.errors_by_code.at("INVALID_ARGUMENT"), 2);
+  EXPECT_EQ(merged.errors_by_code.at("UNAVAILABLE"), 1);
+  EXPECT_EQ(merged.variants.at("cublas"), 5);
+  EXPECT_EQ(merged.release_errors, 1);
+  EXPECT_EQ(merged.first_error, "INVALID_ARGUMENT: unknown variant 'nope'");
+  EXPECT_DOUBLE_EQ(merged.kernel_us_sum, all.kernel_us_sum);
+  Summary m = Summarize(merged.client_us), w = Summarize(all.client_us);
+  EXPECT_EQ(m.p50, w.p50);
+  EXPECT_EQ(m.p99, w.p99);
+  EXPECT_EQ(m.max, w.max);
+  Summary o = Summarize(merged.overhead_us);
+  EXPECT_GE(o.min, 0);
+  EXPECT_EQ(o.count, 50);
+}
+
+TEST(Report, DerivedFiguresAndCountsAddUp) {
+  RunResult result;
+  result.spec = {{256, 256, 256}, Mode::kInline, "auto", "fp32", 4};
+  result.wall_s = 2.0;
+  result.bytes_sent_per_request = 2 * 256 * 256 * 4;
+  for (int i = 0; i < 100; ++i) result.record.RecordOk(200, 100, 40, 1, 10, 5);
+  result.record.RecordError("RESOURCE_EXHAUSTED", "busy");
+  const RunReport r = MakeReport(result, 2);
+  EXPECT_EQ(r.requests, 101);
+  EXPECT_EQ(r.ok + r.errors, r.requests);
+  EXPECT_DOUBLE_EQ(r.requests_per_s, 50.5);
+  EXPECT_DOUBLE_EQ(r.overhead_us.p50, 60);
+  EXPECT_DOUBLE_EQ(r.h2d_gb_per_s, 524288.0 / 10e3);  // bytes / (10 us) in GB/s
+  EXPECT_DOUBLE_EQ(r.device_busy, 100 * 40e-6 / (2.0 * 2));
+}
+
+TEST(Options, ConcurrencySweeps) {
+  EXPECT_EQ(*ParseConcurrency("1:64:x2"), (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(*ParseConcurrency("1,8,64"), (std::vector<int>{1, 8, 64}));
+  EXPECT_EQ(*ParseConcurrency("2:8:+3,100"), (std::vector<int>{2, 5, 8, 100}));
+  EXPECT_EQ(*ParseConcurrency("1:10:x3"), (std::vector<int>{1, 3, 9}));
+  EXPECT_FALSE(ParseConcurrency("0").ok());
+  EXPECT_FALSE(ParseConcurrency("8:1:x2").ok());
+  EXPECT_FALSE(ParseConcurrency("1:8:x1").ok());
+  EXPECT_FALSE(ParseConcurrency("1:8").ok());
+  EXPECT_FALSE(ParseConcurrency("").ok());
+}
+
+TEST(Options, MixAndStopConditions) {
+  auto o = ParseOptions({"--shapes", "256x128x64,1024", "--modes=inline,resident", "--variants",
+                         "auto,cublas", "--precisions", "fp32,tf32", "--concurrency", "1:4:x2",
+                         "--requests", "100", "--json", "x.json", "--no-progress"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->shapes.size(), 2u);
+  EXPECT_EQ(o->shapes[0].Name(), "256x128x64");
+  EXPECT_EQ(o->shapes[1].Name(), "1024x1024x1024");
+  EXPECT_EQ(o->modes.size(), 2u);
+  EXPECT_EQ(o->variants, (std::vector<std::string>{"auto", "cublas"}));
+  EXPECT_EQ(o->concurrency, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(*o->requests, 100);
+  EXPECT_FALSE(o->duration_s.has_value());
+  EXPECT_FALSE(o->progress);
+  EXPECT_EQ(*ParseOptions({})->duration_s, 5.0);
+  EXPECT_FALSE(ParseOptions({"--modes", "remote"}).ok());
+  EXPECT_FALSE(ParseOptions({"--precisions", "fp8"}).ok());
+  EXPECT_FALSE(ParseOptions({"--duration", "0"}).ok());
+  EXPECT_FALSE(ParseOptions({"--bogus", "1"}).ok());
+  EXPECT_FALSE(ParseOptions({"--requests"}).ok());
+}
+
+TEST(Report, JsonEscape) {
+  EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
+}
+
+}  // namespace
+}  // namespace matserve::client::bench

@@ -1,0 +1,132 @@
+"""End-to-end: matserve-bench against the real server on loopback (CPU backend in CI).
+
+A few seconds of closed-loop load at concurrency 4, inline and resident, whose JSON must be
+self-consistent (counts add up, percentiles ordered, server total >= kernel, req/s = requests /
+wall time); a deliberately failing mix must report errors by code, not crash; scripts/plot_load.py
+must render that JSON as a PNG of sensible size.
+"""
+import csv
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+from server_process import ServerProcess
+
+BENCH = os.environ.get("MATSERVE_BENCH", "")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@unittest.skipUnless(BENCH and os.path.exists(BENCH), "MATSERVE_BENCH not set (matserve-bench)")
+class BenchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess()
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.tmp.cleanup()
+        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+
+    def bench(self, *args, expect_rc=0):
+        path = os.path.join(self.tmp.name, f"bench{len(os.listdir(self.tmp.name))}.json")
+        cmd = [BENCH, "--target", self.server.target, "--json", path, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, expect_rc, proc.stdout + proc.stderr)
+        with open(path) as f:
+            return json.load(f), proc.stdout, path
+
+    def check_run(self, r):
+        self.assertGreater(r["requests"], 0)
+        self.assertEqual(r["errors"], 0, r["first_error"])
+        self.assertEqual(r["ok"] + r["errors"], r["requests"])
+        self.assertEqual(sum(r["errors_by_code"].values()), r["errors"])
+        self.assertEqual(sum(r["variants_ran"].values()), r["ok"])
+        c = r["client_us"]
+        self.assertEqual(c["count"], r["ok"])
+        self.assertTrue(0 < c["min"] <= c["p50"] <= c["p90"] <= c["p95"] <= c["p99"] <= c["max"], c)
+        s, k, o = r["server_total_us"], r["kernel_us"], r["overhead_us"]
+        self.assertTrue(s["p50"] <= s["p99"] and k["p50"] <= k["p99"], (s, k))
+        self.assertGreaterEqual(s["min"], 0)
+        self.assertGreaterEqual(o["min"], 0, "server total < kernel for some request")
+        self.assertGreaterEqual(s["p50"], k["p50"])
+        self.assertLessEqual(s["p50"], c["p50"] * 1.05 + 1, "server time above the round trip")
+        self.assertAlmostEqual(r["requests_per_s"], r["requests"] / r["wall_s"],
+                               delta=1e-3 * r["requests_per_s"])
+        self.assertTrue(2.5 <= r["wall_s"] <= 10, r["wall_s"])
+        self.assertTrue(0 <= r["device_busy_lower_bound"] <= 1.05, r["device_busy_lower_bound"])
+
+    def test_inline_and_resident_at_concurrency_4(self):
+        csv_path = os.path.join(self.tmp.name, "load.csv")
+        doc, out, path = self.bench("--shapes", "32x24x16", "--modes", "inline,resident",
+                                    "--concurrency", "4", "--duration", "3", "--warmup", "2",
+                                    "--csv", csv_path)
+        self.assertEqual(doc["server"]["backend"], os.environ.get("MATSERVE_BACKEND", "cpu"))
+        self.assertIn("--concurrency 4", doc["command_line"])
+        self.assertEqual([(r["mode"], r["concurrency"]) for r in doc["runs"]],
+                         [("inline", 4), ("resident", 4)])
+        for r in doc["runs"]:
+            with self.subTest(mode=r["mode"]):
+                self.check_run(r)
+        inline, resident = doc["runs"]
+        self.assertEqual(inline["bytes_sent_per_request"], (32 * 16 + 16 * 24) * 4)
+        if doc["server"]["backend"] != "cpu":  # the CPU backend has no host-to-device stage
+            self.assertGreater(inline["h2d_gb_per_s"] or 0, 0)
+        self.assertEqual(resident["bytes_sent_per_request"], 0)
+        self.assertEqual(resident["release_us"]["count"], resident["ok"])
+        self.assertEqual(resident["release_errors"], 0)
+        self.assertIn("[1/2] 32x24x16 inline auto fp32 c=4", out)  # the plan comes first
+        self.assertIn("p99 us", out)
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([int(x["requests"]) for x in rows], [r["requests"] for r in doc["runs"]])
+        # The bench released everything it uploaded.
+        from matserve.v1 import matrix_service_pb2 as pb
+        left = self.server.stub.ListResident(pb.ListResidentRequest(), timeout=10)
+        self.assertEqual(len(left.matrices), 0)
+        self.render_plot(path)
+
+    def test_sweep_by_request_count(self):
+        doc, _, path = self.bench("--shapes", "8", "--concurrency", "1:4:x2", "--requests", "40",
+                                  "--warmup", "1")
+        self.assertEqual([r["concurrency"] for r in doc["runs"]], [1, 2, 4])
+        for r in doc["runs"]:
+            self.assertEqual(r["requests"], 40)
+            self.assertEqual(r["ok"], 40)
+
+    def test_failing_mix_reports_errors_by_code(self):
+        doc, out, _ = self.bench("--shapes", "16", "--variants", "nope", "--concurrency", "2",
+                                 "--requests", "10", "--modes", "inline,resident", expect_rc=3)
+        for r in doc["runs"]:
+            self.assertEqual(r["ok"], 0)
+            self.assertEqual(r["errors"], r["requests"])
+            self.assertEqual(r["errors_by_code"], {"INVALID_ARGUMENT": 10}, r)
+            self.assertIn("nope", r["first_error"])
+        self.assertIn("INVALID_ARGUMENT=10", out)
+
+    def test_unreachable_server_and_bad_usage(self):
+        proc = subprocess.run([BENCH, "--target", "127.0.0.1:1", "--requests", "1"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        proc = subprocess.run([BENCH, "--concurrency", "8:1:x2"], capture_output=True, text=True,
+                              timeout=60)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("--concurrency", proc.stderr)
+
+    def render_plot(self, json_path):
+        out_dir = os.path.join(self.tmp.name, "plots")
+        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "plot_load.py"),
+                        json_path, out_dir, "--prefix", "load"], check=True, timeout=120)
+        png = os.path.join(out_dir, "load.png")
+        with open(png, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertTrue(10_000 < len(data) < 2_000_000, len(data))
+        self.assertTrue(os.path.getsize(os.path.join(out_dir, "load.svg")) > 1000)
+
+
+if __name__ == "__main__":
+    unittest.main()
