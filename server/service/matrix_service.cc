@@ -48,21 +48,13 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
   const absl::Status status = [&]() -> absl::Status {
     const bool resident = request->keep_result() || !request->a_handle().empty() ||
                           !request->b_handle().empty() || !request->c_handle().empty();
-    absl::StatusOr<std::string> owner =
-        authorize(*context, resident ? Permission::kResident : Permission::kCompute, "Multiply");
+    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Multiply");
     if (!owner.ok()) return owner.status();
-    if (resident) {
-      absl::StatusOr<std::string> compute = authorize(*context, Permission::kCompute, "Multiply");
-      if (!compute.ok()) return compute.status();
-    }
     absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
     job->owner = *owner;
-    if (job->keep_result) {
-      if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(job->out_bytes()));
-          !s.ok()) {
-        return s;
-      }
+    if (absl::Status s = check_quota(*owner, job->keep_result ? job->out_bytes() : 0); !s.ok()) {
+      return s;
     }
     rec.precision = std::string(kernels::precision_name(job->precision));
     rec.problem_size = static_cast<double>(job->m()) * static_cast<double>(job->n()) *
@@ -121,21 +113,13 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
   const absl::Status status = [&]() -> absl::Status {
     const bool resident = request->keep_result() || !request->a_handle().empty();
-    absl::StatusOr<std::string> owner =
-        authorize(*context, resident ? Permission::kResident : Permission::kCompute, "Transpose");
+    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Transpose");
     if (!owner.ok()) return owner.status();
-    if (resident) {
-      absl::StatusOr<std::string> compute = authorize(*context, Permission::kCompute, "Transpose");
-      if (!compute.ok()) return compute.status();
-    }
     absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
     job->owner = *owner;
-    if (job->keep_result) {
-      if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(job->out_bytes()));
-          !s.ok()) {
-        return s;
-      }
+    if (absl::Status s = check_quota(*owner, job->keep_result ? job->out_bytes() : 0); !s.ok()) {
+      return s;
     }
     rec.precision = std::string(kernels::dtype_name(job->a.dtype));
     rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);

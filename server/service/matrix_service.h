@@ -47,8 +47,12 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // off), or UNAUTHENTICATED / PERMISSION_DENIED.
   absl::StatusOr<std::string> authorize(const grpc::ServerContext& context, Permission need,
                                         const char* rpc) const;
+  // Multiply/Transpose: `compute`, plus `resident` when the request names handles or keeps its
+  // result on the device.
+  absl::StatusOr<std::string> authorize_compute(const grpc::ServerContext& context, bool resident,
+                                                const char* rpc) const;
   // RESOURCE_EXHAUSTED when `owner` would hold more than --max_resident_bytes_per_owner.
-  absl::Status check_quota(const std::string& owner, std::int64_t more_bytes);
+  absl::Status check_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
   // Records an RPC that moves or manages resident matrices.

@@ -29,9 +29,18 @@ absl::StatusOr<std::string> MatrixServiceImpl::authorize(const grpc::ServerConte
   return auth_.authenticate(context, need, rpc);
 }
 
-absl::Status MatrixServiceImpl::check_quota(const std::string& owner, std::int64_t more_bytes) {
+absl::StatusOr<std::string> MatrixServiceImpl::authorize_compute(const grpc::ServerContext& context,
+                                                                 bool resident,
+                                                                 const char* rpc) const {
+  absl::StatusOr<std::string> owner = authorize(context, Permission::kCompute, rpc);
+  if (!owner.ok() || !resident) return owner;
+  return authorize(context, Permission::kResident, rpc);
+}
+
+absl::Status MatrixServiceImpl::check_quota(const std::string& owner, std::size_t more) {
   const std::int64_t limit = limits_.max_resident_bytes_per_owner;
-  if (limit <= 0) return absl::OkStatus();
+  const auto more_bytes = static_cast<std::int64_t>(more);
+  if (limit <= 0 || more_bytes == 0) return absl::OkStatus();
   const std::int64_t held = runtime_.residents().bytes_of(owner);
   if (held + more_bytes > limit) {
     return absl::ResourceExhaustedError(
@@ -81,7 +90,7 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     if (!request->has_matrix()) return absl::InvalidArgumentError("matrix: missing");
     absl::StatusOr<HostMatrix> m = validate_matrix("matrix", request->matrix(), limits_);
     if (!m.ok()) return m.status();
-    if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(m->bytes())); !s.ok()) {
+    if (absl::Status s = check_quota(*owner, m->bytes()); !s.ok()) {
       return s;
     }
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
@@ -117,7 +126,7 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
     }
     absl::StatusOr<HostMatrix> h = validate_header("header", chunk.header(), limits_);
     if (!h.ok()) return h.status();
-    if (absl::Status s = check_quota(*owner, static_cast<std::int64_t>(h->bytes())); !s.ok()) {
+    if (absl::Status s = check_quota(*owner, h->bytes()); !s.ok()) {
       return s;
     }
     // Memory is taken only now, after the header passed every limit.

@@ -119,6 +119,9 @@ class GemmVariantsGpu : public ::testing::TestWithParam<Case> {
     ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    // A pageable cudaMemcpy may return before its DMA lands, and the kernel's non-blocking stream
+    // does not wait for the legacy stream: finish the copies first.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     GemmProblem p;
     p.m = s.m;
