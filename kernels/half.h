@@ -59,6 +59,37 @@ inline std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3ff));
 }
 
+// OCP fp8 e4m3: bias 7, no infinities, 0x7f/0xff are NaN, max finite 448, subnormal quantum 2^-9.
+inline float e4m3_to_float(std::uint8_t b) {
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  const int exp = (b >> 3) & 0xf;
+  const int man = b & 0x7;
+  if (exp == 0xf && man == 0x7) return std::nanf("");
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -9);
+  return sign * std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+}
+
+// Round to nearest even, saturating to +-448 (as the device's satfinite conversion does).
+inline std::uint8_t float_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  float a = std::fabs(f);
+  if (a >= 448.0f) return static_cast<std::uint8_t>(sign | 0x7e);
+  if (a < 0.015625f) {  // subnormal range: quantum 2^-9
+    const auto q = static_cast<int>(std::nearbyint(std::ldexp(a, 9)));
+    return static_cast<std::uint8_t>(sign | q);  // q == 8 encodes the smallest normal
+  }
+  int e = 0;
+  const float fr = std::frexp(a, &e);  // a = fr * 2^e, fr in [0.5, 1)
+  int man = static_cast<int>(std::nearbyint((fr * 2.0f - 1.0f) * 8.0f));
+  int exp = e - 1 + 7;
+  if (man == 8) {
+    man = 0;
+    ++exp;
+  }
+  return static_cast<std::uint8_t>(sign | (exp << 3) | man);
+}
+
 // tf32 keeps fp32's exponent and 10 mantissa bits; round to nearest even as the tensor cores'
 // conversion (cvt.rna rounds ties away; the difference is below the tolerance of any test).
 inline float round_to_tf32(float f) {

@@ -16,6 +16,7 @@ std::string_view compute_name(Compute c) {
     case Compute::kTF32: return "tf32";
     case Compute::kF16: return "fp16";
     case Compute::kBF16: return "bf16";
+    case Compute::kF8: return "fp8";
   }
   return "?";
 }
@@ -34,6 +35,7 @@ absl::StatusOr<Precision> resolve_precision(DType data, Compute compute) {
         case Compute::kTF32: return Precision::kTF32;
         case Compute::kF16: return Precision::kF16;
         case Compute::kBF16: return Precision::kBF16;
+        case Compute::kF8: return Precision::kF8;
         case Compute::kF64: break;
       }
       break;
@@ -41,10 +43,17 @@ absl::StatusOr<Precision> resolve_precision(DType data, Compute compute) {
       if (compute == Compute::kDefault || compute == Compute::kF16 || compute == Compute::kF32) {
         return Precision::kF16;
       }
+      if (compute == Compute::kF8) return Precision::kF8;
       break;
     case DType::kBF16:
       if (compute == Compute::kDefault || compute == Compute::kBF16 || compute == Compute::kF32) {
         return Precision::kBF16;
+      }
+      if (compute == Compute::kF8) return Precision::kF8;
+      break;
+    case DType::kF8E4M3:
+      if (compute == Compute::kDefault || compute == Compute::kF8 || compute == Compute::kF32) {
+        return Precision::kF8;
       }
       break;
   }
@@ -58,6 +67,7 @@ absl::StatusOr<Precision> resolve_precision(DType data, Compute compute) {
 absl::Status check_output_dtype(DType data, DType out) {
   if (out == data) return absl::OkStatus();
   if ((data == DType::kF16 || data == DType::kBF16) && out == DType::kF32) return absl::OkStatus();
+  if (data == DType::kF8E4M3 && (out == DType::kBF16 || out == DType::kF32)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("output_dtype: ", std::string(dtype_name(out)),
                                                  " output is not available for ", std::string(dtype_name(data)),
                                                  " inputs (fp16/bf16 inputs may write fp32)"));

@@ -8,11 +8,12 @@
 
 namespace matserve::kernels {
 
-enum class DType : std::uint8_t { kF64, kF32, kF16, kBF16 };
+// kF8E4M3: OCP fp8 e4m3 (4 exponent bits, 3 mantissa bits, max 448), for fp8 tensor-core GEMMs.
+enum class DType : std::uint8_t { kF64, kF32, kF16, kBF16, kF8E4M3 };
 enum class Layout : std::uint8_t { kRowMajor, kColMajor };
 
 // What the multiply-adds are computed in. kDefault resolves per data type (see resolve_precision).
-enum class Compute : std::uint8_t { kDefault, kF64, kF32, kTF32, kF16, kBF16 };
+enum class Compute : std::uint8_t { kDefault, kF64, kF32, kTF32, kF16, kBF16, kF8 };
 
 // A precision is the (data, compute) pair a variant implements, named as users say it.
 enum class Precision : std::uint8_t {
@@ -21,6 +22,8 @@ enum class Precision : std::uint8_t {
   kTF32,  // fp32 data, tf32 tensor-core math, fp32 accumulate
   kF16,   // fp16 operands (given, or rounded from fp32 on the device), fp32 accumulate
   kBF16,  // bf16 operands (given, or rounded from fp32 on the device), fp32 accumulate
+  kF8,    // e4m3 operands (given with scale 1, or quantized on the device with per-tensor
+          // amax scales), fp32 accumulate
 };
 
 constexpr std::size_t dtype_size(DType t) {
@@ -29,6 +32,7 @@ constexpr std::size_t dtype_size(DType t) {
     case DType::kF32: return 4;
     case DType::kF16:
     case DType::kBF16: return 2;
+    case DType::kF8E4M3: return 1;
   }
   return 0;
 }
@@ -39,6 +43,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::kF32: return "fp32";
     case DType::kF16: return "fp16";
     case DType::kBF16: return "bf16";
+    case DType::kF8E4M3: return "fp8_e4m3";
   }
   return "?";
 }
@@ -50,6 +55,7 @@ constexpr std::string_view precision_name(Precision p) {
     case Precision::kTF32: return "tf32";
     case Precision::kF16: return "fp16";
     case Precision::kBF16: return "bf16";
+    case Precision::kF8: return "fp8";
   }
   return "?";
 }
@@ -57,6 +63,7 @@ constexpr std::string_view precision_name(Precision p) {
 // Bit set of precisions, for registry entries.
 using PrecisionSet = std::uint32_t;
 constexpr PrecisionSet precision_bit(Precision p) { return 1u << static_cast<unsigned>(p); }
+// The five classic precisions (fp8 is claimed only by variants that implement it).
 constexpr PrecisionSet kAllPrecisions = 0x1f;
 
 }  // namespace matserve::kernels

@@ -18,6 +18,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::kF32: return CUDA_R_32F;
     case DType::kF16: return CUDA_R_16F;
     case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF8E4M3: return CUDA_R_8F_E4M3;
   }
   return CUDA_R_32F;
 }
@@ -28,7 +29,8 @@ cublasComputeType_t compute_type(Precision p) {
     case Precision::kF32: return CUBLAS_COMPUTE_32F_PEDANTIC;  // IEEE fp32, no tensor cores
     case Precision::kTF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case Precision::kF16:
-    case Precision::kBF16: return CUBLAS_COMPUTE_32F;
+    case Precision::kBF16:
+    case Precision::kF8: return CUBLAS_COMPUTE_32F;
   }
   return CUBLAS_COMPUTE_32F;
 }

@@ -2,6 +2,7 @@
 // Memory-bound and run once per operand, so nothing more elaborate is worth it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "kernels/cuda/convert.h"
 
@@ -18,6 +19,8 @@ template <>
 __device__ float to_float<__half>(__half v) { return __half2float(v); }
 template <>
 __device__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ float to_float<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
 template <typename T>
 __device__ T from_float(float v);
@@ -29,6 +32,8 @@ template <>
 __device__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }  // satfinite
 
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, std::int64_t count) {
@@ -57,6 +62,7 @@ cudaError_t run_to(const void* src, void* dst, DType dst_type, std::int64_t coun
     case DType::kF16: return run<S, __half>(src, dst, count, stream);
     case DType::kBF16: return run<S, __nv_bfloat16>(src, dst, count, stream);
     case DType::kF64: return run<S, double>(src, dst, count, stream);
+    case DType::kF8E4M3: return run<S, __nv_fp8_e4m3>(src, dst, count, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -70,6 +76,7 @@ cudaError_t launch_convert(const void* src, DType src_type, void* dst, DType dst
     case DType::kF16: return run_to<__half>(src, dst, dst_type, count, stream);
     case DType::kBF16: return run_to<__nv_bfloat16>(src, dst, dst_type, count, stream);
     case DType::kF64: return run_to<double>(src, dst, dst_type, count, stream);
+    case DType::kF8E4M3: return run_to<__nv_fp8_e4m3>(src, dst, dst_type, count, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,8 +1,169 @@
-// Registry entries of the tensor-core GEMM variants (WMMA, mma.sync, wgmma, cuBLASLt).
+// Registry entries of the tensor-core GEMM variants, in ladder order: WMMA, mma.sync, wgmma
+// (sm_90 only), then the cuBLASLt library variants. Each entry states what it refuses.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cublaslt/cublaslt_fp8.h"
+#include "kernels/cublaslt/cublaslt_gemm.h"
+#include "kernels/cuda/launch_adapter.h"
+#include "kernels/gemm/tensor_core_kernels.h"
 #include "kernels/registry_parts.h"
 
 namespace matserve::kernels::internal {
+namespace {
 
-void append_tensor_core_gemm_variants(std::vector<GemmVariant>& /*gemm*/) {}
+constexpr PrecisionSet kHalfPrecisions =
+    precision_bit(Precision::kF16) | precision_bit(Precision::kBF16);
+
+// Hand-written kernels take fp16/bf16 operands as given (fp32 data is converted by the caller)
+// and write fp32 or the operand type.
+absl::Status sixteen_bit_operands(std::string_view name, const GemmProblem& p) {
+  const DType want = p.precision == Precision::kF16 ? DType::kF16 : DType::kBF16;
+  if (p.in_type != want) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variant '", std::string(name), "': operands must be ", std::string(dtype_name(want)),
+        " (fp32 data is converted on the device before the call)"));
+  }
+  if (p.out_type != DType::kF32 && p.out_type != want) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", std::string(name), "': writes fp32 or the operand type"));
+  }
+  if ((p.m + 127) / 128 > 65535) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", std::string(name), "': m must be below 8388608"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status wmma_can_implement(const GemmProblem& p) {
+  return sixteen_bit_operands("wmma", p);
+}
+absl::Status mma_sync_can_implement(const GemmProblem& p) {
+  return sixteen_bit_operands("mma_sync", p);
+}
+
+// wgmma and setmaxnreg exist on sm_90 only (sm_90a code does not run on later chips).
+bool is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+absl::Status wgmma_can_implement(const GemmProblem& p) {
+  if (p.precision != Precision::kTF32) {
+    if (absl::Status s = sixteen_bit_operands("wgmma", p); !s.ok()) return s;
+  }
+  static const bool sm90 = is_sm90();
+  if (!sm90)
+    return absl::FailedPreconditionError("variant 'wgmma': needs an sm_90 GPU (H100/H200)");
+  if (const char* why = wgmma_gemm_unsupported(p); why != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("variant 'wgmma': ", why));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status wgmma_tma_store_can_implement(const GemmProblem& p) {
+  if (p.precision == Precision::kTF32) {
+    return absl::FailedPreconditionError("variant 'wgmma_tma_store': fp16/bf16 only");
+  }
+  if (absl::Status s = wgmma_can_implement(p); !s.ok()) return s;
+  if (const char* why = wgmma_tma_store_unsupported(p); why != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("variant 'wgmma_tma_store': ", why));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status wgmma_tma_store_launch(const GemmProblem& p, const ExecContext& ctx) {
+  if (absl::Status s = wgmma_tma_store_can_implement(p); !s.ok()) return s;
+  return launch_cuda<GemmProblem, &launch_wgmma_gemm_tma_store>(p, ctx);
+}
+
+absl::Status wgmma_launch(const GemmProblem& p, const ExecContext& ctx) {
+  if (absl::Status s = wgmma_can_implement(p); !s.ok()) return s;
+  return launch_cuda<GemmProblem, &launch_wgmma_gemm>(p, ctx);
+}
+
+}  // namespace
+
+void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
+  gemm.push_back(GemmVariant{
+      .name = "wmma",
+      .family = "tensor_core",
+      .description =
+          "WMMA 16x16x16: 64x64x32 block tiles staged in shared memory (bounds-checked), "
+          "4 warps of 2x2 fragments, fp32 accumulate",
+      .constraints = "fp16/bf16 operands; fp32 or operand-type output",
+      .backend = Backend::kCuda,
+      .precisions = kHalfPrecisions,
+      .can_implement = &wmma_can_implement,
+      .launch = &launch_cuda<GemmProblem, &launch_wmma_gemm>,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "mma_sync",
+      .family = "tensor_core",
+      .description = "mma.sync m16n8k16: 128x128x32 tiles, 4-stage cp.async pipeline (zero-filled "
+                     "edges), ldmatrix fragments, 8 warps of 64x32",
+      .constraints = "fp16/bf16 operands; fp32 or operand-type output; 16-byte aligned rows take "
+                     "the cp.async path, others a slower predicated path",
+      .backend = Backend::kCuda,
+      .precisions = kHalfPrecisions,
+      .can_implement = &mma_sync_can_implement,
+      .launch = &launch_cuda<GemmProblem, &launch_mma_sync_gemm>,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "wgmma",
+      .family = "tensor_core",
+      .description = "Hopper wgmma m64n256k16 from 128B-swizzled shared memory: TMA loads, "
+                     "producer + 2 consumer warpgroups, 4-stage mbarrier pipeline, persistent "
+                     "128x256 tiles; tf32 for fp32 data",
+      .constraints = "sm_90 only; TMA needs 16-byte aligned operands and rows (leading "
+                     "dimensions divisible by 8 for fp16/bf16, 4 for fp32); tf32 only with "
+                     "A k-contiguous and B k-contiguous (a_trans=false, b_trans=true)",
+      .backend = Backend::kCuda,
+      .precisions = kHalfPrecisions | precision_bit(Precision::kTF32),
+      .can_implement = &wgmma_can_implement,
+      .launch = &wgmma_launch,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "wgmma_tma_store",
+      .family = "tensor_core",
+      .description = "wgmma as above, epilogue staged in shared memory and written by TMA bulk "
+                     "stores that overlap the next tile's mainloop (3 stages at 128x256)",
+      .constraints = "as wgmma, plus: fp16/bf16 output, beta == 0, 16-byte aligned C with ldc "
+                     "divisible by 8",
+      .backend = Backend::kCuda,
+      .precisions = kHalfPrecisions,
+      .can_implement = &wgmma_tma_store_can_implement,
+      .launch = &wgmma_tma_store_launch,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "cublaslt",
+      .family = "library",
+      .description = "cuBLASLt cublasLtMatmul (fp16, bf16, tf32; fp32 accumulate) with the "
+                     "heuristic's choice cached per shape/layout/type/alignment",
+      .constraints = "dimensions below 2^31; fp16/bf16 operands converted before the call",
+      .backend = Backend::kCuda,
+      .precisions = kHalfPrecisions | precision_bit(Precision::kTF32),
+      .can_implement = &cublaslt_gemm_can_implement,
+      .launch = &cublaslt_gemm,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "cublaslt_fp8",
+      .family = "library",
+      .description = "cuBLASLt fp8 e4m3 (per-tensor dequant scales, fp32 accumulate): fp32/fp16/"
+                     "bf16 data quantized on the device with amax/448 scales into K-major scratch",
+      .constraints = "bf16 or fp32 output; e4m3 data only K-major (A not transposed, B "
+                     "transposed), n and k divisible by 16, 16-byte aligned rows; taken with "
+                     "scale 1",
+      .backend = Backend::kCuda,
+      .precisions = precision_bit(Precision::kF8),
+      .can_implement = &cublaslt_fp8_can_implement,
+      .launch = &cublaslt_fp8_gemm,
+  });
+}
 
 }  // namespace matserve::kernels::internal

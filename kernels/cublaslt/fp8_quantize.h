@@ -1,0 +1,29 @@
+// Device-side per-tensor fp8 e4m3 quantization (amax scale) into the K-major layout cuBLASLt's
+// fp8 GEMM needs. Plain header (no absl) so the .cu and the variant's .cc share it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/types.h"
+
+namespace matserve::kernels {
+
+// Quantizes the logical rows x cols matrix X (X(r, p) = k_major ? src[r*ld + p] : src[p*ld + r])
+// into dst[r * ld_dst + p] for r < rows_dst (e4m3, ld_dst >= cols, rows_dst >= rows; padding
+// rows and columns written as 0). Writes the dequant scale
+// amax / 448 (1 when amax == 0) to *scale; amax_bits is scratch for one uint.
+struct Fp8QuantizeArgs {
+  const void* src = nullptr;
+  DType src_type = DType::kF32;
+  long long rows = 0, cols = 0, ld = 0;
+  bool k_major = true;
+  void* dst = nullptr;
+  long long ld_dst = 0;
+  long long rows_dst = 0;  // 0: same as rows
+  unsigned int* amax_bits = nullptr;
+  float* scale = nullptr;
+};
+
+cudaError_t launch_fp8_quantize(const Fp8QuantizeArgs& a, cudaStream_t stream);
+
+}  // namespace matserve::kernels

@@ -1,0 +1,82 @@
+// Launchers of the hand-written tensor-core GEMM kernels (WMMA, mma.sync, wgmma) in the registry's
+// plain form, plus the small device helpers their epilogues share. No absl: .cu files include it;
+// registry_tensor_core.cc adapts the launchers with launch_adapter.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/gemm_problem.h"
+
+namespace matserve::kernels {
+
+// fp16/bf16 operands (in_type), fp32 accumulate, out_type fp32 or the operand type; any shape and
+// transpose state.
+cudaError_t launch_wmma_gemm(const GemmProblem& p, cudaStream_t stream);
+cudaError_t launch_mma_sync_gemm(const GemmProblem& p, cudaStream_t stream);
+
+// Hopper wgmma + TMA. Only on sm_90 devices (checked by the registry); operand constraints are
+// described by wgmma_gemm_unsupported (null when the problem is supported).
+cudaError_t launch_wgmma_gemm(const GemmProblem& p, cudaStream_t stream);
+const char* wgmma_gemm_unsupported(const GemmProblem& p);
+// The same kernel with a shared-memory + TMA bulk-store epilogue that overlaps the next tile:
+// 16-bit output and beta == 0 only (see wgmma_tma_store_unsupported).
+cudaError_t launch_wgmma_gemm_tma_store(const GemmProblem& p, cudaStream_t stream);
+const char* wgmma_tma_store_unsupported(const GemmProblem& p);
+
+}  // namespace matserve::kernels
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace matserve::kernels::tc {
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_f32<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// out_code: 0 fp32, 1 fp16, 2 bf16. C = alpha * acc + beta * C; C is read only when beta != 0.
+__device__ __forceinline__ void store_c(void* c, long long idx, int out_code, float acc,
+                                        float alpha, float beta) {
+  if (out_code == 0) {
+    float* p = static_cast<float*>(c) + idx;
+    *p = beta != 0.0f ? alpha * acc + beta * *p : alpha * acc;
+  } else if (out_code == 1) {
+    __half* p = static_cast<__half*>(c) + idx;
+    const float v = beta != 0.0f ? alpha * acc + beta * __half2float(*p) : alpha * acc;
+    *p = __float2half_rn(v);
+  } else {
+    __nv_bfloat16* p = static_cast<__nv_bfloat16*>(c) + idx;
+    const float v = beta != 0.0f ? alpha * acc + beta * __bfloat162float(*p) : alpha * acc;
+    *p = __float2bfloat16_rn(v);
+  }
+}
+
+}  // namespace matserve::kernels::tc
+#endif

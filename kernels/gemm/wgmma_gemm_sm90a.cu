@@ -1,0 +1,639 @@
+// Hopper wgmma GEMM (sm_90a): TMA loads 128-byte-swizzled tiles, a producer warpgroup feeds a
+// 4-stage mbarrier pipeline, two consumer warpgroups run wgmma m64n256k16 (m64n128 on small grids)
+// from shared memory over persistent 128xBN tiles; no thread spends registers or issue slots on
+// copies or fragment loads, unlike mma.sync. tf32: same pipeline, 32-float rows, K-major only.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "kernels/gemm/tensor_core_kernels.h"
+
+namespace matserve::kernels {
+namespace {
+
+constexpr int kBM = 128;
+// Every operand row in shared memory is 128 bytes (one swizzle span): 64 fp16/bf16 or 32 fp32.
+template <typename T>
+constexpr int kBK = 128 / static_cast<int>(sizeof(T));
+constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
+[[maybe_unused]] constexpr int kGroupM = 8;  // tile order: 8 M-tiles share each B tile while it is in L2
+
+template <typename T>
+struct WgmmaTag {};
+
+struct WgParams {
+  long long m, n, k;
+  void* c;
+  long long ldc;
+  float alpha, beta;
+  int out_code;
+  int tiles_m, tiles_n, k_tiles;
+};
+
+template <int kBN>
+constexpr int stage_bytes() {
+  return (kBM + kBN) * 128;
+}
+// The TMA-store epilogue stages each 128 x kBN 16-bit output tile in shared memory, which costs
+// one pipeline stage at kBN = 256 (227 KB per SM).
+template <int kBN, bool kTmaStore>
+constexpr int stages() {
+  return kTmaStore && kBN == 256 ? 3 : 4;
+}
+template <int kBN, bool kTmaStore>
+constexpr int c_tile_bytes() {
+  return kTmaStore ? kBM * kBN * 2 : 0;
+}
+template <int kBN, bool kTmaStore>
+constexpr int smem_bytes() {
+  return stages<kBN, kTmaStore>() * stage_bytes<kBN>() + c_tile_bytes<kBN, kTmaStore>() + 1024 +
+         2 * stages<kBN, kTmaStore>() * 8;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_128(WgmmaTag<__half>, float (&d)[64], std::uint64_t da,
+                                             std::uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %68, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, %66, %67;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "n"(kTA), "n"(kTB), "r"(scale_d));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_128(WgmmaTag<__nv_bfloat16>, float (&d)[64], std::uint64_t da,
+                                             std::uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %68, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, %66, %67;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "n"(kTA), "n"(kTB), "r"(scale_d));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_256(WgmmaTag<__half>, float (&d)[128], std::uint64_t da,
+                                             std::uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %132, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, %130, %131;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "n"(kTA), "n"(kTB), "r"(scale_d));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_256(WgmmaTag<__nv_bfloat16>, float (&d)[128], std::uint64_t da,
+                                             std::uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %132, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, %130, %131;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "n"(kTA), "n"(kTB), "r"(scale_d));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_256(WgmmaTag<float>, float (&d)[128], std::uint64_t da,
+                                             std::uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, int phase) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(phase)
+        : "memory");
+  } while (done == 0);
+}
+
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap* map,
+                                            std::uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle. K-major: lbo unused, sbo = 1024 (8 rows of
+// 128 B). MN-major: lbo = stride between 64-element MN chunks, sbo = 1024 (8 K rows).
+__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo,
+                                                   std::uint32_t sbo) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) |
+         (static_cast<std::uint64_t>(lbo >> 4) << 16) |
+         (static_cast<std::uint64_t>(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void tile_coords(int tile, const WgParams& p, int& tm, int& tn) {
+  const int per_group = kGroupM * p.tiles_n;
+  const int group = tile / per_group;
+  const int first_m = group * kGroupM;
+  const int rows = min(kGroupM, p.tiles_m - first_m);
+  const int in_group = tile % per_group;
+  tm = first_m + in_group % rows;
+  tn = in_group / rows;
+}
+
+template <typename O, int kBN>
+__device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgParams& p,
+                                          long long row0, long long col0) {
+  O* c = static_cast<O*>(p.c);
+  const bool full = row0 + 64 <= p.m && col0 + kBN <= p.n;
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const long long r = row0 + w * 16 + l / 4;
+  const int cc = (l % 4) * 2;
+  const bool vec = full && p.beta == 0.0f && (p.ldc % 2) == 0 &&
+                   (reinterpret_cast<std::uintptr_t>(c) % (2 * sizeof(O))) == 0;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long gi = r + h * 8;
+      const long long gj = col0 + j * 8 + cc;
+      const float v0 = p.alpha * acc[j * 4 + h * 2], v1 = p.alpha * acc[j * 4 + h * 2 + 1];
+      O* dst = c + gi * p.ldc + gj;
+      if (vec) {
+        if constexpr (sizeof(O) == 4) {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        } else {
+          O pair[2] = {tc::from_f32<O>(v0), tc::from_f32<O>(v1)};
+          *reinterpret_cast<std::uint32_t*>(dst) = *reinterpret_cast<std::uint32_t*>(pair);
+        }
+      } else if (gi < p.m) {
+        if (gj < p.n) {
+          dst[0] = tc::from_f32<O>(p.beta != 0.0f ? v0 + p.beta * tc::to_f32<O>(dst[0]) : v0);
+        }
+        if (gj + 1 < p.n) {
+          dst[1] = tc::from_f32<O>(p.beta != 0.0f ? v1 + p.beta * tc::to_f32<O>(dst[1]) : v1);
+        }
+      }
+    }
+  }
+}
+
+// Epilogue through shared memory: the warpgroup writes its 64 x kBN tile (alpha applied, 16-bit)
+// into `sc`, and one thread hands it to a TMA bulk store, which clips at the matrix edge and runs
+// while the warpgroup starts the next tile's mainloop.
+template <typename O, int kBN>
+__device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const WgParams& p,
+                                              std::uint32_t sc, const CUtensorMap* map, int row0,
+                                              int col0, int c) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  if (t == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = w * 16 + l / 4 + h * 8;
+      const int col = j * 8 + (l % 4) * 2;
+      O pair[2] = {tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2]),
+                   tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
+      const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sc + (r * kBN + col) * 2), "r"(v));
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  if (t == 0) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+            reinterpret_cast<std::uint64_t>(map)),
+        "r"(sc), "r"(col0), "r"(row0)
+        : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  }
+}
+
+template <int kBN, int kTA, int kTB, typename T>
+__device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
+                                           std::uint64_t db) {
+  if constexpr (kBN == 256 || sizeof(T) == 4) {
+    wgmma_256<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+  } else {
+    wgmma_128<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// kTA: A stored k x m (m contiguous, "MN-major"); kTB == 0: B stored k x n (n contiguous).
+template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
+                      const __grid_constant__ CUtensorMap tma_b,
+                      const __grid_constant__ CUtensorMap tma_c, const WgParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t raw = smem_u32(smem_raw);
+  const std::uint32_t base = (raw + 1023) & ~1023u;  // 128-byte swizzle wants 1024-byte alignment
+  constexpr int kStage = stage_bytes<kBN>();
+  constexpr int kABytes = kBM * 128;
+  constexpr int kStages = stages<kBN, kTmaStore>();
+  const std::uint32_t c_tiles = base + kStages * kStage;  // two 64 x kBN halves (TMA store)
+  const std::uint32_t bars = c_tiles + c_tile_bytes<kBN, kTmaStore>();  // full[s], then empty[s]
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (kStages + s); };
+  const int wg = threadIdx.x / 128;
+  const int num_tiles = p.tiles_m * p.tiles_n;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      int stage = 0, phase = 0;
+      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        int tm, tn;
+        tile_coords(tile, p, tm, tn);
+        const int m0 = tm * kBM, n0 = tn * kBN;
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+          mbar_wait(empty(stage), phase ^ 1);
+          mbar_expect_tx(full(stage), kStage);
+          const std::uint32_t sa = base + stage * kStage, sb = sa + kABytes;
+          const int k0 = kt * kBK<T>;
+          if (kTA) {
+            tma_load_2d(sa, &tma_a, full(stage), m0, k0);
+            tma_load_2d(sa + 8192, &tma_a, full(stage), m0 + 64, k0);
+          } else {
+            tma_load_2d(sa, &tma_a, full(stage), k0, m0);
+          }
+          if (kTB) {
+            tma_load_2d(sb, &tma_b, full(stage), k0, n0);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kBN / 64; ++j) tma_load_2d(sb + j * 8192, &tma_b, full(stage), n0 + 64 * j, k0);
+          }
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1;  // rows 64c .. 64c+63 of the tile
+    int stage = 0, phase = 0;
+    float acc[kBN / 2];
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      int tm, tn;
+      tile_coords(tile, p, tm, tn);
+#pragma unroll
+      for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+      int prev = -1;
+      for (int kt = 0; kt < p.k_tiles; ++kt) {
+        mbar_wait(full(stage), phase);
+        const std::uint32_t sa = base + stage * kStage + c * 8192, sb = base + stage * kStage + kABytes;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K per 128-byte row
+          // K-major: step 32 bytes along the swizzled row; MN-major: step 16 rows of 128 bytes.
+          const std::uint64_t da = kTA ? smem_desc(sa + kk * 2048, 8192, 1024)
+                                       : smem_desc(sa + kk * 32, 16, 1024);
+          const std::uint64_t db = kTB ? smem_desc(sb + kk * 32, 16, 1024)
+                                       : smem_desc(sb + kk * 2048, 8192, 1024);
+          wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
+        prev = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
+      const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
+      const long long col0 = static_cast<long long>(tn) * kBN;
+      if constexpr (kTmaStore) {
+        const std::uint32_t sc = c_tiles + c * 64 * kBN * 2;
+        if (p.out_code == 1) {
+          store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                     static_cast<int>(col0), c);
+        } else {
+          store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                            static_cast<int>(col0), c);
+        }
+      } else if (p.out_code == 0) {
+        store_acc<float, kBN>(acc, p, row0, col0);
+      } else if (p.out_code == 1) {
+        store_acc<__half, kBN>(acc, p, row0, col0);
+      } else {
+        store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
+      }
+    }
+    if (kTmaStore && threadIdx.x % 128 == 0) {
+      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    }
+  }
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D row-major matrix (rows x cols, leading dimension ld elements) read in box_cols x box_rows
+// boxes with 128-byte swizzle; out-of-range elements read as zero.
+bool make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType type, int elem_bytes,
+              long long rows, long long cols, long long ld, int box_cols, int box_rows,
+              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * elem_bytes};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  return encode_fn()(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);  // cached by the runtime
+  return sms > 0 ? sms : 132;
+}
+
+template <typename T, int kBN, int kTA, int kTB, bool kTmaStore = false>
+cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
+  CUtensorMap ma, mb, mc{};
+  constexpr int kE = sizeof(T), kK = kBK<T>;
+  const bool ok_a = kTA ? make_map(&ma, p.a, type, kE, p.k, p.m, p.lda, 64, kK)
+                        : make_map(&ma, p.a, type, kE, p.m, p.k, p.lda, kK, kBM);
+  const bool ok_b = kTB ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
+                        : make_map(&mb, p.b, type, kE, p.k, p.n, p.ldb, 64, kK);
+  if (!ok_a || !ok_b) return cudaErrorInvalidValue;
+  if (kTmaStore && !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, kBN, 64,
+                             CU_TENSOR_MAP_SWIZZLE_NONE)) {
+    return cudaErrorInvalidValue;
+  }
+  WgParams w;
+  w.m = p.m;
+  w.n = p.n;
+  w.k = p.k;
+  w.c = p.c;
+  w.ldc = p.ldc;
+  w.alpha = static_cast<float>(p.alpha);
+  w.beta = static_cast<float>(p.beta);
+  w.out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
+  w.tiles_m = static_cast<int>((p.m + kBM - 1) / kBM);
+  w.tiles_n = static_cast<int>((p.n + kBN - 1) / kBN);
+  w.k_tiles = static_cast<int>((p.k + kK - 1) / kK);
+  auto kernel = wgmma_gemm_kernel<T, kBN, kTA, kTB, kTmaStore>;
+  constexpr int bytes = smem_bytes<kBN, kTmaStore>();
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  const int tiles = w.tiles_m * w.tiles_n;
+  const int grid = tiles < sm_count() ? tiles : sm_count();
+  kernel<<<grid, kThreads, bytes, stream>>>(ma, mb, mc, w);
+  return cudaGetLastError();
+}
+
+template <typename T, int kBN, bool kTmaStore>
+cudaError_t launch_trans(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
+  if (p.a_trans && p.b_trans) return launch_one<T, kBN, 1, 1, kTmaStore>(p, type, stream);
+  if (p.a_trans) return launch_one<T, kBN, 1, 0, kTmaStore>(p, type, stream);
+  if (p.b_trans) return launch_one<T, kBN, 0, 1, kTmaStore>(p, type, stream);
+  return launch_one<T, kBN, 0, 0, kTmaStore>(p, type, stream);
+}
+
+template <bool kTmaStore>
+cudaError_t launch_16bit(const GemmProblem& p, cudaStream_t stream) {
+  // 128x256 tiles unless they would leave more than half of the SMs idle; then 128x128.
+  const long long tiles_256 = ((p.m + kBM - 1) / kBM) * ((p.n + 255) / 256);
+  const bool narrow = tiles_256 <= sm_count() / 2;
+  if (p.in_type == DType::kF16) {
+    constexpr auto kF16 = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return narrow ? launch_trans<__half, 128, kTmaStore>(p, kF16, stream)
+                  : launch_trans<__half, 256, kTmaStore>(p, kF16, stream);
+  }
+  constexpr auto kBF16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return narrow ? launch_trans<__nv_bfloat16, 128, kTmaStore>(p, kBF16, stream)
+                : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, stream);
+}
+
+}  // namespace
+
+const char* wgmma_gemm_unsupported(const GemmProblem& p) {
+  const bool tf32 = p.precision == Precision::kTF32;
+  if (tf32) {
+    if (p.in_type != DType::kF32 || p.out_type != DType::kF32) return "tf32 takes and writes fp32";
+    if (p.a_trans || !p.b_trans) {
+      return "tf32 wgmma reads K-major operands only: A k-contiguous (not transposed) and B "
+             "k-contiguous (transposed)";
+    }
+  } else {
+    if (p.in_type != DType::kF16 && p.in_type != DType::kBF16) return "operands must be fp16 or bf16";
+    if (p.out_type != DType::kF32 && p.out_type != p.in_type) {
+      return "writes fp32 or the operand type";
+    }
+  }
+  const long long ld_mult = tf32 ? 4 : 8;
+  const auto aligned = [&](const void* ptr, long long ld) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0 && ld % ld_mult == 0;
+  };
+  if (!aligned(p.a, p.lda) || !aligned(p.b, p.ldb)) {
+    return "TMA needs 16-byte aligned operands and rows (leading dimension divisible by 8 for "
+           "16-bit, 4 for fp32)";
+  }
+  if (p.m > (1ll << 31) || p.n > (1ll << 31) || p.k > (1ll << 31)) return "dimensions below 2^31";
+  if (encode_fn() == nullptr) return "the driver offers no cuTensorMapEncodeTiled";
+  return nullptr;
+}
+
+cudaError_t launch_wgmma_gemm(const GemmProblem& p, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  if (wgmma_gemm_unsupported(p) != nullptr) return cudaErrorInvalidValue;
+  if (p.precision == Precision::kTF32) {
+    return launch_one<float, 256, 0, 1>(p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, stream);
+  }
+  return launch_16bit<false>(p, stream);
+}
+
+const char* wgmma_tma_store_unsupported(const GemmProblem& p) {
+  if (const char* why = wgmma_gemm_unsupported(p); why != nullptr) return why;
+  if (p.precision == Precision::kTF32 || p.out_type == DType::kF32) {
+    return "the TMA-store epilogue writes 16-bit output only (fp16/bf16 out)";
+  }
+  if (p.beta != 0.0) return "the TMA-store epilogue does not read C (beta must be 0)";
+  if (reinterpret_cast<std::uintptr_t>(p.c) % 16 != 0 || p.ldc % 8 != 0) {
+    return "the TMA-store epilogue needs a 16-byte aligned C with ldc divisible by 8";
+  }
+  return nullptr;
+}
+
+cudaError_t launch_wgmma_gemm_tma_store(const GemmProblem& p, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  if (wgmma_tma_store_unsupported(p) != nullptr) return cudaErrorInvalidValue;
+  return launch_16bit<true>(p, stream);
+}
+
+}  // namespace matserve::kernels
