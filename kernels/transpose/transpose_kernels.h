@@ -1,0 +1,54 @@
+// Launchers of the CUDA transpose kernels (kernels/transpose/*.cu). Each computes the canonical
+// TransposeProblem (out = scale * in^T, row-major); the registry wraps them
+// (registry_transpose.cc). Plain C++ plus the CUDA runtime types, so both nvcc and the host
+// compiler can include it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/transpose_problem.h"
+
+namespace matserve::kernels {
+
+// One element per thread: coalesced reads, strided (uncoalesced) writes. The ladder's baseline.
+cudaError_t launch_transpose_naive(const TransposeProblem& p, cudaStream_t stream);
+
+// 32 x 32 shared-memory tile padded to 33 columns (thesis kernel 2.3), scale fused.
+cudaError_t launch_transpose_tiled(const TransposeProblem& p, cudaStream_t stream);
+
+// 16-byte loads and stores, V x V register micro-blocks, swizzled shared-memory tile.
+cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream);
+
+// The same kernel with its tuning knobs open, for the benchmark's sweep: 1 or 2 tiles per block
+// iteration; tiles in row order, diagonal order, or as mirrored pairs (I, J) + (J, I) (needs 2
+// tiles per block). The defaults are the measured best.
+inline constexpr int kOrderRow = 0;
+inline constexpr int kOrderDiagonal = 1;
+inline constexpr int kOrderMirror = 2;
+inline constexpr int kVectorizedTilesPerBlock = 2;
+inline constexpr int kVectorizedOrder = kOrderMirror;
+cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
+                                               int order, cudaStream_t stream);
+
+// The in-place rectangular kernel with its strip-batch size open (bytes of scratch a column
+// step fills before it writes back), for the benchmark's sweep; the default is 16 MiB.
+cudaError_t launch_transpose_inplace_rect_config(const TransposeProblem& p, void* scratch,
+                                                 std::size_t scratch_bytes, std::size_t batch_bytes,
+                                                 cudaStream_t stream);
+
+// In place, rows == cols, in == out: tile pairs swapped across the diagonal (thesis kernel 2.4).
+cudaError_t launch_transpose_inplace_square(const TransposeProblem& p, cudaStream_t stream);
+
+// In place, any rows x cols, in == out: the Catanzaro-Keller-Garland decomposition (column
+// rotation, row shuffle, column shuffle) with scratch bounded by `scratch_bytes`.
+cudaError_t launch_transpose_inplace_rect(const TransposeProblem& p, void* scratch,
+                                          std::size_t scratch_bytes, cudaStream_t stream);
+
+// The scratch the in-place rectangular kernel needs at least (one row, one column and its index
+// table); 0 when it needs none. Launches with less fail with cudaErrorInvalidValue.
+std::size_t transpose_inplace_rect_min_scratch(const TransposeProblem& p);
+
+}  // namespace matserve::kernels

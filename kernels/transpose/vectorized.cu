@@ -1,0 +1,132 @@
+// Rung 3, tuned tile transpose: the tiled rung with 16-byte loads and stores and V x V register
+// micro-blocks (vector_tile.cuh). Each thread has V independent 16-byte loads in flight and a warp
+// moves 256-byte row segments both ways, so the copy engine's access pattern is matched while
+// the tile rung issues 4-byte accesses. Each block moves a tile and its mirror (the in-place
+// square kernel's schedule). Unaligned rows and partial tiles take a per-element path. Tiles per
+// block and the order were chosen by measurement (transpose_bench's sweep, see
+// docs/benchmarks/transpose.md).
+#include <algorithm>
+
+#include "kernels/transpose/transpose_common.cuh"
+#include "kernels/transpose/transpose_kernels.h"
+#include "kernels/transpose/vector_tile.cuh"
+
+namespace matserve::kernels {
+namespace {
+
+using namespace transpose_detail;
+
+// Up to two tiles (tr[u], tc[u]) for work item w of a tiles_r x tiles_c grid, K tiles per item.
+// Orders: row (consecutive blocks walk a tile row, so their writes stride down one column band),
+// diagonal (the thesis's mapping against partition camping: consecutive blocks differ in tile row
+// and column), mirror (K = 2: tile (I, J) with its mirror (J, I), the in-place square kernel's
+// schedule, over the square part of the grid; the rest in diagonal pairs). Returns the count.
+__device__ __forceinline__ int item_tiles(std::int64_t w, int k, int order, std::int64_t tiles_r,
+                                          std::int64_t tiles_c, std::int64_t* tr,
+                                          std::int64_t* tc) {
+  std::int64_t rr = tiles_r, rc = tiles_c, off_r = 0, off_c = 0;
+  if (order == kOrderMirror) {
+    const std::int64_t sq = min(tiles_r, tiles_c);
+    const std::int64_t pairs = sq * (sq + 1) / 2;
+    if (w < pairs) {
+      std::int64_t i, j;
+      pair_of(w, i, j);
+      tr[0] = i, tc[0] = j, tr[1] = j, tc[1] = i;
+      return i == j ? 1 : 2;
+    }
+    w -= pairs;  // the remainder band beside (wide) or below (tall) the square
+    if (tiles_c > sq) {
+      rc = tiles_c - sq, off_c = sq;
+    } else {
+      rr = tiles_r - sq, off_r = sq;
+    }
+  }
+  const std::int64_t tiles = rr * rc;
+  int n = 0;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {  // constant indices: tr and tc stay in registers
+    const std::int64_t t = w * k + u;
+    if (u >= k || t >= tiles) break;
+    const std::int64_t x = t % rc, y = t / rc;
+    tc[u] = off_c + x;
+    tr[u] = off_r + (order == kOrderRow ? y : (x + y) % rr);
+    n = u + 1;
+  }
+  return n;
+}
+
+std::int64_t item_count(int k, int order, std::int64_t tiles_r, std::int64_t tiles_c) {
+  if (order != kOrderMirror) return ceil_div(tiles_r * tiles_c, k);
+  const std::int64_t sq = std::min(tiles_r, tiles_c);
+  return sq * (sq + 1) / 2 + ceil_div(tiles_r * tiles_c - sq * sq, 2);
+}
+
+// K tiles per block iteration: K x V 16-byte loads in flight per thread before the barrier.
+template <typename Op, int K>
+__global__ void __launch_bounds__(256)
+    vectorized_kernel(Op op, const typename Op::Bits* __restrict__ in,
+                      typename Op::Bits* __restrict__ out, std::int64_t rows, std::int64_t cols,
+                      std::int64_t ld_in, std::int64_t ld_out, std::int64_t tiles_r,
+                      std::int64_t tiles_c, std::int64_t items, bool aligned, int order) {
+  using Tile = VecTile<typename Op::Bits>;
+  extern __shared__ uint4 smem[];
+  for (std::int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    std::int64_t tr[2], tc[2];
+    const int n = item_tiles(w, K, order, tiles_r, tiles_c, tr, tc);
+#pragma unroll
+    for (int u = 0; u < K; ++u) {
+      if (u >= n) break;
+      const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
+      const bool fast = aligned && r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+      Tile::load_transposed(op, in, ld_in, rows, cols, r0, c0, fast,
+                            smem + u * Tile::T * Tile::kChunks);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < K; ++u) {
+      if (u >= n) break;
+      const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
+      const bool fast = aligned && r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+      Tile::store(smem + u * Tile::T * Tile::kChunks, out, ld_out, cols, rows, c0, r0, fast);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename Op, int K>
+cudaError_t launch_config(Op op, const TransposeProblem& p, int order, cudaStream_t stream) {
+  using Bits = typename Op::Bits;
+  using Tile = VecTile<Bits>;
+  const std::int64_t tiles_c = ceil_div(p.cols, Tile::T);
+  const std::int64_t tiles_r = ceil_div(p.rows, Tile::T);
+  const std::int64_t items = item_count(K, order, tiles_r, tiles_c);
+  const bool aligned = rows_16b_aligned(p.in, p.ld_in, p.out, p.ld_out, sizeof(Bits));
+  constexpr std::size_t smem = K * Tile::kSmemBytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      vectorized_kernel<Op, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (attr != cudaSuccess) return attr;
+  vectorized_kernel<Op, K><<<grid_for(items), Tile::kThreads, smem, stream>>>(
+      op, static_cast<const Bits*>(p.in), static_cast<Bits*>(p.out), p.rows, p.cols, p.ld_in,
+      p.ld_out, tiles_r, tiles_c, items, aligned, order);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
+                                               int order, cudaStream_t stream) {
+  if (p.rows <= 0 || p.cols <= 0) return cudaSuccess;
+  if (tiles_per_block != 1 && tiles_per_block != 2) return cudaErrorInvalidValue;
+  if (order < kOrderRow || order > kOrderMirror) return cudaErrorInvalidValue;
+  if (order == kOrderMirror && tiles_per_block != 2) return cudaErrorInvalidValue;
+  return dispatch_op(p, [&](auto op) {
+    return tiles_per_block == 2 ? launch_config<decltype(op), 2>(op, p, order, stream)
+                                : launch_config<decltype(op), 1>(op, p, order, stream);
+  });
+}
+
+cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream) {
+  return launch_transpose_vectorized_config(p, kVectorizedTilesPerBlock, kVectorizedOrder, stream);
+}
+
+}  // namespace matserve::kernels

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Transpose benchmark, end to end. Two halves:
+#   here (build machine):  scripts/run-transpose-bench.sh bundle [BUILD_DIR]
+#       builds transpose_bench + transpose_variants_gpu_test and bundles them (scripts/device-bundle.sh)
+#   on the GPU machine:    scripts/run-transpose-bench.sh device [BUILD_DIR]
+#       GPU tests (full, then compute-sanitizer memcheck/racecheck on the small shapes), then the
+#       benchmark (each stage under a timeout: T_TEST, T_SAN, T_BENCH seconds; SKIP_SAN=1 skips
+#       the sanitizer); results in $OUT (or ./bench-out): transpose_bench.json/.md, logs, nvidia-smi
+#   back here:             scripts/run-transpose-bench.sh plot RESULTS.json
+#       draws docs/benchmarks/img/transpose.png
+set -uo pipefail
+mode=${1:?usage: run-transpose-bench.sh bundle|device|plot ...}
+case "$mode" in
+  bundle)
+    build=${2:-build}
+    cmake --build "$build" -j2 --target transpose_bench transpose_variants_gpu_test || exit 1
+    scripts/device-bundle.sh "$build" "$build/bench/transpose_bench" \
+      "$build/tests/kernels/transpose_variants_gpu_test"
+    ;;
+  device)
+    build=${2:-build}
+    out=${OUT:-$PWD/bench-out}
+    mkdir -p "$out"
+    env="$build/device/with-env.sh"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/nvidia-smi.txt"
+    rc=0
+    timeout "${T_TEST:-300}" "$env" stdbuf -oL transpose_variants_gpu_test --gtest_brief=1 >"$out/gpu-test.log" 2>&1 || rc=1
+    grep -E "differ|Failure|FAILED|error" "$out/gpu-test.log" | head -n 40
+    tail -n 4 "$out/gpu-test.log"
+    if [ -z "${SKIP_SAN:-}" ]; then
+    MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      transpose_variants_gpu_test --gtest_brief=1 >"$out/sanitizer.log" 2>&1 || rc=1
+    MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool racecheck --error-exitcode 9 \
+      transpose_variants_gpu_test --gtest_brief=1 \
+      --gtest_filter='*33x65*:*96x160*:*64x64*:*10000x100*' >>"$out/sanitizer.log" 2>&1 || rc=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -n 8
+    fi
+    timeout "${T_BENCH:-300}" "$env" transpose_bench --json "$out/transpose_bench.json" --md "$out/transpose_bench.md" \
+      2>"$out/bench.log" || rc=1
+    cat "$out/transpose_bench.md"
+    exit $rc
+    ;;
+  plot)
+    /usr/bin/python3 scripts/plot_transpose.py "${2:?results json}" "${3:-docs/benchmarks/img/transpose.png}"
+    ;;
+  *) echo "unknown mode $mode" >&2; exit 2 ;;
+esac
