@@ -1,0 +1,354 @@
+// Transpose benchmark: every CUDA transpose variant in the registry (cublas_geam included) on the
+// thesis's shape families (square up to 16384^2, wide, tall, extremely thin), against a
+// device-to-device cudaMemcpy of the same bytes measured in the same run. CUDA events around
+// each launch, warm-up first, median of many runs, buffers rotated so that no run is served by L2.
+// Writes JSON and a Markdown table; progress goes to stderr.
+//
+// usage: transpose_bench [--json FILE] [--md FILE] [--quick]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/resources.h"
+#include "kernels/cuda/stream_resources.h"
+#include "kernels/registry.h"
+#include "kernels/transpose/transpose_kernels.h"
+#include "tests/support/random_matrix.h"
+
+namespace matserve::kernels {
+namespace {
+
+struct Case {
+  std::string family;
+  std::int64_t rows, cols;
+  DType dtype;
+  bool sweep = false;       // also time transpose_vectorized's other configurations
+  bool sweep_rect = false;  // also time transpose_inplace_rect's other strip batches
+};
+
+struct Result {
+  Case c;
+  std::string variant;
+  bool ran = false;
+  std::string note;
+  double median_ms = 0, min_ms = 0, gbps = 0, copy_gbps = 0, ratio = 0;
+  int reps = 0;
+};
+
+std::vector<Case> cases(bool quick) {
+  std::vector<Case> out;
+  for (std::int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+    if (quick && n > 8192) continue;
+    out.push_back({"square", n, n, DType::kF32, n >= 4096});
+  }
+  out.push_back({"square", 8192, 8192, DType::kF64, true});
+  out.push_back({"square", 8192, 8192, DType::kF16, true});
+  out.push_back({"square", 8192, 8192, DType::kBF16});
+  out.push_back({"square", 4095, 4097, DType::kF32, false, true});
+  out.push_back({"wide", 1024, 16384, DType::kF32});
+  out.push_back({"wide", 2048, 8192, DType::kF32, true, true});
+  out.push_back({"tall", 16384, 1024, DType::kF32, true, true});
+  out.push_back({"tall", 8192, 2048, DType::kF32});
+  out.push_back({"wide", 4096, 12288, DType::kF32});
+  out.push_back({"tall", 12288, 4096, DType::kF16});
+  out.push_back({"thin", 10000, 100, DType::kF32});
+  out.push_back({"thin", 100, 10000, DType::kF32});
+  out.push_back({"thin", 100000, 100, DType::kF32});
+  out.push_back({"thin", 100, 100000, DType::kF32});
+  return out;
+}
+
+bool check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Times `run(k)` (k = run index) with events: warm-up, then runs until ~0.25 s or 200 runs (at
+// least 15). `timed(k)` says which runs count (in-place rectangular runs alternate direction).
+template <typename Run, typename Timed>
+std::optional<std::vector<double>> time_runs(cudaStream_t s, Run&& run, Timed&& timed) {
+  auto e0 = create_event();
+  auto e1 = create_event();
+  if (!e0.ok() || !e1.ok()) return std::nullopt;
+  for (int k = 0; k < 4; ++k) {
+    if (!run(k)) return std::nullopt;
+  }
+  if (!check(cudaStreamSynchronize(s), "warm-up")) return std::nullopt;
+  std::vector<double> ms;
+  double total = 0;
+  for (int k = 0; k < 400; ++k) {
+    const bool t = timed(k);
+    if (t) cudaEventRecord(e0->get(), s);
+    if (!run(k)) return std::nullopt;
+    if (!t) continue;
+    cudaEventRecord(e1->get(), s);
+    if (!check(cudaEventSynchronize(e1->get()), "event")) return std::nullopt;
+    float x = 0;
+    cudaEventElapsedTime(&x, e0->get(), e1->get());
+    ms.push_back(x);
+    total += x;
+    if ((ms.size() >= 15 && total > 250.0) || ms.size() >= 200) break;
+  }
+  return ms;
+}
+
+std::string shape_str(const Case& c) {
+  return std::to_string(c.rows) + "x" + std::to_string(c.cols);
+}
+
+void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& results) {
+  const std::int64_t count = c.rows * c.cols;
+  const std::size_t elem = dtype_size(c.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(count) * elem;
+  // Rotate among enough buffer sets that consecutive runs touch >= 256 MiB (L2 is 50 MiB).
+  const int sets =
+      static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 20) / (2 * bytes) + 1, 1, 16));
+  std::vector<DeviceBuffer> ins, outs;
+  // Random non-zero data: a 1 Mi-element block, repeated over the buffer.
+  const std::int64_t block = std::min<std::int64_t>(count, 1 << 20);
+  const std::vector<std::byte> host = testing::random_matrix(block, c.dtype, 42);
+  for (int k = 0; k < sets; ++k) {
+    auto in = allocate_device(bytes);
+    auto out = allocate_device(bytes);
+    if (!in.ok() || !out.ok()) {
+      std::fprintf(stderr, "allocation failed for %s\n", shape_str(c).c_str());
+      return;
+    }
+    for (std::size_t off = 0; off < bytes; off += host.size()) {
+      const std::size_t n = std::min(host.size(), bytes - off);
+      check(
+          cudaMemcpy(static_cast<char*>(in->data()) + off, host.data(), n, cudaMemcpyHostToDevice),
+          "fill");
+    }
+    check(cudaMemcpy(out->data(), in->data(), bytes, cudaMemcpyDeviceToDevice), "fill out");
+    check(cudaDeviceSynchronize(), "fill sync");  // pageable copies may still be in flight
+    ins.push_back(*std::move(in));
+    outs.push_back(*std::move(out));
+  }
+  const cudaStream_t s = res.stream();
+  const double moved = 2.0 * static_cast<double>(bytes);  // bytes read + bytes written
+
+  auto copy_ms = time_runs(
+      s,
+      [&](int k) {
+        return check(cudaMemcpyAsync(outs[k % sets].data(), ins[k % sets].data(), bytes,
+                                     cudaMemcpyDeviceToDevice, s),
+                     "copy");
+      },
+      [](int) { return true; });
+  if (!copy_ms) return;
+  const double copy_med = median(*copy_ms);
+  const double copy_gbps = moved / (copy_med * 1e6);
+  std::fprintf(stderr, "%-6s %-12s %-4s copy           %8.4f ms %7.1f GB/s\n", c.family.c_str(),
+               shape_str(c).c_str(), std::string(dtype_name(c.dtype)).c_str(), copy_med, copy_gbps);
+  {
+    Result r;
+    r.c = c;
+    r.variant = "cudaMemcpy D2D";
+    r.ran = true;
+    r.median_ms = copy_med;
+    r.min_ms = *std::min_element(copy_ms->begin(), copy_ms->end());
+    r.gbps = copy_gbps;
+    r.copy_gbps = copy_gbps;
+    r.ratio = 1.0;
+    r.reps = static_cast<int>(copy_ms->size());
+    results.push_back(r);
+  }
+
+  // The registry's CUDA variants, then (in sweep cases) the tuned kernel's other configurations.
+  struct Entry {
+    std::string name;
+    const TransposeVariant* v;  // null: a sweep configuration of a tuned kernel
+    int tiles_per_block = 0;    // > 0: transpose_vectorized with these knobs
+    int order = 0;
+    std::size_t batch_bytes = 0;  // > 0: transpose_inplace_rect with this strip batch
+  };
+  std::vector<Entry> entries;
+  for (const TransposeVariant& v : transpose_variants()) {
+    if (v.backend == Backend::kCuda) entries.push_back({std::string(v.name), &v});
+  }
+  if (c.sweep) {
+    const char* order_name[] = {"row-order", "diagonal", "mirror-pairs"};
+    for (auto [k, order] : {std::pair{1, kOrderRow},
+                            {1, kOrderDiagonal},
+                            {2, kOrderRow},
+                            {2, kOrderDiagonal},
+                            {2, kOrderMirror}}) {
+      if (k == kVectorizedTilesPerBlock && order == kVectorizedOrder)
+        continue;  // = the registry row
+      entries.push_back(
+          {"sweep: vectorized tiles/block=" + std::to_string(k) + " " + order_name[order], nullptr,
+           k, order});
+    }
+  }
+  if (c.sweep_rect) {
+    for (std::size_t mib : {4, 8, 32}) {
+      entries.push_back(
+          {"sweep: inplace_rect batch=" + std::to_string(mib) + "MiB", nullptr, 0, 0, mib << 20});
+    }
+  }
+  for (const Entry& en : entries) {
+    Result r;
+    r.c = c;
+    r.variant = en.name;
+    r.copy_gbps = copy_gbps;
+    const bool square = c.rows == c.cols;
+    const bool in_place = en.v != nullptr ? en.v->in_place : en.batch_bytes > 0;
+    // Problem for run k: out-of-place in -> out; in place on outs[], alternating direction for
+    // rectangular shapes (the even runs, rows x cols -> cols x rows, are the timed ones).
+    auto problem = [&](int k) {
+      const int set = in_place && !square ? (k / 2) % sets : k % sets;
+      if (!in_place) {
+        return canonicalize_transpose(c.rows, c.cols, Layout::kRowMajor, c.dtype, ins[set].data(),
+                                      outs[set].data(), 1.0);
+      }
+      const bool back = !square && (k % 2 == 1);
+      return canonicalize_transpose(back ? c.cols : c.rows, back ? c.rows : c.cols,
+                                    Layout::kRowMajor, c.dtype, outs[set].data(), outs[set].data(),
+                                    1.0);
+    };
+    if (en.v != nullptr) {
+      if (absl::Status st = check_transpose_variant(*en.v, problem(0)); !st.ok()) {
+        r.note = "n/a: " + std::string(st.message());
+        results.push_back(r);
+        continue;
+      }
+    }
+    const ExecContext ctx = res.context();
+    auto ms = time_runs(
+        s,
+        [&](int k) {
+          absl::Status st;
+          if (en.v != nullptr) {
+            st = en.v->launch(problem(k), ctx);
+          } else if (en.batch_bytes > 0) {
+            st = cuda_status(launch_transpose_inplace_rect_config(
+                                 problem(k), ctx.workspace, ctx.workspace_bytes, en.batch_bytes, s),
+                             "sweep");
+          } else {
+            st = cuda_status(
+                launch_transpose_vectorized_config(problem(k), en.tiles_per_block, en.order, s),
+                "sweep");
+          }
+          if (!st.ok())
+            std::fprintf(stderr, "%s: %s\n", en.name.c_str(), std::string(st.message()).c_str());
+          return st.ok();
+        },
+        [&](int k) { return !(in_place && !square) || k % 2 == 0; });
+    if (!ms || !check(cudaGetLastError(), "variant")) {
+      r.note = "failed";
+      results.push_back(r);
+      continue;
+    }
+    r.ran = true;
+    r.median_ms = median(*ms);
+    r.min_ms = *std::min_element(ms->begin(), ms->end());
+    r.gbps = moved / (r.median_ms * 1e6);
+    r.ratio = r.gbps / copy_gbps;
+    r.reps = static_cast<int>(ms->size());
+    std::fprintf(stderr, "%-6s %-12s %-4s %-44s %8.4f ms %7.1f GB/s %6.1f%% of copy\n",
+                 c.family.c_str(), shape_str(c).c_str(), std::string(dtype_name(c.dtype)).c_str(),
+                 r.variant.c_str(), r.median_ms, r.gbps, 100.0 * r.ratio);
+    results.push_back(r);
+  }
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o;
+}
+
+void write_json(const std::string& path, const std::vector<Result>& rs, const std::string& dev) {
+  std::ofstream f(path);
+  f << "{\n  \"device\": \"" << json_escape(dev) << "\",\n  \"results\": [\n";
+  for (std::size_t k = 0; k < rs.size(); ++k) {
+    const Result& r = rs[k];
+    f << "    {\"family\": \"" << r.c.family << "\", \"rows\": " << r.c.rows
+      << ", \"cols\": " << r.c.cols << ", \"dtype\": \"" << dtype_name(r.c.dtype)
+      << "\", \"variant\": \"" << r.variant << "\", \"ran\": " << (r.ran ? "true" : "false")
+      << ", \"median_ms\": " << r.median_ms << ", \"min_ms\": " << r.min_ms
+      << ", \"gbps\": " << r.gbps << ", \"copy_gbps\": " << r.copy_gbps
+      << ", \"ratio_to_copy\": " << r.ratio << ", \"reps\": " << r.reps << ", \"note\": \""
+      << json_escape(r.note) << "\"}" << (k + 1 < rs.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+void write_markdown(const std::string& path, const std::vector<Result>& rs) {
+  std::ofstream f(path);
+  f << "| family | shape | dtype | variant | median ms | GB/s | % of copy | runs |\n"
+    << "|---|---|---|---|---:|---:|---:|---:|\n";
+  char line[512];
+  for (const Result& r : rs) {
+    if (!r.ran) {
+      std::snprintf(line, sizeof line, "| %s | %s | %s | %s | - | - | n/a | - |\n",
+                    r.c.family.c_str(), shape_str(r.c).c_str(),
+                    std::string(dtype_name(r.c.dtype)).c_str(), r.variant.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %.4f | %.0f | %.1f%% | %d |\n",
+                    r.c.family.c_str(), shape_str(r.c).c_str(),
+                    std::string(dtype_name(r.c.dtype)).c_str(), r.variant.c_str(), r.median_ms,
+                    r.gbps, 100.0 * r.ratio, r.reps);
+    }
+    f << line;
+  }
+}
+
+int run(int argc, char** argv) {
+  std::string json = "transpose_bench.json", md = "transpose_bench.md";
+  bool quick = false;
+  for (int k = 1; k < argc; ++k) {
+    const std::string a = argv[k];
+    if (a == "--json" && k + 1 < argc)
+      json = argv[++k];
+    else if (a == "--md" && k + 1 < argc)
+      md = argv[++k];
+    else if (a == "--quick")
+      quick = true;
+    else {
+      std::fprintf(stderr, "usage: transpose_bench [--json FILE] [--md FILE] [--quick]\n");
+      return 2;
+    }
+  }
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "transpose_bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  auto res = StreamResources::create();
+  if (!res.ok()) {
+    std::fprintf(stderr, "stream resources: %s\n", std::string(res.status().message()).c_str());
+    return 1;
+  }
+  std::vector<Result> results;
+  for (const Case& c : cases(quick)) bench_case(c, *res, results);
+  write_json(json, results, prop.name);
+  write_markdown(md, results);
+  std::fprintf(stderr, "wrote %s and %s\n", json.c_str(), md.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace matserve::kernels
+
+int main(int argc, char** argv) {
+  return matserve::kernels::run(argc, argv);
+}
