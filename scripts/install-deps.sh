@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
+  build-essential cmake ninja-build pkg-config git ca-certificates curl openssl clang
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Writes the fuzz seed corpus (tests/fuzz/corpus): valid and invalid MultiplyRequest,
+TransposeRequest and UploadChunk messages, each prefixed by the selector byte the fuzz target
+reads (0 multiply, 1 transpose, 2 upload header). Rerun after a proto change:
+  PYTHONPATH=<build>/python /usr/bin/python3 tests/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+from matserve.v1 import matrix_service_pb2 as pb
+
+HANDLE = "00112233445566778899aabbccddeeff"  # the fuzz target's one known handle
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+SIZE = {pb.FP64: 8, pb.FP32: 4, pb.FP16: 2, pb.BF16: 2}
+
+
+def mat(rows, cols, dtype=pb.FP32, layout=pb.ROW_MAJOR, nbytes=None, fill=b"\x3f"):
+    n = rows * cols * SIZE.get(dtype, 4) if nbytes is None else nbytes
+    return pb.Matrix(rows=rows, cols=cols, dtype=dtype, layout=layout, data=fill * max(n, 0))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    seeds = {}
+    mul = {
+        "mul_ok_f32": pb.MultiplyRequest(a=mat(3, 5), b=mat(5, 2)),
+        "mul_ok_f64_trans": pb.MultiplyRequest(a=mat(5, 3, pb.FP64), b=mat(2, 5, pb.FP64),
+                                               transpose_a=True, transpose_b=True),
+        "mul_ok_f16_c": pb.MultiplyRequest(a=mat(4, 4, pb.FP16), b=mat(4, 4, pb.FP16),
+                                           c=mat(4, 4, pb.FP16), alpha=2.0, beta=0.5),
+        "mul_ok_bf16_out_f32": pb.MultiplyRequest(a=mat(2, 3, pb.BF16), b=mat(3, 2, pb.BF16),
+                                                  output_dtype=pb.FP32, compute=pb.COMPUTE_BF16),
+        "mul_ok_tf32_colmajor": pb.MultiplyRequest(a=mat(3, 3, layout=pb.COL_MAJOR), b=mat(3, 3),
+                                                   compute=pb.COMPUTE_TF32,
+                                                   output_layout=pb.COL_MAJOR),
+        "mul_ok_handles": pb.MultiplyRequest(a_handle=HANDLE, b_handle=HANDLE, transpose_b=True),
+        "mul_ok_handle_inline": pb.MultiplyRequest(a_handle=HANDLE, b=mat(8, 4), keep_result=True),
+        "mul_bad_short": pb.MultiplyRequest(a=mat(3, 5, nbytes=59), b=mat(5, 2)),
+        "mul_bad_dims": pb.MultiplyRequest(a=mat(3, 5), b=mat(4, 2)),
+        "mul_bad_overflow": pb.MultiplyRequest(
+            a=pb.Matrix(rows=1 << 62, cols=1 << 62, dtype=pb.FP32), b=mat(1, 1)),
+        "mul_bad_negative": pb.MultiplyRequest(a=pb.Matrix(rows=-4, cols=2, dtype=pb.FP32),
+                                               b=mat(2, 2)),
+        "mul_bad_nan_alpha": pb.MultiplyRequest(a=mat(2, 2), b=mat(2, 2), alpha=float("nan")),
+        "mul_bad_inf_beta": pb.MultiplyRequest(a=mat(2, 2), b=mat(2, 2), beta=float("inf")),
+        "mul_bad_enum": pb.MultiplyRequest(a=mat(2, 2, dtype=77), b=mat(2, 2)),
+        "mul_bad_compute": pb.MultiplyRequest(a=mat(2, 2), b=mat(2, 2), compute=99),
+        "mul_bad_unknown_handle": pb.MultiplyRequest(a_handle="ff" * 16, b=mat(2, 2)),
+        "mul_bad_both": pb.MultiplyRequest(a=mat(2, 2), a_handle=HANDLE, b=mat(2, 2)),
+        "mul_bad_c_shape": pb.MultiplyRequest(a=mat(2, 3), b=mat(3, 4), c=mat(4, 2)),
+        "mul_bad_dtype_mix": pb.MultiplyRequest(a=mat(2, 2), b=mat(2, 2, pb.FP64)),
+        "mul_bad_huge_out": pb.MultiplyRequest(a=mat(4096, 1), b=mat(1, 4096)),
+    }
+    for k, v in mul.items():
+        seeds[k] = b"\x00" + v.SerializeToString()
+    tr = {
+        "tr_ok": pb.TransposeRequest(a=mat(7, 3)),
+        "tr_ok_scale_f64": pb.TransposeRequest(a=mat(3, 7, pb.FP64), scale=-1.5, verify=True),
+        "tr_ok_inplace": pb.TransposeRequest(a_handle=HANDLE, in_place=True),
+        "tr_ok_keep": pb.TransposeRequest(a_handle=HANDLE, keep_result=True),
+        "tr_bad_inplace_inline": pb.TransposeRequest(a=mat(2, 2), in_place=True),
+        "tr_bad_scale_nan": pb.TransposeRequest(a=mat(2, 2), scale=float("nan")),
+        "tr_bad_long": pb.TransposeRequest(a=mat(2, 2, nbytes=17)),
+        "tr_bad_layout": pb.TransposeRequest(a=mat(2, 2, layout=5)),
+    }
+    for k, v in tr.items():
+        seeds[k] = b"\x01" + v.SerializeToString()
+    up = {
+        "up_ok_header": pb.UploadChunk(header=pb.Matrix(rows=64, cols=32, dtype=pb.FP32)),
+        "up_ok_whole": pb.UploadChunk(header=mat(4, 4, pb.FP64)),
+        "up_bad_zero": pb.UploadChunk(header=pb.Matrix(rows=0, cols=32, dtype=pb.FP32)),
+        "up_bad_big": pb.UploadChunk(header=pb.Matrix(rows=4096, cols=4096, dtype=pb.FP64)),
+        "up_bad_dtype": pb.UploadChunk(header=pb.Matrix(rows=2, cols=2)),
+        "up_data": pb.UploadChunk(data=struct.pack("<4f", 1, 2, 3, 4)),
+    }
+    for k, v in up.items():
+        seeds[k] = b"\x02" + v.SerializeToString()
+    seeds["garbage"] = b"\x00\xff\xff\xff\xff\x0f"
+    for name, data in seeds.items():
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+    print(f"make_corpus: {len(seeds)} seeds in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
