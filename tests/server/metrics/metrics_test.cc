@@ -1,0 +1,197 @@
+// Metrics module: what record() and the snapshot sources turn into, read back from the text
+// exposition the endpoint serves (counts, stage histograms, kernel counters, runtime and GPU
+// gauges), with NVML absent and with the fake NVML library.
+#include "server/metrics/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/metrics/device_uuid.h"
+#include "tests/server/metrics/scrape_parser.h"
+
+namespace matserve::server {
+namespace {
+
+using testing::has_family;
+using testing::sample_sum;
+
+Metrics make_metrics() {
+  return Metrics(BuildInfo{"1.2.3", "abc", "none", "cpu"});
+}
+
+RequestRecord gemm_ok(const std::string& variant, double kernel_us) {
+  RequestRecord r{.rpc = "Multiply",
+                  .op = "gemm",
+                  .variant = variant,
+                  .precision = "fp32",
+                  .device = "cpu",
+                  .code = "OK"};
+  r.times = StageTimes{.queue_us = 10,
+                       .host_to_device_us = 20,
+                       .kernel_us = kernel_us,
+                       .device_to_host_us = 30,
+                       .total_us = 100 + kernel_us};
+  r.work = 2.0 * 64 * 64 * 64;
+  r.problem_size = 64.0 * 64 * 64;
+  r.bytes_received = 1000;
+  r.bytes_sent = 500;
+  return r;
+}
+
+TEST(MetricsTest, CountsRequestsByRpcVariantAndCode) {
+  Metrics m = make_metrics();
+  m.record(gemm_ok("openblas", 50));
+  m.record(gemm_ok("openblas", 70));
+  RequestRecord bad{.rpc = "Multiply",
+                    .op = "gemm",
+                    .variant = "none",
+                    .precision = "none",
+                    .device = "none",
+                    .code = "INVALID_ARGUMENT"};
+  bad.bytes_received = 7;
+  m.record(bad);
+  const std::string text = m.scrape();
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"code", "OK"}, {"variant", "openblas"}}),
+            2);
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"code", "INVALID_ARGUMENT"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_received_bytes_total", {{"rpc", "Multiply"}}), 2007);
+  EXPECT_EQ(sample_sum(text, "matserve_sent_bytes_total", {{"rpc", "Multiply"}}), 1000);
+  EXPECT_EQ(sample_sum(text, "matserve_build_info", {{"version", "1.2.3"}, {"backend", "cpu"}}), 1);
+}
+
+TEST(MetricsTest, StageHistogramsAddUpWithinTheTotal) {
+  Metrics m = make_metrics();
+  m.record(gemm_ok("openblas", 50));
+  const std::string text = m.scrape();
+  const auto stage_sum = [&](const char* stage) {
+    return sample_sum(text, "matserve_request_duration_seconds_sum", {{"stage", stage}});
+  };
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count", {{"stage", "total"}}), 1);
+  EXPECT_DOUBLE_EQ(stage_sum("kernel"), 50e-6);
+  EXPECT_DOUBLE_EQ(stage_sum("total"), 150e-6);
+  EXPECT_LE(stage_sum("queue") + stage_sum("host_to_device") + stage_sum("kernel") +
+                stage_sum("device_to_host"),
+            stage_sum("total"));
+  // 50 us lands in the first bucket (le=5e-05); 150 us in le=0.0002.
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_bucket",
+                       {{"stage", "kernel"}, {"le", "5e-05"}}),
+            1);
+}
+
+TEST(MetricsTest, FailedRequestsObserveNoStagesAndNoKernelWork) {
+  Metrics m = make_metrics();
+  RequestRecord bad{.rpc = "Transpose",
+                    .op = "transpose",
+                    .variant = "none",
+                    .precision = "fp32",
+                    .device = "none",
+                    .code = "RESOURCE_EXHAUSTED"};
+  m.record(bad);
+  const std::string text = m.scrape();
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"code", "RESOURCE_EXHAUSTED"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count"), -1);
+  EXPECT_EQ(sample_sum(text, "matserve_kernel_seconds_total"), -1);
+}
+
+TEST(MetricsTest, KernelCountersGiveTheAchievedRate) {
+  Metrics m = make_metrics();
+  m.record(gemm_ok("openblas", 50));
+  RequestRecord t{.rpc = "Transpose",
+                  .op = "transpose",
+                  .variant = "blocked",
+                  .precision = "fp32",
+                  .device = "cpu",
+                  .code = "OK"};
+  t.times.kernel_us = 4;
+  t.work = 8000;  // bytes read + written
+  m.record(t);
+  const std::string text = m.scrape();
+  const double flops = sample_sum(text, "matserve_kernel_flops_total", {{"variant", "openblas"}});
+  const double seconds = sample_sum(text, "matserve_kernel_seconds_total", {{"op", "gemm"}});
+  EXPECT_DOUBLE_EQ(flops, 2.0 * 64 * 64 * 64);
+  EXPECT_NEAR(flops / seconds / 1e9, 2.0 * 64 * 64 * 64 / 50e-6 / 1e9, 1e-6);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_kernel_bytes_total", {{"variant", "blocked"}}), 8000);
+  EXPECT_EQ(sample_sum(text, "matserve_problem_size_elements_count", {{"op", "gemm"}}), 1);
+}
+
+TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
+  Metrics m = make_metrics();
+  int queued = 3;
+  m.set_runtime_source([&queued] {
+    DeviceStats d;
+    d.label = "cuda:0";
+    d.scheduler.slots = 4;
+    d.scheduler.running = 2;
+    d.scheduler.queued = queued;
+    d.scheduler.rejected_queue = 5;
+    d.pool.budget_bytes = 1000;
+    d.pool.in_use_bytes = 300;
+    d.pool.long_lived_bytes = 100;
+    d.pool.cached_bytes = 200;
+    d.pool.hits = 9;
+    d.pool.misses = 1;
+    d.staging_pinned_bytes = 64;
+    return RuntimeSnapshot{{d}, ResidentStats{.count = 2, .bytes = 100, .expired_total = 1}};
+  });
+  std::string text = m.scrape();
+  const std::map<std::string, std::string> dev = {{"device", "cuda:0"}};
+  EXPECT_EQ(sample_sum(text, "matserve_queue_depth", dev), 3);
+  EXPECT_EQ(sample_sum(text, "matserve_execution_slots", dev), 4);
+  EXPECT_EQ(sample_sum(text, "matserve_execution_slots_in_use", dev), 2);
+  EXPECT_EQ(sample_sum(text, "matserve_admission_rejections_total", {{"reason", "queue_full"}}), 5);
+  EXPECT_EQ(sample_sum(text, "matserve_device_pool_bytes", {{"state", "in_use"}}), 300);
+  EXPECT_EQ(sample_sum(text, "matserve_device_pool_bytes", {{"state", "cached"}}), 200);
+  EXPECT_EQ(sample_sum(text, "matserve_device_pool_allocations_total", {{"result", "miss"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_device_pool_resident_bytes", dev), 100);
+  EXPECT_EQ(sample_sum(text, "matserve_staging_pinned_bytes", dev), 64);
+  EXPECT_EQ(sample_sum(text, "matserve_resident_matrices"), 2);
+  EXPECT_EQ(sample_sum(text, "matserve_resident_expired_total"), 1);
+  queued = 0;
+  text = m.scrape();
+  EXPECT_EQ(sample_sum(text, "matserve_queue_depth", dev), 0);
+}
+
+TEST(MetricsTest, NoRuntimeSourceAndNoNvmlExportNeither) {
+  Metrics m = make_metrics();
+  m.set_gpu_source(Nvml::load("/nonexistent/libnvidia-ml.so.1"), {});
+  const std::string text = m.scrape();
+  EXPECT_FALSE(has_family(text, "matserve_queue_depth"));
+  EXPECT_FALSE(has_family(text, "matserve_resident_matrices"));
+  EXPECT_EQ(text.find("matserve_gpu_"), std::string::npos);
+}
+
+TEST(NvmlTest, MissingLibraryGivesNull) {
+  EXPECT_EQ(Nvml::load("/nonexistent/libnvidia-ml.so.1"), nullptr);
+}
+
+TEST(NvmlTest, FakeLibraryGivesLabelledGpuGauges) {
+  std::unique_ptr<Nvml> nvml = Nvml::load(MATSERVE_FAKE_NVML);
+  ASSERT_NE(nvml, nullptr);
+  Metrics m = make_metrics();
+  m.set_gpu_source(std::move(nvml), {{"GPU-00000000-0000-0000-0000-000000000001", "cuda:0"}});
+  const std::string text = m.scrape();
+  // GPU 1 is the server's cuda:0; GPU 0 is on the machine but unused by this server.
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio",
+                              {{"gpu", "1"},
+                               {"device", "cuda:0"},
+                               {"uuid", "GPU-00000000-0000-0000-0000-000000000001"}}),
+                   0.38);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio", {{"device", "unused"}}),
+                   0.37);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_memory_total_bytes", {{"gpu", "0"}}),
+                   80.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_power_watts", {{"gpu", "0"}}), 123.456);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_power_watts", {{"gpu", "1"}}), -1);  // unsupported
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_sm_clock_hertz", {{"gpu", "0"}}), 1755e6);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_temperature_celsius", {{"gpu", "1"}}), 41);
+}
+
+TEST(DeviceUuidTest, FormatsLikeNvml) {
+  const unsigned char bytes[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+                                   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+  EXPECT_EQ(format_gpu_uuid(bytes), "GPU-12345678-9abc-def0-0123-456789abcdef");
+}
+
+}  // namespace
+}  // namespace matserve::server
