@@ -9,11 +9,11 @@ void append_cpu_variants(std::vector<GemmVariant>& gemm, std::vector<TransposeVa
   gemm.push_back(GemmVariant{
       .name = "cpu_openblas",
       .family = "cpu",
-      .description = "OpenBLAS sgemm/dgemm; tf32/fp16/bf16 emulated by rounding the operands to "
-                     "that format and accumulating in fp32",
+      .description = "OpenBLAS sgemm/dgemm; tf32/fp16/bf16/fp8 emulated by rounding the operands "
+                     "to that format (fp8 with per-tensor scales) and accumulating in fp32",
       .constraints = "",
       .backend = Backend::kCpu,
-      .precisions = kAllPrecisions,
+      .precisions = kAllPrecisions | precision_bit(Precision::kF8),
       .can_implement = nullptr,
       .launch = &openblas_gemm,
   });

@@ -38,10 +38,10 @@ void transpose_scaled(const TransposeProblem& p) {
         for (std::int64_t j = j0; j < j1; ++j) {
           // Multiply in the data's own width, as a GPU kernel would (fp32 for 16-bit types).
           const double v = load_element(p.in, p.dtype, i * p.ld_in + j);
-          const double scaled = p.dtype == DType::kF64
-                                    ? p.scale * v
-                                    : static_cast<double>(static_cast<float>(p.scale) *
-                                                          static_cast<float>(v));
+          const double scaled =
+              p.dtype == DType::kF64
+                  ? p.scale * v
+                  : static_cast<double>(static_cast<float>(p.scale) * static_cast<float>(v));
           store_element(p.out, p.dtype, j * p.ld_out + i, scaled);
         }
       }
@@ -59,15 +59,15 @@ absl::Status cpu_blocked_transpose(const TransposeProblem& p, const ExecContext&
   switch (dtype_size(p.dtype)) {
     case 8: transpose_bits<std::uint64_t>(p); break;
     case 4: transpose_bits<std::uint32_t>(p); break;
-    default: transpose_bits<std::uint16_t>(p); break;
+    case 2: transpose_bits<std::uint16_t>(p); break;
+    default: transpose_bits<std::uint8_t>(p); break;
   }
   return absl::OkStatus();
 }
 
 absl::Status cpu_inplace_transpose(const TransposeProblem& p, const ExecContext& ctx) {
   // The transpose of the matrix in a scratch copy, then the copy back over the original.
-  const std::size_t bytes =
-      static_cast<std::size_t>(p.rows * p.cols) * dtype_size(p.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(p.rows * p.cols) * dtype_size(p.dtype);
   std::vector<std::byte> scratch(bytes);
   TransposeProblem q = p;
   q.out = scratch.data();

@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/element.h"
@@ -11,18 +13,28 @@
 namespace matserve::kernels {
 namespace {
 
-CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
+CBLAS_TRANSPOSE trans(bool t) {
+  return t ? CblasTrans : CblasNoTrans;
+}
 
 // The elements of a stored operand (`count` of them, leading-dimension layout unchanged) as fp32,
-// rounded to the precision the request computes in.
+// rounded to the precision the request computes in. fp8 of wider data is quantized as the GPU
+// does it: one scale per tensor (448 / amax), e4m3 rounding, then the scale undone; e4m3 data is
+// taken as it is.
 std::vector<float> operand_as_f32(const void* data, DType t, std::int64_t count, Precision p) {
   std::vector<float> out(static_cast<std::size_t>(count));
+  float amax = 0.0f;
   for (std::int64_t i = 0; i < count; ++i) {
     float v = static_cast<float>(load_element(data, t, i));
     if (p == Precision::kTF32) v = round_to_tf32(v);
     if (p == Precision::kF16) v = half_to_float(float_to_half(v));
     if (p == Precision::kBF16) v = bf16_to_float(float_to_bf16(v));
+    amax = std::max(amax, std::fabs(v));
     out[static_cast<std::size_t>(i)] = v;
+  }
+  if (p == Precision::kF8 && t != DType::kF8E4M3 && amax > 0.0f) {
+    const float scale = 448.0f / amax;
+    for (float& v : out) v = e4m3_to_float(float_to_e4m3(v * scale)) / scale;
   }
   return out;
 }
@@ -67,8 +79,8 @@ absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
     }
   }
   cblas_sgemm(CblasRowMajor, trans(p.a_trans), trans(p.b_trans), m, n, k,
-              static_cast<float>(p.alpha), a.data(), lda, b.data(), ldb,
-              static_cast<float>(p.beta), c.data(), ldc);
+              static_cast<float>(p.alpha), a.data(), lda, b.data(), ldb, static_cast<float>(p.beta),
+              c.data(), ldc);
   for (std::int64_t i = 0; i < p.m; ++i) {
     for (std::int64_t j = 0; j < p.n; ++j) {
       store_element(p.c, p.out_type, i * p.ldc + j, c[static_cast<std::size_t>(i * p.ldc + j)]);

@@ -180,7 +180,7 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
     k->set_operation(v1::GEMM);
     for (kernels::Precision p :
          {kernels::Precision::kF64, kernels::Precision::kF32, kernels::Precision::kTF32,
-          kernels::Precision::kF16, kernels::Precision::kBF16}) {
+          kernels::Precision::kF16, kernels::Precision::kBF16, kernels::Precision::kF8}) {
       if (v.supports(p)) k->add_precisions(std::string(kernels::precision_name(p)));
     }
     k->set_constraints(std::string(v.constraints));

@@ -9,6 +9,7 @@ std::optional<kernels::DType> from_proto(v1::DataType t) {
     case v1::FP32: return kernels::DType::kF32;
     case v1::FP16: return kernels::DType::kF16;
     case v1::BF16: return kernels::DType::kBF16;
+    case v1::FP8_E4M3: return kernels::DType::kF8E4M3;
     default: return std::nullopt;
   }
 }
@@ -19,6 +20,7 @@ v1::DataType to_proto(kernels::DType t) {
     case kernels::DType::kF32: return v1::FP32;
     case kernels::DType::kF16: return v1::FP16;
     case kernels::DType::kBF16: return v1::BF16;
+    case kernels::DType::kF8E4M3: return v1::FP8_E4M3;
   }
   return v1::DATA_TYPE_UNSPECIFIED;
 }
@@ -39,6 +41,7 @@ std::optional<kernels::Compute> from_proto(v1::ComputeMode c) {
     case v1::COMPUTE_TF32: return kernels::Compute::kTF32;
     case v1::COMPUTE_FP16: return kernels::Compute::kF16;
     case v1::COMPUTE_BF16: return kernels::Compute::kBF16;
+    case v1::COMPUTE_FP8: return kernels::Compute::kF8;
     default: return std::nullopt;
   }
 }

@@ -52,7 +52,8 @@ absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matr
   const std::optional<kernels::DType> dtype = from_proto(m.dtype());
   if (!dtype.has_value()) {
     return absl::InvalidArgumentError(
-        StrCat(field, ".dtype: must be FP64, FP32, FP16 or BF16 (got ", name_of(m.dtype()), ")"));
+        StrCat(field, ".dtype: must be FP64, FP32, FP16, BF16 or FP8_E4M3 (got ",
+               name_of(m.dtype()), ")"));
   }
   const std::optional<kernels::Layout> layout = from_proto(m.layout());
   if (!layout.has_value()) {
@@ -205,6 +206,11 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (!precision.ok()) return precision.status();
   job.precision = *precision;
   job.out_dtype = job.a.dtype;
+  if (job.a.dtype == kernels::DType::kF8E4M3 &&
+      request.output_dtype() == v1::DATA_TYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "output_dtype: required for FP8_E4M3 inputs (FP32 or BF16; results are not stored in fp8)");
+  }
   if (request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED) {
     const std::optional<kernels::DType> out = from_proto(request.output_dtype());
     if (!out.has_value()) {

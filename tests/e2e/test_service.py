@@ -183,7 +183,7 @@ class ServiceTest(unittest.TestCase):
             (IA, "b: missing", dict(a=matrix(a))),
             (IA, "variant: unknown GEMM kernel 'warp9'", dict(a=matrix(a), b=matrix(b), variant="warp9")),
             (IA, "is a transpose kernel", dict(a=matrix(a), b=matrix(b), variant="cpu_blocked")),
-            (IA, "a.dtype: must be FP64, FP32, FP16 or BF16",
+            (IA, "a.dtype: must be FP64, FP32, FP16, BF16 or FP8_E4M3",
              dict(a=pb.Matrix(rows=4, cols=3, data=a.tobytes()), b=matrix(b))),
             (IA, "a.dtype", dict(a=pb.Matrix(rows=4, cols=3, dtype=77, data=a.tobytes()), b=matrix(b))),
             (IA, "compute: mode 'tf32' is not available for fp64",
