@@ -16,7 +16,8 @@ step() {  # step NAME COMMAND...: runs, records ok/FAILED
   if "$@"; then status+=("ok      $name"); else status+=("FAILED  $name"); failed=1; fi
 }
 
-step "GPU test binaries" "$bundle/run-gpu-checks.sh"
+# GPU_TEST_FILTER (a gtest filter) limits the GPU test binaries, e.g. to a quick subset.
+step "GPU test binaries" "$bundle/run-gpu-checks.sh" ${GPU_TEST_FILTER:+"$GPU_TEST_FILTER"}
 
 "$bundle/with-env.sh" true
 "$bundle/with-env.sh" matserve --listen=127.0.0.1:50051 --metrics_listen=127.0.0.1:9464 \
