@@ -14,9 +14,10 @@ from matserve.v1 import matrix_service_pb2 as pb
 from server_process import ServerProcess, health_check, matrix
 from test_service import decode, from_bf16_bits, rand, rel_l2, to_bf16_bits
 
-TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2}
+TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2, "fp8": 6e-2}
+# fp8 runs on fp32 data, quantized on the device with per-tensor scales.
 COMPUTE = {"fp64": pb.COMPUTE_DEFAULT, "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32,
-           "fp16": pb.COMPUTE_DEFAULT, "bf16": pb.COMPUTE_DEFAULT}
+           "fp16": pb.COMPUTE_DEFAULT, "bf16": pb.COMPUTE_DEFAULT, "fp8": pb.COMPUTE_FP8}
 
 
 def operands(precision, m, n, k, ta, tb):
@@ -79,7 +80,7 @@ class GpuServiceTest(unittest.TestCase):
                             r = self.stub.Multiply(pb.MultiplyRequest(
                                 a=ma, b=mb, transpose_a=ta, transpose_b=tb, variant=kernel.name,
                                 compute=COMPUTE[precision],
-                                output_dtype=pb.FP32 if precision in ("fp16", "bf16") else 0),
+                                output_dtype=pb.FP32 if precision in ("fp16", "bf16", "fp8") else 0),
                                 timeout=120)
                         except grpc.RpcError as e:
                             if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
