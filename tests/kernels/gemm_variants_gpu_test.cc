@@ -45,7 +45,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Shape> shapes = {{1, 1, 1},       {7, 5, 3},   {61, 17, 131},   {17, 9, 33},
-                               {1000, 1, 1000}, {1, 4096, 1}, {4095, 4097, 33}, {129, 257, 4099},
+                               {1000, 1, 1000}, {1, 4096, 1}, {4095, 4097, 33}, {4095, 4097, 61}, {129, 257, 4099},
                                {2048, 2048, 2048}};
   std::vector<Case> out;
   for (const Shape& s : shapes) {
