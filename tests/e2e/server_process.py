@@ -21,13 +21,14 @@ MAX_MESSAGE = 1 << 30
 class ServerProcess:
     """A running matserve; use as a context manager or call stop()."""
 
-    def __init__(self, *extra_args, backend=None, start_channel=True):
+    def __init__(self, *extra_args, backend=None, start_channel=True, env=None):
         binary = os.environ.get("MATSERVE_SERVER", "matserve")
         backend = backend or os.environ.get("MATSERVE_BACKEND", "cpu")
         args = [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
                 f"--backend={backend}", *extra_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1,
+                                     env={**os.environ, **env} if env else None)
         self.lines = []
         self.port = None
         self.metrics_port = None

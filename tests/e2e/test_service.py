@@ -259,14 +259,29 @@ class ServiceTest(unittest.TestCase):
         self.assertIn(b"matserve.v1.MatrixService", reflection_services(self.server.channel))
 
 
+def in_flight(server):
+    """The server's matserve_requests_in_flight gauge, from /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("matserve_requests_in_flight"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_drains_in_flight_then_refuses_and_exits_zero(self):
-        server = ServerProcess("--cpu_concurrency=1")
+        server = ServerProcess("--cpu_concurrency=1", env={"OPENBLAS_NUM_THREADS": "1"})
         a = rand(1400, 1400, np.float64)
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             slow = pool.submit(server.stub.Multiply,
                                pb.MultiplyRequest(a=matrix(a), b=matrix(a)), timeout=120)
-            time.sleep(0.3)  # the request is running (or queued) on the server
+            # Wait until the server has the request (its in-flight gauge), then signal.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and in_flight(server) < 1:
+                time.sleep(0.02)
+            self.assertGreaterEqual(in_flight(server), 1)
             server.proc.send_signal(signal.SIGTERM)
             # Health turns NOT_SERVING, new calls are refused while the slow one finishes.
             deadline = time.monotonic() + 10
