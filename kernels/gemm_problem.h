@@ -1,6 +1,6 @@
 // The canonical GEMM every kernel implements: C (m x n, row-major) = alpha * A' * B' + beta * C.
-// Any request (layouts, op(A), op(B)) reduces to this form on the host (see canonicalize_gemm), so a
-// kernel handles exactly two operand orders per operand and never sees a column-major output.
+// Any request (layouts, op(A), op(B)) reduces to this form on the host (see canonicalize_gemm), so
+// a kernel handles exactly two operand orders per operand and never sees a column-major output.
 // Plain C++ (no CUDA, no absl) so .cu files can include it.
 #pragma once
 

@@ -29,8 +29,12 @@ const Registry& registry() {
 
 }  // namespace
 
-const std::vector<GemmVariant>& gemm_variants() { return registry().gemm; }
-const std::vector<TransposeVariant>& transpose_variants() { return registry().transpose; }
+const std::vector<GemmVariant>& gemm_variants() {
+  return registry().gemm;
+}
+const std::vector<TransposeVariant>& transpose_variants() {
+  return registry().transpose;
+}
 
 const GemmVariant* find_gemm_variant(std::string_view name) {
   for (const GemmVariant& v : gemm_variants()) {
@@ -59,8 +63,9 @@ absl::Status check_gemm_variant(const GemmVariant& v, const GemmProblem& p) {
 
 absl::Status check_transpose_variant(const TransposeVariant& v, const TransposeProblem& p) {
   if (v.in_place != (p.in == p.out)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "variant '", std::string(v.name), "' is ", v.in_place ? "in-place (resident matrices only)" : "out-of-place"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", std::string(v.name), "' is ",
+                     v.in_place ? "in-place (resident matrices only)" : "out-of-place"));
   }
   if (v.can_implement != nullptr) return v.can_implement(p);
   return absl::OkStatus();

@@ -18,15 +18,17 @@ namespace matserve::kernels {
 enum class Backend { kCuda, kCpu };
 enum class Operation { kGemm, kTranspose };
 
-constexpr std::string_view backend_name(Backend b) { return b == Backend::kCuda ? "cuda" : "cpu"; }
+constexpr std::string_view backend_name(Backend b) {
+  return b == Backend::kCuda ? "cuda" : "cpu";
+}
 
 // What a launch may use besides the problem: the stream and the per-stream library handles. The
 // runtime owns all of these (one set per stream); a kernel never creates or caches them.
 struct ExecContext {
-  void* stream = nullptr;           // cudaStream_t; null on the CPU backend
-  void* cublas = nullptr;           // cublasHandle_t bound to `stream`
-  void* cublaslt = nullptr;         // cublasLtHandle_t
-  void* workspace = nullptr;        // device scratch for library calls, per stream
+  void* stream = nullptr;     // cudaStream_t; null on the CPU backend
+  void* cublas = nullptr;     // cublasHandle_t bound to `stream`
+  void* cublaslt = nullptr;   // cublasLtHandle_t
+  void* workspace = nullptr;  // device scratch for library calls, per stream
   std::size_t workspace_bytes = 0;
 };
 

@@ -25,7 +25,8 @@ void append_cuda_variants(std::vector<GemmVariant>& gemm,
   transpose.push_back(TransposeVariant{
       .name = "cublas_geam",
       .family = "library",
-      .description = "cuBLAS geam with op(A) = T and beta = 0: the library's out-of-place transpose",
+      .description =
+          "cuBLAS geam with op(A) = T and beta = 0: the library's out-of-place transpose",
       .constraints = "fp32 and fp64 only; dimensions below 2^31",
       .backend = Backend::kCuda,
       .in_place = false,

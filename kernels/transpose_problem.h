@@ -1,7 +1,7 @@
 // The canonical transpose every transpose kernel implements: out (cols x rows, row-major) =
-// scale * in^T, with in rows x cols row-major. A column-major matrix is the row-major storage of its
-// transpose, so it reduces to the same form with rows and cols swapped (see canonicalize_transpose).
-// Plain C++ (no CUDA, no absl) so .cu files can include it.
+// scale * in^T, with in rows x cols row-major. A column-major matrix is the row-major storage of
+// its transpose, so it reduces to the same form with rows and cols swapped (see
+// canonicalize_transpose). Plain C++ (no CUDA, no absl) so .cu files can include it.
 #pragma once
 
 #include <cstdint>

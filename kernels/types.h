@@ -62,7 +62,9 @@ constexpr std::string_view precision_name(Precision p) {
 
 // Bit set of precisions, for registry entries.
 using PrecisionSet = std::uint32_t;
-constexpr PrecisionSet precision_bit(Precision p) { return 1u << static_cast<unsigned>(p); }
+constexpr PrecisionSet precision_bit(Precision p) {
+  return 1u << static_cast<unsigned>(p);
+}
 // The five classic precisions (fp8 is claimed only by variants that implement it).
 constexpr PrecisionSet kAllPrecisions = 0x1f;
 

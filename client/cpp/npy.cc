@@ -316,8 +316,8 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path, const NpyReadOptions& 
 
 absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
   if (NpyDescr(array.dtype).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ".npy: no descr for dtype ", std::string(kernels::dtype_name(array.dtype))));
+    return absl::InvalidArgumentError(
+        absl::StrCat(".npy: no descr for dtype ", std::string(kernels::dtype_name(array.dtype))));
   }
   const auto esize = static_cast<std::int64_t>(kernels::dtype_size(array.dtype));
   if (array.rows < 0 || array.cols < 0 ||

@@ -22,8 +22,8 @@ std::vector<double> reference_transpose(const TransposeProblem& p);
 
 struct ErrorStats {
   double max_abs_error = 0.0;
-  double rel_l2_error = 0.0;  // ||out - ref|| / ||ref|| (absolute L2 when ||ref|| == 0)
-  std::int64_t nonfinite = 0; // NaN or Inf elements in `out`
+  double rel_l2_error = 0.0;   // ||out - ref|| / ||ref|| (absolute L2 when ||ref|| == 0)
+  std::int64_t nonfinite = 0;  // NaN or Inf elements in `out`
 };
 
 // Compares `out` (rows x cols, row-major, leading dimension ld, dtype t) with `ref` (dense).

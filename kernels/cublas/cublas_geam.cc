@@ -35,10 +35,10 @@ absl::Status cublas_geam_transpose(const TransposeProblem& p, const ExecContext&
     const double alpha = p.scale;
     const double beta = 0.0;
     auto* out = static_cast<double*>(p.out);
-    return cublas_status(cublasDgeam(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, &alpha,
-                                     static_cast<const double*>(p.in), lda, &beta, out, ldc, out,
-                                     ldc),
-                         "cublasDgeam");
+    return cublas_status(
+        cublasDgeam(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, &alpha,
+                    static_cast<const double*>(p.in), lda, &beta, out, ldc, out, ldc),
+        "cublasDgeam");
   }
   const float alpha = static_cast<float>(p.scale);
   const float beta = 0.0f;

@@ -63,10 +63,10 @@ absl::Status cublas_gemm(const GemmProblem& p, const ExecContext& ctx) {
   const cublasOperation_t op_second = p.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   return cublas_status(
       cublasGemmEx(handle, op_first, op_second, static_cast<int>(p.n), static_cast<int>(p.m),
-                   static_cast<int>(p.k), alpha, p.b, cuda_type(p.in_type),
-                   static_cast<int>(p.ldb), p.a, cuda_type(p.in_type), static_cast<int>(p.lda),
-                   beta, p.c, cuda_type(p.out_type), static_cast<int>(p.ldc),
-                   compute_type(p.precision), CUBLAS_GEMM_DEFAULT),
+                   static_cast<int>(p.k), alpha, p.b, cuda_type(p.in_type), static_cast<int>(p.ldb),
+                   p.a, cuda_type(p.in_type), static_cast<int>(p.lda), beta, p.c,
+                   cuda_type(p.out_type), static_cast<int>(p.ldc), compute_type(p.precision),
+                   CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
 }
 

@@ -12,28 +12,48 @@ namespace {
 template <typename T>
 __device__ float to_float(T v);
 template <>
-__device__ float to_float<float>(float v) { return v; }
+__device__ float to_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ float to_float<double>(double v) { return static_cast<float>(v); }
+__device__ float to_float<double>(double v) {
+  return static_cast<float>(v);
+}
 template <>
-__device__ float to_float<__half>(__half v) { return __half2float(v); }
+__device__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
 template <>
-__device__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <>
-__device__ float to_float<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+__device__ float to_float<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) {
+  return static_cast<float>(v);
+}
 
 template <typename T>
 __device__ T from_float(float v);
 template <>
-__device__ float from_float<float>(float v) { return v; }
+__device__ float from_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ double from_float<double>(float v) { return v; }
+__device__ double from_float<double>(float v) {
+  return v;
+}
 template <>
-__device__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+__device__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 template <>
-__device__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }  // satfinite
+__device__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
+  return __nv_fp8_e4m3(v);
+}  // satfinite
 
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, std::int64_t count) {
@@ -49,8 +69,8 @@ cudaError_t run(const void* src, void* dst, std::int64_t count, cudaStream_t str
   constexpr int kThreads = 256;
   const std::int64_t blocks = (count + kThreads - 1) / kThreads;
   const int grid = static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-  convert_kernel<S, D><<<grid, kThreads, 0, stream>>>(static_cast<const S*>(src),
-                                                      static_cast<D*>(dst), count);
+  convert_kernel<S, D>
+      <<<grid, kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), count);
   return cudaGetLastError();
 }
 

@@ -44,12 +44,24 @@ class CudaOwned {
 };
 
 namespace detail {
-inline void free_device(void* p) { cudaFree(p); }
-inline void free_host(void* p) { cudaFreeHost(p); }
-inline void destroy_stream(cudaStream_t s) { cudaStreamDestroy(s); }
-inline void destroy_event(cudaEvent_t e) { cudaEventDestroy(e); }
-inline void destroy_cublas(cublasHandle_t h) { cublasDestroy(h); }
-inline void destroy_cublaslt(cublasLtHandle_t h) { cublasLtDestroy(h); }
+inline void free_device(void* p) {
+  cudaFree(p);
+}
+inline void free_host(void* p) {
+  cudaFreeHost(p);
+}
+inline void destroy_stream(cudaStream_t s) {
+  cudaStreamDestroy(s);
+}
+inline void destroy_event(cudaEvent_t e) {
+  cudaEventDestroy(e);
+}
+inline void destroy_cublas(cublasHandle_t h) {
+  cublasDestroy(h);
+}
+inline void destroy_cublaslt(cublasLtHandle_t h) {
+  cublasLtDestroy(h);
+}
 }  // namespace detail
 
 // A byte buffer in device memory (cudaMalloc) or pinned host memory (cudaMallocHost).
@@ -92,8 +104,8 @@ inline absl::StatusOr<PinnedBuffer> allocate_pinned(std::size_t bytes) {
 
 inline absl::StatusOr<Stream> create_stream() {
   cudaStream_t s = nullptr;
-  if (absl::Status st = cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                                    "cudaStreamCreate");
+  if (absl::Status st =
+          cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
       !st.ok()) {
     return st;
   }

@@ -19,8 +19,8 @@ absl::StatusOr<StreamResources> StreamResources::create(std::size_t workspace_by
   absl::StatusOr<DeviceBuffer> ws = allocate_device(workspace_bytes);
   if (!ws.ok()) return ws.status();
   r.workspace_ = *std::move(ws);
-  if (absl::Status s = cublas_status(cublasSetStream(r.cublas_.get(), r.stream_.get()),
-                                     "cublasSetStream");
+  if (absl::Status s =
+          cublas_status(cublasSetStream(r.cublas_.get(), r.stream_.get()), "cublasSetStream");
       !s.ok()) {
     return s;
   }

@@ -17,7 +17,8 @@ inline constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
 class StreamResources {
  public:
   // On the current device.
-  static absl::StatusOr<StreamResources> create(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
+  static absl::StatusOr<StreamResources> create(
+      std::size_t workspace_bytes = kDefaultWorkspaceBytes);
 
   ExecContext context() const;
   cudaStream_t stream() const { return stream_.get(); }

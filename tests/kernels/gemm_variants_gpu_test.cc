@@ -44,9 +44,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 std::vector<Case> all_cases() {
-  std::vector<Shape> shapes = {{1, 1, 1},       {7, 5, 3},   {61, 17, 131},   {17, 9, 33},
-                               {1000, 1, 1000}, {1, 4096, 1}, {4095, 4097, 33}, {4095, 4097, 61}, {129, 257, 4099},
-                               {2048, 2048, 2048}};
+  std::vector<Shape> shapes = {
+      {1, 1, 1},    {7, 5, 3},        {61, 17, 131},    {17, 9, 33},      {1000, 1, 1000},
+      {1, 4096, 1}, {4095, 4097, 33}, {4095, 4097, 61}, {129, 257, 4099}, {2048, 2048, 2048}};
   std::vector<Case> out;
   for (const Shape& s : shapes) {
     for (int t = 0; t < 4; ++t) out.push_back({s, (t & 1) != 0, (t & 2) != 0});
@@ -175,14 +175,15 @@ TEST_P(GemmVariantsGpu, MatchesFloat64Reference) {
   std::uint64_t seed = 1234;
   for (const GemmVariant& v : gemm_variants()) {
     if (v.backend != Backend::kCuda || !selected(v.name)) continue;
-    for (Precision prec : {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16,
-                           Precision::kBF16}) {
+    for (Precision prec :
+         {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16, Precision::kBF16}) {
       if (!v.supports(prec)) continue;
       const DType data = data_type(prec);
       // Plain C = A*B with a poisoned C, then alpha/beta with a random C.
       check(v, prec, data, 1.0, 0.0, seed++);
       check(v, prec, data, 0.5, 2.0, seed++);
-      if (data == DType::kF16 || data == DType::kBF16) check(v, prec, DType::kF32, 0.5, 2.0, seed++);
+      if (data == DType::kF16 || data == DType::kBF16)
+        check(v, prec, DType::kF32, 0.5, 2.0, seed++);
       ++checked;
     }
   }

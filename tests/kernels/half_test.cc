@@ -22,7 +22,7 @@ TEST(Half, KnownValuesAndRounding) {
   EXPECT_EQ(float_to_half(1.0f), 0x3c00);
   EXPECT_EQ(float_to_half(-2.0f), 0xc000);
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half(1e6f), 0x7c00);  // overflow -> inf
+  EXPECT_EQ(float_to_half(1e6f), 0x7c00);                // overflow -> inf
   EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);  // tie rounds to even
   EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);  // tie rounds to even (up)
   EXPECT_EQ(float_to_half(5.9604645e-08f), 0x0001);      // smallest subnormal
@@ -32,8 +32,8 @@ TEST(Half, KnownValuesAndRounding) {
 TEST(BFloat16, KnownValuesAndRounding) {
   EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
-  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), 0x3f80);      // tie to even
-  EXPECT_EQ(float_to_bf16(1.0f + 3.0f / 256), 0x3f82);      // tie to even (up)
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), 0x3f80);  // tie to even
+  EXPECT_EQ(float_to_bf16(1.0f + 3.0f / 256), 0x3f82);  // tie to even (up)
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
 }
 

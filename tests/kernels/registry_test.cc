@@ -39,7 +39,9 @@ TEST(Registry, CpuVariantsAreAlwaysPresent) {
 }
 
 TEST(Registry, PrecisionCheckIsFailedPreconditionNamingTheVariant) {
-  GemmVariant v{.name = "only_fp64", .family = "test", .description = "d",
+  GemmVariant v{.name = "only_fp64",
+                .family = "test",
+                .description = "d",
                 .precisions = precision_bit(Precision::kF64)};
   GemmProblem p;
   p.precision = Precision::kF32;

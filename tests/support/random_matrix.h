@@ -28,6 +28,8 @@ inline std::vector<std::byte> random_matrix(std::int64_t count, kernels::DType t
 
 // All bits set: NaN in every floating-point format, so an element a kernel forgets to write (or
 // a C it reads although beta == 0) shows up as NaN.
-inline void poison(void* data, std::size_t bytes) { std::memset(data, 0xff, bytes); }
+inline void poison(void* data, std::size_t bytes) {
+  std::memset(data, 0xff, bytes);
+}
 
 }  // namespace matserve::testing

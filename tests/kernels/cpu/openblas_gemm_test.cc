@@ -30,7 +30,7 @@ class OpenblasGemm : public ::testing::TestWithParam<std::tuple<Precision, int>>
 
 TEST_P(OpenblasGemm, MatchesNaiveFloat64Reference) {
   const auto [prec, trans] = GetParam();
-  const DType in = prec == Precision::kF64   ? DType::kF64
+  const DType in = prec == Precision::kF64    ? DType::kF64
                    : prec == Precision::kF16  ? DType::kF16
                    : prec == Precision::kBF16 ? DType::kBF16
                                               : DType::kF32;

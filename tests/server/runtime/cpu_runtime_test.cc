@@ -1,7 +1,5 @@
 // The Runtime over the CPU backend: inline and resident operands, results kept resident, in-place
 // transposes, verification, pool reuse after warm-up, and admission under a memory budget.
-#include "server/runtime/runtime.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "kernels/cpu/reference.h"
 #include "server/runtime/cpu_backend.h"
+#include "server/runtime/runtime.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::server {
@@ -45,7 +44,9 @@ Operand resident_operand(const std::shared_ptr<ResidentMatrix>& m) {
   return o;
 }
 
-Waiter soon() { return Waiter{absl::Now() + absl::Seconds(30), {}}; }
+Waiter soon() {
+  return Waiter{absl::Now() + absl::Seconds(30), {}};
+}
 
 TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
   Fixture f;

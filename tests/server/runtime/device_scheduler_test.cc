@@ -20,7 +20,9 @@ RawAllocator heap() {
                       .release = [](void* p) { std::free(p); }};
 }
 
-Waiter within(absl::Duration d) { return Waiter{absl::Now() + d, {}}; }
+Waiter within(absl::Duration d) {
+  return Waiter{absl::Now() + d, {}};
+}
 
 TEST(DeviceScheduler, AtMostSlotsRunAtOnce) {
   MemoryPool pool(heap(), 1 << 30);

@@ -17,8 +17,7 @@ struct CountingAllocator {
   RawAllocator raw() {
     return RawAllocator{
         .name = "test memory",
-        .allocate =
-            [this](std::size_t bytes) -> void* {
+        .allocate = [this](std::size_t bytes) -> void* {
           if (allocations >= fail_after) return nullptr;
           ++allocations;
           return std::malloc(bytes);
@@ -92,7 +91,10 @@ TEST(MemoryPool, RawFailureTrimsThenReports) {
   CountingAllocator a;
   a.fail_after = 1;
   MemoryPool pool(a.raw(), 1 << 30);
-  { auto first = pool.allocate(1 << 20); ASSERT_TRUE(first.ok()); }
+  {
+    auto first = pool.allocate(1 << 20);
+    ASSERT_TRUE(first.ok());
+  }
   auto other = pool.allocate(3 << 20);  // the cached 1 MiB block is trimmed, the raw call fails
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted);
