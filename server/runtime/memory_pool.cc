@@ -2,6 +2,7 @@
 // 4 KiB (at most 25% slack), one 4 KiB class below.
 #include "server/runtime/memory_pool.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,7 @@ std::size_t MemoryPool::size_class(std::size_t bytes) {
   constexpr std::size_t kMin = 4096;
   if (bytes <= kMin) return kMin;
   const std::size_t top = std::bit_floor(bytes);
-  const std::size_t step = top / 4;
+  const std::size_t step = std::max<std::size_t>(top / 4, 1);
   return (bytes + step - 1) / step * step;
 }
 
