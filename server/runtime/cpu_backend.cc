@@ -51,23 +51,6 @@ const void* bytes_of(const Operand& o) {
   return o.is_resident() ? o.resident->block.data() : o.data.data();
 }
 
-std::shared_ptr<ResidentMatrix> make_result(MemoryPool::Block block, std::int64_t rows,
-                                            std::int64_t cols, kernels::DType dtype,
-                                            kernels::Layout layout, const std::string& owner,
-                                            int device, const std::string& label) {
-  auto m = std::make_shared<ResidentMatrix>();
-  m->owner = owner;
-  m->device = device;
-  m->device_label = label;
-  m->block = std::move(block);
-  absl::MutexLock lock(&m->mu);
-  m->rows = rows;
-  m->cols = cols;
-  m->dtype = dtype;
-  m->layout = layout;
-  return m;
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
@@ -111,8 +94,8 @@ absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
   outcome.device = "cpu";
   outcome.work = kernels::gemm_flops(p);
   if (job.keep_result) {
-    outcome.result = make_result(admission->take_block(0), job.m(), job.n(), job.out_dtype,
-                                 job.out_layout, job.owner, 0, "cpu");
+    outcome.result = make_resident(admission->take_block(0), job.m(), job.n(), job.out_dtype,
+                                   job.out_layout, job.owner, 0, "cpu");
   }
   return absl::OkStatus();
 }
@@ -140,8 +123,8 @@ absl::Status CpuBackend::transpose(const TransposeJob& job, const TransposeChoos
   outcome.device = "cpu";
   outcome.work = kernels::transpose_bytes(p);
   if (job.keep_result) {
-    outcome.result = make_result(admission->take_block(0), job.a.cols, job.a.rows, job.a.dtype,
-                                 job.a.layout, job.owner, 0, "cpu");
+    outcome.result = make_resident(admission->take_block(0), job.a.cols, job.a.rows, job.a.dtype,
+                                   job.a.layout, job.owner, 0, "cpu");
   }
   return absl::OkStatus();
 }
@@ -152,7 +135,7 @@ absl::StatusOr<std::shared_ptr<ResidentMatrix>> CpuBackend::create_resident(
   const auto bytes = static_cast<std::size_t>(rows * cols) * kernels::dtype_size(dtype);
   absl::StatusOr<MemoryPool::Block> block = pool_.allocate(bytes, /*long_lived=*/true);
   if (!block.ok()) return block.status();
-  return make_result(*std::move(block), rows, cols, dtype, layout, "", 0, "cpu");
+  return make_resident(*std::move(block), rows, cols, dtype, layout, "", 0, "cpu");
 }
 
 absl::Status CpuBackend::write_resident(ResidentMatrix& m, std::size_t offset,

@@ -59,23 +59,6 @@ absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
   return cuda_status(e, "device work");
 }
 
-std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
-                                              std::int64_t cols, kernels::DType dtype,
-                                              kernels::Layout layout, const std::string& owner,
-                                              int device, const std::string& label) {
-  auto m = std::make_shared<ResidentMatrix>();
-  m->owner = owner;
-  m->device = device;
-  m->device_label = label;
-  m->block = std::move(block);
-  absl::MutexLock lock(&m->mu);
-  m->rows = rows;
-  m->cols = cols;
-  m->dtype = dtype;
-  m->layout = layout;
-  return m;
-}
-
 }  // namespace
 
 // One stream with its library handles, the four events that bracket a request's stages, and its

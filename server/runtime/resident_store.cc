@@ -36,6 +36,23 @@ absl::Status not_found(const std::string& field, const std::string& handle) {
 
 }  // namespace
 
+std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
+                                              std::int64_t cols, kernels::DType dtype,
+                                              kernels::Layout layout, const std::string& owner,
+                                              int device, const std::string& label) {
+  auto m = std::make_shared<ResidentMatrix>();
+  m->owner = owner;
+  m->device = device;
+  m->device_label = label;
+  m->block = std::move(block);
+  absl::MutexLock lock(&m->mu);
+  m->rows = rows;
+  m->cols = cols;
+  m->dtype = dtype;
+  m->layout = layout;
+  return m;
+}
+
 std::int64_t monotonic_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

@@ -75,6 +75,12 @@ class ResidentStore {
   std::int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// A resident matrix over `block` (not yet published: no handle).
+std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
+                                              std::int64_t cols, kernels::DType dtype,
+                                              kernels::Layout layout, const std::string& owner,
+                                              int device, const std::string& label);
+
 // Milliseconds on a monotonic clock, for idle times.
 std::int64_t monotonic_ms();
 

@@ -31,6 +31,22 @@ double micros_since(absl::Time t) {
   return absl::ToDoubleMicroseconds(absl::Now() - t);
 }
 
+// What Multiply and Transpose replies share: the variant and device that ran, the timing, the
+// verification; and the same facts for the request's metrics record.
+template <typename Reply>
+void report_outcome(const Outcome& outcome, Reply& reply, RequestRecord& rec) {
+  reply.set_variant(outcome.variant);
+  reply.set_device(outcome.device);
+  fill_timing(outcome.times, reply.mutable_timing());
+  if (outcome.verification.has_value()) {
+    fill_verification(*outcome.verification, reply.mutable_verification());
+  }
+  rec.variant = outcome.variant;
+  rec.device = device_label(outcome.device);
+  rec.times = outcome.times;
+  rec.work = outcome.work;
+}
+
 }  // namespace
 
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
@@ -78,18 +94,9 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
       fill_resident(*outcome.result, reply->mutable_result());
     }
     outcome.times.total_us = micros_since(received);
-    reply->set_variant(outcome.variant);
-    reply->set_device(outcome.device);
     reply->set_precision(rec.precision);
-    fill_timing(outcome.times, reply->mutable_timing());
     reply->set_gflops(outcome.rate());
-    if (outcome.verification.has_value()) {
-      fill_verification(*outcome.verification, reply->mutable_verification());
-    }
-    rec.variant = outcome.variant;
-    rec.device = device_label(outcome.device);
-    rec.times = outcome.times;
-    rec.work = outcome.work;
+    report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
   if (!status.ok()) reply->Clear();
@@ -143,17 +150,8 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
       fill_resident(*outcome.result, reply->mutable_result());
     }
     outcome.times.total_us = micros_since(received);
-    reply->set_variant(outcome.variant);
-    reply->set_device(outcome.device);
-    fill_timing(outcome.times, reply->mutable_timing());
     reply->set_gb_per_s(outcome.rate());
-    if (outcome.verification.has_value()) {
-      fill_verification(*outcome.verification, reply->mutable_verification());
-    }
-    rec.variant = outcome.variant;
-    rec.device = device_label(outcome.device);
-    rec.times = outcome.times;
-    rec.work = outcome.work;
+    report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
   if (!status.ok()) reply->Clear();
