@@ -38,14 +38,13 @@ Runtime::~Runtime() {
   residents_.clear();
 }
 
-absl::StatusOr<std::vector<std::byte>> Runtime::host_bytes(const Operand& o, const Waiter& waiter) {
-  std::vector<std::byte> bytes(o.bytes());
-  if (o.is_resident()) {
-    if (absl::Status s = backend_->read_resident(*o.resident, 0, bytes, waiter); !s.ok()) return s;
-  } else {
-    std::copy(o.data.begin(), o.data.end(), bytes.begin());
-  }
-  return bytes;
+absl::StatusOr<std::span<const std::byte>> Runtime::host_bytes(const Operand& o,
+                                                               std::vector<std::byte>& storage,
+                                                               const Waiter& waiter) {
+  if (!o.is_resident()) return o.data;
+  storage.resize(o.bytes());
+  if (absl::Status s = backend_->read_resident(*o.resident, 0, storage, waiter); !s.ok()) return s;
+  return std::span<const std::byte>(storage);
 }
 
 absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
@@ -56,15 +55,16 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
   };
   if (absl::Status s = backend_->multiply(job, choose, out, waiter, outcome); !s.ok()) return s;
   if (job.verify) {
-    absl::StatusOr<std::vector<std::byte>> a = host_bytes(job.a, waiter);
-    absl::StatusOr<std::vector<std::byte>> b = host_bytes(job.b, waiter);
+    std::vector<std::byte> a_storage, b_storage, c_storage;
+    absl::StatusOr<std::span<const std::byte>> a = host_bytes(job.a, a_storage, waiter);
     if (!a.ok()) return a.status();
+    absl::StatusOr<std::span<const std::byte>> b = host_bytes(job.b, b_storage, waiter);
     if (!b.ok()) return b.status();
-    std::vector<std::byte> c0;
+    const void* c0 = nullptr;
     if (job.c.has_value() && job.beta != 0.0) {
-      absl::StatusOr<std::vector<std::byte>> c = host_bytes(*job.c, waiter);
+      absl::StatusOr<std::span<const std::byte>> c = host_bytes(*job.c, c_storage, waiter);
       if (!c.ok()) return c.status();
-      c0 = *std::move(c);
+      c0 = c->data();
     }
     std::vector<std::byte> result;
     std::span<std::byte> got = out;
@@ -77,7 +77,7 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
     }
     const kernels::GemmProblem host =
         gemm_problem(job, job.a.dtype, a->data(), b->data(), got.data());
-    const std::vector<double> ref = kernels::reference_gemm(host, c0.empty() ? nullptr : c0.data());
+    const std::vector<double> ref = kernels::reference_gemm(host, c0);
     outcome.verification =
         kernels::compare_with_reference(got.data(), job.out_dtype, host.m, host.n, host.ldc, ref);
   }
@@ -87,11 +87,13 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
 absl::Status Runtime::transpose(const TransposeJob& job, std::string_view variant,
                                 std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
   if (absl::Status s = precheck_transpose(variant, selection_.backend); !s.ok()) return s;
-  std::vector<std::byte> before;  // the input, for verify of an in-place transpose
+  // The input for verify, taken before the run (an in-place transpose overwrites it).
+  std::vector<std::byte> a_storage;
+  std::span<const std::byte> before;
   if (job.verify) {
-    absl::StatusOr<std::vector<std::byte>> a = host_bytes(job.a, waiter);
+    absl::StatusOr<std::span<const std::byte>> a = host_bytes(job.a, a_storage, waiter);
     if (!a.ok()) return a.status();
-    before = *std::move(a);
+    before = *a;
   }
   const TransposeChooser choose = [&](const kernels::TransposeProblem& p) {
     return select_transpose_variant(variant, p, selection_);

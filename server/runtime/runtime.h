@@ -50,8 +50,11 @@ class Runtime {
   const Backend& backend() const { return *backend_; }
 
  private:
-  // Host copies of operands for the reference (downloaded when resident).
-  absl::StatusOr<std::vector<std::byte>> host_bytes(const Operand& o, const Waiter& waiter);
+  // An operand's bytes in host memory for the reference: the request's own bytes when inline,
+  // a download into `storage` when resident.
+  absl::StatusOr<std::span<const std::byte>> host_bytes(const Operand& o,
+                                                        std::vector<std::byte>& storage,
+                                                        const Waiter& waiter);
 
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;

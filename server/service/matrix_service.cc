@@ -49,6 +49,17 @@ void report_outcome(const Outcome& outcome, Reply& reply, RequestRecord& rec) {
 
 }  // namespace
 
+template <typename Reply>
+grpc::Status MatrixServiceImpl::finish_rpc(const absl::Status& status, Reply& reply,
+                                           RequestRecord& rec, absl::Time received) {
+  if (!status.ok()) reply.Clear();  // a failed call carries no partial result
+  rec.code = absl::StatusCodeToString(status.code());
+  rec.times.total_us = micros_since(received);
+  rec.bytes_sent = static_cast<std::int64_t>(reply.ByteSizeLong());
+  metrics_.record(rec);
+  return to_grpc(status);
+}
+
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
                                      const ServiceLimits& limits, const Authenticator& auth)
     : runtime_(runtime), metrics_(metrics), limits_(limits), auth_(auth) {}
@@ -99,12 +110,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  rec.code = absl::StatusCodeToString(status.code());
-  rec.times.total_us = micros_since(received);
-  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
-  metrics_.record(rec);
-  return to_grpc(status);
+  return finish_rpc(status, *reply, rec, received);
 }
 
 grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
@@ -154,12 +160,7 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  rec.code = absl::StatusCodeToString(status.code());
-  rec.times.total_us = micros_since(received);
-  rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
-  metrics_.record(rec);
-  return to_grpc(status);
+  return finish_rpc(status, *reply, rec, received);
 }
 
 grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,

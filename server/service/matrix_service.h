@@ -55,6 +55,10 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   absl::Status check_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
+  // Ends a Multiply/Transpose: clears the reply on failure, records the request, maps the status.
+  template <typename Reply>
+  grpc::Status finish_rpc(const absl::Status& status, Reply& reply, RequestRecord& rec,
+                          absl::Time received);
   // Records an RPC that moves or manages resident matrices.
   void record_simple(const std::string& rpc, const absl::Status& status, std::int64_t received,
                      std::int64_t sent, absl::Time start);
