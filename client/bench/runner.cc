@@ -89,8 +89,10 @@ class Worker {
       *request_.mutable_b() = std::move(b);
       return true;
     }
+    // B joins A's device: on a multi-GPU server each worker's pair lands on one device, and the
+    // pairs of different workers spread over the devices.
     for (auto [matrix, handle] : {std::pair{&a, &a_handle_}, std::pair{&b, &b_handle_}}) {
-      auto uploaded = client_->Upload(*matrix);
+      auto uploaded = client_->Upload(*matrix, 0, handle == &b_handle_ ? a_handle_ : "");
       if (!uploaded.ok()) return Fail(uploaded.status());
       *handle = uploaded->handle();
     }

@@ -318,6 +318,11 @@ std::vector<OptionSpec> UploadSpecs(UploadOptions& u) {
        [&u](const std::string& v) { return Assign("layout", ParseLayout(v), u.layout); }},
       {"chunk-mb", false,
        [&u](const std::string& v) { return Assign("chunk-mb", ParseChunkMb(v), u.chunk_bytes); }},
+      {"colocate-with", false,
+       [&u](const std::string& v) {
+         u.colocate_with = v;
+         return absl::OkStatus();
+       }},
   };
 }
 

@@ -95,6 +95,7 @@ struct UploadOptions {
   std::optional<kernels::DType> dtype;
   kernels::Layout layout = kernels::Layout::kRowMajor;
   std::int64_t chunk_bytes = 0;  // --chunk-mb: > 0 streams in chunks of this size
+  std::string colocate_with;     // --colocate-with: a handle whose device the matrix joins
 };
 
 // download / release: one resident matrix by handle.

@@ -133,6 +133,8 @@ Copies a matrix into the server's device memory and prints its handle (name it i
   --layout row|col       storage of the --random matrix (default row)
   --chunk-mb N           stream in N MiB chunks (UploadStream); without it one message is sent
                          when the matrix fits in --max-message-mb, else it streams in 4 MiB chunks
+  --colocate-with H      put it on the device holding handle H (operands of one request must share
+                         a device on a multi-GPU server); default: the least-loaded device
 )";
     case Command::kDownload:
       return R"(usage: matserve-cli download --handle H [--out X.npy] [--chunk-mb N]

@@ -26,7 +26,8 @@ int RunUpload(const Env& env, const UploadOptions& opt) {
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
   if (!client.ok()) return InputError(env.err, client.status());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<v1::ResidentInfo> info = (*client)->Upload(*matrix, opt.chunk_bytes);
+  absl::StatusOr<v1::ResidentInfo> info =
+      (*client)->Upload(*matrix, opt.chunk_bytes, opt.colocate_with);
   const double rpc_us = MicrosSince(start);
   if (!info.ok()) return RpcError(env.err, info.status());
   PrintUpload(*info, rpc_us, env.global.json, env.out);

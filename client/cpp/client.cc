@@ -128,8 +128,8 @@ absl::StatusOr<v1::GetServerInfoReply> Client::GetServerInfo() {
   return reply;
 }
 
-absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix,
-                                                std::int64_t chunk_bytes) {
+absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
+                                                const std::string& colocate_with) {
   constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;  // header fields, framing
   const auto size = static_cast<std::int64_t>(matrix.data().size());
   if (chunk_bytes <= 0 && size + kHeadroom <= options_.max_message_bytes) {
@@ -137,6 +137,7 @@ absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix,
     PrepareContext(context);
     v1::UploadRequest request;
     *request.mutable_matrix() = matrix;
+    request.set_colocate_with(colocate_with);
     v1::UploadReply reply;
     if (absl::Status s = FromGrpcStatus(stub_->Upload(&context, request, &reply)); !s.ok()) {
       return s;
@@ -146,11 +147,12 @@ absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix,
   if (chunk_bytes <= 0)
     chunk_bytes =
         std::min<std::int64_t>(std::int64_t{4} << 20, options_.max_message_bytes - kHeadroom);
-  return UploadStream(matrix, chunk_bytes);
+  return UploadStream(matrix, chunk_bytes, colocate_with);
 }
 
 absl::StatusOr<v1::ResidentInfo> Client::UploadStream(const v1::Matrix& matrix,
-                                                      std::int64_t chunk_bytes) {
+                                                      std::int64_t chunk_bytes,
+                                                      const std::string& colocate_with) {
   if (chunk_bytes <= 0 || chunk_bytes > options_.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_bytes ", chunk_bytes, " is outside 1 .. max_message_bytes"));
@@ -173,6 +175,7 @@ absl::StatusOr<v1::ResidentInfo> Client::UploadStream(const v1::Matrix& matrix,
       header->set_cols(matrix.cols());
       header->set_dtype(matrix.dtype());
       header->set_layout(matrix.layout());
+      chunk.set_colocate_with(colocate_with);
       first = false;
     }
     const std::size_t n =

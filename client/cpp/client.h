@@ -60,8 +60,10 @@ class Client {
   // Resident matrices (kept in device memory between calls; name the handle in Multiply or
   // Transpose requests). Upload sends one message when the matrix fits in max_message_bytes (less
   // 1 MiB of headroom) and streams it in `chunk_bytes` pieces otherwise, or always when
-  // `chunk_bytes` > 0.
-  absl::StatusOr<v1::ResidentInfo> Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes = 0);
+  // `chunk_bytes` > 0. `colocate_with`: a resident handle whose device the new matrix goes to
+  // (operands of one request must share a device); empty: the server's least-loaded device.
+  absl::StatusOr<v1::ResidentInfo> Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes = 0,
+                                          const std::string& colocate_with = {});
   // One message (the matrix must fit in max_message_bytes), or streamed in chunks of
   // `chunk_bytes` (> 0; the server's default when 0 is passed to DownloadStream).
   absl::StatusOr<v1::Matrix> Download(const std::string& handle);
@@ -82,7 +84,8 @@ class Client {
 
  private:
   void PrepareContext(grpc::ClientContext& context) const;
-  absl::StatusOr<v1::ResidentInfo> UploadStream(const v1::Matrix& matrix, std::int64_t chunk_bytes);
+  absl::StatusOr<v1::ResidentInfo> UploadStream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
+                                                const std::string& colocate_with);
 
   std::string target_;
   ClientOptions options_;

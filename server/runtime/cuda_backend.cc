@@ -195,12 +195,14 @@ bool CudaBackend::healthy() const {
 }
 
 CudaBackend::Device* CudaBackend::least_loaded() {
+  // Fewest jobs running or queued; among equals, the fewest bytes in use (resident matrices
+  // included), so that uploads, which run no job, spread over the devices too.
   Device* best = nullptr;
-  int best_load = 0;
+  std::pair<int, std::int64_t> best_load;
   for (const auto& d : devices_) {
     if (!d->healthy.load()) continue;
     const SchedulerStats s = d->scheduler->stats();
-    const int load = s.running + s.queued;
+    const std::pair<int, std::int64_t> load{s.running + s.queued, d->pool->stats().in_use_bytes};
     if (best == nullptr || load < best_load) {
       best = d.get();
       best_load = load;

@@ -125,9 +125,9 @@ absl::Status Runtime::transpose(const TransposeJob& job, std::string_view varian
 
 absl::StatusOr<std::shared_ptr<ResidentMatrix>> Runtime::begin_upload(
     std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
-    const std::string& owner, const Waiter& waiter) {
+    const std::string& owner, int device, const Waiter& waiter) {
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
-      backend_->create_resident(rows, cols, dtype, layout, -1, waiter);
+      backend_->create_resident(rows, cols, dtype, layout, device, waiter);
   if (!m.ok()) return m.status();
   (*m)->owner = owner;
   return m;
@@ -149,9 +149,9 @@ absl::Status Runtime::read(ResidentMatrix& m, std::size_t offset, std::span<std:
 
 absl::StatusOr<std::shared_ptr<ResidentMatrix>> Runtime::upload(const HostMatrix& h,
                                                                 const std::string& owner,
-                                                                const Waiter& waiter) {
+                                                                int device, const Waiter& waiter) {
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
-      begin_upload(h.rows, h.cols, h.dtype, h.layout, owner, waiter);
+      begin_upload(h.rows, h.cols, h.dtype, h.layout, owner, device, waiter);
   if (!m.ok()) return m.status();
   if (absl::Status s = write(**m, 0, h.data, waiter); !s.ok()) return s;
   publish(*m);

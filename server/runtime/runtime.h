@@ -30,14 +30,15 @@ class Runtime {
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome);
 
   // Resident matrices. `owner` scopes visibility (handles of other owners are NOT_FOUND).
+  // `device`: the backend's device index to place the matrix on, or -1 for the least-loaded.
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> upload(const HostMatrix& m,
-                                                         const std::string& owner,
+                                                         const std::string& owner, int device,
                                                          const Waiter& waiter);
   // Streaming upload: allocate, then write pieces in order, then publish.
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> begin_upload(std::int64_t rows, std::int64_t cols,
                                                                kernels::DType dtype,
                                                                kernels::Layout layout,
-                                                               const std::string& owner,
+                                                               const std::string& owner, int device,
                                                                const Waiter& waiter);
   absl::Status write(ResidentMatrix& m, std::size_t offset, std::span<const std::byte> bytes,
                      const Waiter& waiter);

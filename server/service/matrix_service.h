@@ -54,6 +54,10 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // RESOURCE_EXHAUSTED when `owner` would hold more than --max_resident_bytes_per_owner.
   absl::Status check_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
+  // The device index a new resident matrix goes to: that of `colocate_with` (a handle of
+  // `owner`'s, NOT_FOUND otherwise), or -1 (least-loaded) when it is empty.
+  absl::StatusOr<int> placement(const std::string& field, const std::string& colocate_with,
+                                const std::string& owner);
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
   // Ends a Multiply/Transpose: clears the reply on failure, records the request, maps the status.
   template <typename Reply>

@@ -51,6 +51,16 @@ absl::Status MatrixServiceImpl::check_quota(const std::string& owner, std::size_
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> MatrixServiceImpl::placement(const std::string& field,
+                                                 const std::string& colocate_with,
+                                                 const std::string& owner) {
+  if (colocate_with.empty()) return -1;
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> other =
+      runtime_.residents().get(field, colocate_with, owner);
+  if (!other.ok()) return other.status();
+  return (*other)->device;
+}
+
 HandleResolver MatrixServiceImpl::resolver(const std::string& owner) {
   return [this, owner](const std::string& field, const std::string& handle) {
     return runtime_.residents().get(field, handle, owner);
@@ -93,8 +103,10 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     if (absl::Status s = check_quota(*owner, m->bytes()); !s.ok()) {
       return s;
     }
+    absl::StatusOr<int> device = placement("colocate_with", request->colocate_with(), *owner);
+    if (!device.ok()) return device.status();
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
-        runtime_.upload(*m, *owner, waiter_of(*context));
+        runtime_.upload(*m, *owner, *device, waiter_of(*context));
     if (!r.ok()) return r.status();
     fill_resident(**r, reply->mutable_resident());
     return absl::OkStatus();
@@ -129,17 +141,22 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
     if (absl::Status s = check_quota(*owner, h->bytes()); !s.ok()) {
       return s;
     }
+    absl::StatusOr<int> device = placement("colocate_with", chunk.colocate_with(), *owner);
+    if (!device.ok()) return device.status();
     // Memory is taken only now, after the header passed every limit.
     const Waiter waiter = waiter_of(*context);
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
-        runtime_.begin_upload(h->rows, h->cols, h->dtype, h->layout, *owner, waiter);
+        runtime_.begin_upload(h->rows, h->cols, h->dtype, h->layout, *owner, *device, waiter);
     if (!m.ok()) return m.status();
     const std::size_t expected = h->bytes();
     std::size_t offset = 0;
+    bool first = true;
     do {
       received += static_cast<std::int64_t>(chunk.ByteSizeLong());
-      if (chunk.has_header() && offset > 0) {
-        return absl::InvalidArgumentError("header: only the first chunk may carry one");
+      if (!first && (chunk.has_header() || !chunk.colocate_with().empty())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(chunk.has_header() ? "header" : "colocate_with",
+                         ": only the first chunk may carry one"));
       }
       const std::string& data = chunk.data();
       if (offset + data.size() > expected) {
@@ -150,6 +167,7 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
                                              data.size());
       if (absl::Status s = runtime_.write(**m, offset, bytes, waiter); !s.ok()) return s;
       offset += data.size();
+      first = false;
     } while (reader->Read(&chunk));
     if (context->IsCancelled()) return absl::CancelledError("the client cancelled the upload");
     if (offset != expected) {

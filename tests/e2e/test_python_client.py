@@ -284,7 +284,8 @@ class ClientTest(unittest.TestCase):
         self.resident_or_skip()
         a, b, c = rand(30, 20), rand(20, 10), rand(30, 10)
         want = a.astype(np.float64) @ b
-        with self.client.upload(a) as ha, self.client.upload(b) as hb:
+        with self.client.upload(a) as ha, self.client.upload(b, colocate_with=ha) as hb:
+            self.assertEqual(hb.info.device, ha.info.device)
             r = self.client.multiply(ha, hb)
             self.assertLess(rel_l2(r.c.astype(np.float64), want), 1e-5)
             r = self.client.multiply(ha, b, c=c, beta=1.0, keep_result=True)

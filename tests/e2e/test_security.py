@@ -70,6 +70,8 @@ class TokenTest(unittest.TestCase):
                     pb.MultiplyRequest(a_handle=h, b=matrix(rand(4, 4))), BOB)
         self.expect(grpc.StatusCode.NOT_FOUND, "handle", self.stub.Download, pb.DownloadRequest(handle=h), BOB)
         self.expect(grpc.StatusCode.NOT_FOUND, "handle", self.stub.Release, pb.ReleaseRequest(handle=h), BOB)
+        self.expect(grpc.StatusCode.NOT_FOUND, "colocate_with", self.stub.Upload,
+                    pb.UploadRequest(matrix=matrix(rand(4, 4)), colocate_with=h), BOB)
         self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), BOB).matrices), 0)
         self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), ALICE).matrices), 1)
         call(self.stub.Release, pb.ReleaseRequest(handle=h), ALICE)

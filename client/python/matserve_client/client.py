@@ -231,24 +231,30 @@ class Client:
     # --- resident matrices ----------------------------------------------------------------------
     def upload(self, x: Any, *, dtype: Optional[dtypes.DTypeLike] = None,
                order: Optional[str] = None, stream: Optional[bool] = None,
+               colocate_with: Optional[Union[str, ResidentMatrix]] = None,
                timeout: Optional[float] = None) -> ResidentMatrix:
         """Copies a matrix into the server's device memory and returns its ResidentMatrix.
 
         stream: None streams in chunks when the matrix exceeds one message; True/False force it.
+        colocate_with: a resident matrix (or handle) whose device the new one goes to, so both can
+        be operands of one request on a multi-GPU server; None: the least-loaded device.
         """
-        return self._upload(prepare(x, dtype, "matrix", order=_order(order)), stream, timeout)
+        return self._upload(prepare(x, dtype, "matrix", order=_order(order)), stream, timeout,
+                            colocate_with)
 
     def list_resident(self, *, timeout: Optional[float] = None) -> List[ResidentMatrix]:
         """Every resident matrix the server holds (releasing one frees it for every client)."""
         reply = self._call("ListResident", pb.ListResidentRequest(), timeout)
         return [ResidentMatrix(self, ResidentInfo.from_proto(r)) for r in reply.matrices]
 
-    def _upload(self, prepared: Prepared, stream: Optional[bool],
-                timeout: Optional[float]) -> ResidentMatrix:
+    def _upload(self, prepared: Prepared, stream: Optional[bool], timeout: Optional[float],
+                colocate_with: Optional[Union[str, ResidentMatrix]] = None) -> ResidentMatrix:
         if stream is None:
             stream = prepared.nbytes > self.unary_limit_bytes()
+        if isinstance(colocate_with, ResidentMatrix):
+            colocate_with = colocate_with.handle
         info = transfer.upload(self._stub, prepared, stream, self.chunk_bytes,
-                               self._deadline(timeout))
+                               self._deadline(timeout), colocate_with or "")
         return ResidentMatrix(self, ResidentInfo.from_proto(info))
 
     def _download(self, matrix: ResidentMatrix, *, bf16_bits: bool, stream: Optional[bool],
@@ -278,10 +284,13 @@ class Client:
         inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
         if self.auto_stream and inline:
             limit = self.unary_limit_bytes()
+            # Operands of one request must share a device: uploads join the resident ones.
+            anchor = next((v for v in ops.values() if isinstance(v, ResidentMatrix)), None)
             for name in sorted(inline, key=lambda k: inline[k].nbytes, reverse=True):
                 if sum(p.nbytes for p in inline.values()) <= limit:
                     break
-                resident = self._upload(inline.pop(name), None, timeout)
+                resident = self._upload(inline.pop(name), None, timeout, anchor)
+                anchor = anchor or resident
                 temporaries.append(resident)
                 ops[name] = resident
         for name, op in ops.items():

@@ -17,22 +17,29 @@ from .errors import error_for, from_rpc_error
 Array = Union[np.ndarray, dtypes.Bfloat16]
 
 
-def _upload_chunks(prepared: Prepared, chunk_bytes: int) -> Iterator["pb.UploadChunk"]:
+def _upload_chunks(prepared: Prepared, chunk_bytes: int,
+                   colocate_with: str) -> Iterator["pb.UploadChunk"]:
     """The header first (with the first bytes), then the remaining bytes in order."""
     chunks = prepared.chunks(chunk_bytes)
-    yield pb.UploadChunk(header=prepared.header(), data=next(chunks, b""))
+    yield pb.UploadChunk(header=prepared.header(), data=next(chunks, b""),
+                         colocate_with=colocate_with)
     for data in chunks:
         yield pb.UploadChunk(data=data)
 
 
 def upload(stub, prepared: Prepared, stream: bool, chunk_bytes: int,
-           timeout: Optional[float]) -> "pb.ResidentInfo":
-    """Uploads one matrix, in one message or streamed; returns the server's ResidentInfo."""
+           timeout: Optional[float], colocate_with: str = "") -> "pb.ResidentInfo":
+    """Uploads one matrix, in one message or streamed; returns the server's ResidentInfo.
+
+    colocate_with: a resident handle whose device the new matrix goes to ("" = least-loaded).
+    """
     try:
         if stream:
-            reply = stub.UploadStream(_upload_chunks(prepared, chunk_bytes), timeout=timeout)
+            reply = stub.UploadStream(_upload_chunks(prepared, chunk_bytes, colocate_with),
+                                      timeout=timeout)
         else:
-            reply = stub.Upload(pb.UploadRequest(matrix=prepared.header(with_data=True)),
+            reply = stub.Upload(pb.UploadRequest(matrix=prepared.header(with_data=True),
+                                                 colocate_with=colocate_with),
                                 timeout=timeout)
     except grpc.RpcError as e:
         raise from_rpc_error(e) from None
