@@ -21,6 +21,7 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.release_errors = r.release_errors;
   rep.errors_by_code = r.errors_by_code;
   rep.variants = r.variants;
+  rep.devices_ran = r.devices;
   rep.precisions = r.precisions;
   rep.first_error = r.first_error;
   rep.wall_s = result.wall_s;
@@ -227,6 +228,7 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ", \"setup_failures\": " << r.setup_failures
         << ", \"release_errors\": " << r.release_errors << ", \"first_error\": " << Q(r.first_error)
         << ",\n     \"variants_ran\": " << Json(r.variants)
+        << ", \"devices_ran\": " << Json(r.devices_ran)
         << ", \"precisions_ran\": " << Json(r.precisions) << ",\n     \"wall_s\": " << Num(r.wall_s)
         << ", \"requests_per_s\": " << Num(r.requests_per_s)
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)

@@ -22,7 +22,7 @@ struct ServerDescription {
 struct RunReport {
   RunSpec spec;
   std::int64_t requests = 0, ok = 0, errors = 0, setup_failures = 0, release_errors = 0;
-  std::map<std::string, std::int64_t> errors_by_code, variants, precisions;
+  std::map<std::string, std::int64_t> errors_by_code, variants, precisions, devices_ran;
   std::string first_error;
   double wall_s = 0, requests_per_s = 0, ok_per_s = 0, gflops_per_s = 0;
   Summary client_us, server_total_us, kernel_us, overhead_us, queue_us, h2d_us, d2h_us, release_us;

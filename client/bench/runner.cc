@@ -126,6 +126,7 @@ class Worker {
       record_.RecordOk(client_us, t.total_us(), t.kernel_us(), t.queue_us(), t.host_to_device_us(),
                        t.device_to_host_us());
       ++record_.variants[reply->variant()];
+      ++record_.devices[reply->device()];
       ++record_.precisions[reply->precision()];
       shared_.done.fetch_add(1, std::memory_order_relaxed);
       if (!reply->result().handle().empty()) {

@@ -74,6 +74,7 @@ void Recorder::Merge(const Recorder& other) {
   Append(release_us, other.release_us);
   AddCounts(errors_by_code, other.errors_by_code);
   AddCounts(variants, other.variants);
+  AddCounts(devices, other.devices);
   AddCounts(precisions, other.precisions);
   if (first_error.empty()) first_error = other.first_error;
   kernel_us_sum += other.kernel_us_sum;

@@ -36,6 +36,7 @@ struct Recorder {
   std::vector<double> release_us;  // resident mode: releasing the result (not in client_us)
   std::map<std::string, std::int64_t> errors_by_code;  // "INVALID_ARGUMENT" -> count
   std::map<std::string, std::int64_t> variants;        // variant that ran -> count
+  std::map<std::string, std::int64_t> devices;         // device that ran it (reply.device) -> count
   std::map<std::string, std::int64_t> precisions;      // precision that ran -> count
   std::string first_error;                             // "CODE: message" of the first failure
   double kernel_us_sum = 0;

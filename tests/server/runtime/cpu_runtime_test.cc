@@ -62,8 +62,8 @@ TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
   ASSERT_TRUE(o1.verification.has_value());
   EXPECT_LT(o1.verification->rel_l2_error, 1e-6);
 
-  auto ra = f.runtime.upload(inline_job.a, "", soon());
-  auto rb = f.runtime.upload(inline_job.b, "", soon());
+  auto ra = f.runtime.upload(inline_job.a, "", -1, soon());
+  auto rb = f.runtime.upload(inline_job.b, "", -1, soon());
   ASSERT_TRUE(ra.ok() && rb.ok());
   GemmJob job;
   job.a = resident_operand(*ra);
@@ -82,7 +82,7 @@ TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
 TEST(CpuRuntime, InPlaceTransposeSwapsTheShape) {
   Fixture f;
   const auto a = testing::random_matrix(5 * 9, DType::kF32, 3);
-  auto m = f.runtime.upload(inline_operand(a, 5, 9), "", soon());
+  auto m = f.runtime.upload(inline_operand(a, 5, 9), "", -1, soon());
   ASSERT_TRUE(m.ok());
   TransposeJob job;
   job.a = resident_operand(*m);
