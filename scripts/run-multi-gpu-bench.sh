@@ -39,29 +39,27 @@ if [ "$ngpu" -gt 1 ]; then
 fi
 
 python3 - "$out" "$ngpu" "$shape" "$conc" <<'PY'
-import csv, glob, json, os, sys
+import csv, json, os, sys
+from datetime import datetime
 out, ngpu, shape, conc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
-def busy(path):
-    """Mean utilization per GPU over the samples taken while the load ran (utilization > 0
-    samples bracket the run; idle samples before the server started are left out)."""
+def busy(path, start, end):
+    """Mean nvidia-smi utilization per GPU (share of time a kernel was running) over the samples
+    inside the bench's timed window [start, end] (Unix seconds; uploads and warm-up left out)."""
     per = {}
     try:
         for row in csv.reader(open(path)):
             if len(row) < 3:
                 continue
-            per.setdefault(int(row[1]), []).append(float(row[2]))
+            try:
+                t = datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            except ValueError:
+                continue
+            if start <= t <= end:
+                per.setdefault(int(row[1]), []).append(float(row[2]))
     except FileNotFoundError:
         return {}
-    res = {}
-    for gpu, vals in per.items():
-        # trim the leading and trailing idle samples (server start-up, upload, shutdown)
-        while vals and vals[0] == 0:
-            vals.pop(0)
-        while vals and vals[-1] == 0:
-            vals.pop()
-        res[gpu] = sum(vals) / len(vals) if vals else 0.0
-    return res
+    return {gpu: sum(v) / len(v) for gpu, v in per.items() if v}
 
 rows, rate = [], {}
 for label in ["1gpu"] + ([f"{ngpu}gpu"] if ngpu > 1 else []):
@@ -73,7 +71,9 @@ for label in ["1gpu"] + ([f"{ngpu}gpu"] if ngpu > 1 else []):
     rps = r.get("ok_per_s") or 0
     rate[label] = rps
     lat = r.get("client_us", {})
-    u = busy(os.path.join(out, f"run-{label}", "util.csv"))
+    start = r.get("start_unix_s", 0)
+    # the first second after the window opens is left out: nvidia-smi averages over its period
+    u = busy(os.path.join(out, f"run-{label}", "util.csv"), start + 1, start + r.get("wall_s", 0))
     util = ", ".join(f"GPU{g} {v:.0f}%" for g, v in sorted(u.items()))
     spread = ", ".join(f"{d.split()[0]} {n}" for d, n in sorted(r.get("devices_ran", {}).items()))
     rows.append(f"| {label} | {rps:.1f} | {lat.get('p50', 0):.0f} | {lat.get('p99', 0):.0f} | "

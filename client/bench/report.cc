@@ -25,6 +25,7 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.precisions = r.precisions;
   rep.first_error = r.first_error;
   rep.wall_s = result.wall_s;
+  rep.start_unix_s = result.start_unix_s;
   const double wall = std::max(result.wall_s, 1e-9);
   rep.requests_per_s = static_cast<double>(rep.requests) / wall;
   rep.ok_per_s = static_cast<double>(rep.ok) / wall;
@@ -230,6 +231,7 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ",\n     \"variants_ran\": " << Json(r.variants)
         << ", \"devices_ran\": " << Json(r.devices_ran)
         << ", \"precisions_ran\": " << Json(r.precisions) << ",\n     \"wall_s\": " << Num(r.wall_s)
+        << ", \"start_unix_s\": " << absl::StrFormat("%.3f", r.start_unix_s)
         << ", \"requests_per_s\": " << Num(r.requests_per_s)
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
         << ",\n     \"client_us\": " << Json(r.client_us)

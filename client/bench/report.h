@@ -25,6 +25,7 @@ struct RunReport {
   std::map<std::string, std::int64_t> errors_by_code, variants, precisions, devices_ran;
   std::string first_error;
   double wall_s = 0, requests_per_s = 0, ok_per_s = 0, gflops_per_s = 0;
+  double start_unix_s = 0;  // the timed window: [start_unix_s, start_unix_s + wall_s]
   Summary client_us, server_total_us, kernel_us, overhead_us, queue_us, h2d_us, d2h_us, release_us;
   std::int64_t bytes_sent_per_request = 0, bytes_received_per_request = 0;
   double h2d_gb_per_s = 0;  // bytes sent per request / median host_to_device_us; 0 when none

@@ -209,8 +209,12 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   for (int i = 0; i < spec.concurrency; ++i) workers.push_back(std::make_unique<Worker>(shared, i));
 
   std::atomic<bool> started{false};
+  double start_unix_s = 0;
   auto on_start = [&]() noexcept {
     shared.start = Clock::now();
+    start_unix_s = std::chrono::duration<double>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
     if (o.duration_s) {
       shared.deadline = shared.start + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(*o.duration_s));
@@ -249,6 +253,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   if (releaser) releaser->Finish(result.record);
   result.spec = spec;
   result.wall_s = MicrosBetween(shared.start, last_finish) / 1e6;
+  result.start_unix_s = start_unix_s;
   for (const auto& w : workers) {
     result.record.Merge(w->record());
     if (w->setup_failed()) ++result.setup_failures;

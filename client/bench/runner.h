@@ -25,6 +25,7 @@ struct RunResult {
   RunSpec spec;
   Recorder record;                          // every worker's timed requests, merged
   double wall_s = 0;                        // first timed request started -> last one finished
+  double start_unix_s = 0;                  // wall-clock time the timed window opened
   std::int64_t bytes_sent_per_request = 0;  // operand bytes in each request (0 when resident)
   std::int64_t bytes_received_per_request = 0;
   std::int64_t setup_failures = 0;  // workers whose setup (connect, upload) failed
