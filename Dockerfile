@@ -43,10 +43,11 @@ RUN groupadd --system --gid 10001 matserve \
 USER 10001:10001
 # 50051: gRPC (MatrixService, grpc.health.v1.Health, reflection); 9464: Prometheus /metrics.
 EXPOSE 50051 9464
-# The gRPC endpoint answers (GetServerInfo through the bundled CLI). Kubernetes uses its native
-# gRPC probes against grpc.health.v1.Health instead (deploy/k8s/deployment.yaml).
+# grpc.health.v1.Health/Check through the bundled CLI: exit 0 only when SERVING (NOT_SERVING
+# while draining or after a device error), and no bearer token needed when --auth_tokens_file is
+# on. Kubernetes uses its native gRPC probes against the same service (deploy/k8s/deployment.yaml).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["matserve-cli", "info", "--target=127.0.0.1:50051"]
+  CMD ["matserve-cli", "health", "--target=127.0.0.1:50051", "--deadline-ms=4000"]
 STOPSIGNAL SIGTERM
 # No ENTRYPOINT: a command given to `docker run` / compose names the binary itself (compose runs
 # `matserve --listen=...`; `docker run IMAGE matserve-cli info --target=...` works too).

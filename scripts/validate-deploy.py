@@ -310,6 +310,9 @@ def check_dockerfile(ports, run_as):
         cli_src = open(os.path.join(ROOT, "client", "cli", "args.cc")).read()
         if not m or m.group(1) != "matserve-cli" or f'name == "{m.group(2)}"' not in cli_src:
             err("Dockerfile", "HEALTHCHECK must run a matserve-cli command that exists")
+        elif m.group(2) != "health":
+            err("Dockerfile", "HEALTHCHECK must ask the gRPC health service (matserve-cli health):"
+                " other commands need a token when authentication is on")
         if "matserve-cli" not in joined.split("HEALTHCHECK")[0]:
             err("Dockerfile", "the image does not ship matserve-cli")
     ignore = open(os.path.join(ROOT, ".dockerignore")).read()

@@ -29,6 +29,7 @@ Command LookupCommand(std::string_view name) {
   if (name == "download") return Command::kDownload;
   if (name == "release") return Command::kRelease;
   if (name == "resident") return Command::kResident;
+  if (name == "health") return Command::kHealth;
   return Command::kNone;
 }
 
@@ -346,6 +347,13 @@ std::vector<OptionSpec> HandleSpecs(HandleOptions& h, bool download) {
   return specs;
 }
 
+std::vector<OptionSpec> HealthSpecs(HealthOptions& h) {
+  return {{"service", false, [&h](const std::string& v) {
+             h.service = v;
+             return absl::OkStatus();
+           }}};
+}
+
 std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
   return {
       {"op", false,
@@ -361,6 +369,12 @@ std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
          return absl::OkStatus();
        }},
   };
+}
+
+absl::Status SetPath(const std::string& value, std::string& out) {
+  if (value.empty()) return Usage("an empty file name");
+  out = value;
+  return absl::OkStatus();
 }
 
 std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
@@ -388,6 +402,15 @@ std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
          }
          if (mb > 2047) return Usage("--max-message-mb: at most 2047 (protobuf's 2 GiB limit)");
          g.max_message_bytes = mb << 20;
+         return absl::OkStatus();
+       }},
+      {"token-file", false, [&g](const std::string& v) { return SetPath(v, g.token_file); }},
+      {"tls-ca", false, [&g](const std::string& v) { return SetPath(v, g.tls_ca); }},
+      {"tls-cert", false, [&g](const std::string& v) { return SetPath(v, g.tls_cert); }},
+      {"tls-key", false, [&g](const std::string& v) { return SetPath(v, g.tls_key); }},
+      {"tls-server-name", false,
+       [&g](const std::string& v) {
+         g.tls_server_name = v;
          return absl::OkStatus();
        }},
       {"help", true,
@@ -482,6 +505,7 @@ const char* CommandName(Command command) {
     case Command::kDownload: return "download";
     case Command::kRelease: return "release";
     case Command::kResident: return "resident";
+    case Command::kHealth: return "health";
   }
   return "";
 }
@@ -516,6 +540,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> upload = UploadSpecs(out.upload);
   const std::vector<OptionSpec> download = HandleSpecs(out.handle, true);
   const std::vector<OptionSpec> release = HandleSpecs(out.handle, false);
+  const std::vector<OptionSpec> health = HealthSpecs(out.health);
   Cursor cursor(args);
   while (!cursor.done()) {
     const std::string arg = cursor.Next();
@@ -532,7 +557,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
         if (out.command == Command::kNone) {
           return Usage(absl::StrCat("unknown command '", arg,
                                     "' (expected info, kernels, multiply, transpose, upload, "
-                                    "download, release, resident or help)"));
+                                    "download, release, resident, health or help)"));
         }
         continue;
       }
@@ -560,6 +585,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
         case Command::kUpload: spec = Find(upload, name); break;
         case Command::kDownload: spec = Find(download, name); break;
         case Command::kRelease: spec = Find(release, name); break;
+        case Command::kHealth: spec = Find(health, name); break;
         default: break;
       }
     }
@@ -584,6 +610,13 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     return out;
   }
   if (out.help) return out;
+  const GlobalOptions& g = out.global;
+  if (g.tls_cert.empty() != g.tls_key.empty()) {
+    return Usage("--tls-cert and --tls-key go together (the client certificate and its key)");
+  }
+  if ((!g.tls_cert.empty() || !g.tls_server_name.empty()) && g.tls_ca.empty()) {
+    return Usage("--tls-cert/--tls-server-name need --tls-ca (the roots that sign the server)");
+  }
   switch (out.command) {
     case Command::kNone: return Usage("no command given (try: matserve-cli --help)");
     case Command::kMultiply:

@@ -25,7 +25,8 @@ enum class Command {
   kUpload,
   kDownload,
   kRelease,
-  kResident
+  kResident,
+  kHealth
 };
 
 struct GlobalOptions {
@@ -33,6 +34,10 @@ struct GlobalOptions {
   bool json = false;
   std::int64_t deadline_ms = 120000;
   std::int64_t max_message_bytes = std::int64_t{1} << 30;
+  std::string token_file;         // --token-file: first line = bearer token (else $MATSERVE_TOKEN)
+  std::string tls_ca;             // --tls-ca: PEM roots; turns TLS on
+  std::string tls_cert, tls_key;  // --tls-cert/--tls-key: client certificate (mutual TLS)
+  std::string tls_server_name;    // --tls-server-name: name expected in the server's certificate
 };
 
 struct KernelsOptions {
@@ -98,6 +103,11 @@ struct UploadOptions {
   std::string colocate_with;     // --colocate-with: a handle whose device the matrix joins
 };
 
+// health: the service name asked about ("" = the whole server).
+struct HealthOptions {
+  std::string service;
+};
+
 // download / release: one resident matrix by handle.
 struct HandleOptions {
   std::string handle;
@@ -115,6 +125,7 @@ struct ParsedArgs {
   TransposeOptions transpose;
   UploadOptions upload;
   HandleOptions handle;  // download, release
+  HealthOptions health;
 };
 
 // Parses argv[1..] (without the program name).

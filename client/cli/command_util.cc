@@ -2,10 +2,16 @@
 #include "client/cli/command_util.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/commands.h"
 #include "client/cpp/matrix.h"
+#include "grpcpp/security/credentials.h"
 
 namespace matserve::client::cli {
 
@@ -31,7 +37,44 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(
   ClientOptions options;
   options.max_message_bytes = g.max_message_bytes;
   options.deadline = deadline.value_or(std::chrono::milliseconds(g.deadline_ms));
+  if (!g.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTextFile("--token-file", g.token_file);
+    if (!token.ok()) return token.status();
+    options.bearer_token = FirstLine(*token);
+    if (options.bearer_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token-file: ", g.token_file, " holds no token on its first line"));
+    }
+  } else if (const char* env = std::getenv("MATSERVE_TOKEN"); env != nullptr) {
+    options.bearer_token = FirstLine(env);
+  }
+  if (!g.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    for (auto [flag, path, pem] : {std::tuple{"--tls-ca", &g.tls_ca, &ssl.pem_root_certs},
+                                   std::tuple{"--tls-cert", &g.tls_cert, &ssl.pem_cert_chain},
+                                   std::tuple{"--tls-key", &g.tls_key, &ssl.pem_private_key}}) {
+      if (path->empty()) continue;
+      absl::StatusOr<std::string> text = ReadTextFile(flag, *path);
+      if (!text.ok()) return text.status();
+      *pem = *std::move(text);
+    }
+    options.credentials = grpc::SslCredentials(ssl);
+    options.tls_server_name = g.tls_server_name;
+  }
   return Client::Connect(g.target, options);
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string FirstLine(const std::string& text) {
+  const std::size_t end = text.find_first_of("\r\n");
+  return std::string(absl::StripAsciiWhitespace(absl::string_view(text).substr(0, end)));
 }
 
 absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernels::DType> dtype) {

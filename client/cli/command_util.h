@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,7 +33,13 @@ int InputError(std::ostream& err, const absl::Status& s);
 // "error: <CODE>: <message>"; exit 2.
 int RpcError(std::ostream& err, const absl::Status& s);
 
-// A client for the run's target, with `deadline` per call (the run's --deadline-ms when unset).
+// A file's whole text; NOT_FOUND naming `flag` when it cannot be read.
+absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path);
+// The first line of `text` without surrounding whitespace.
+std::string FirstLine(const std::string& text);
+
+// A client for the run's target, with `deadline` per call (the run's --deadline-ms when unset),
+// the bearer token of --token-file (or $MATSERVE_TOKEN) and TLS from --tls-ca/--tls-cert/--tls-key.
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(
     const GlobalOptions& g, std::optional<std::chrono::milliseconds> deadline = std::nullopt);
 

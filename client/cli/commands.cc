@@ -1,5 +1,5 @@
-// RunCli: parse, then dispatch to one command. `info`, `kernels` and the help texts live here;
-// multiply, transpose and the resident-matrix commands have their own files.
+// RunCli: parse, then dispatch to one command. `info`, `kernels`, `health` and the help texts
+// live here; multiply, transpose and the resident-matrix commands have their own files.
 #include "client/cli/commands.h"
 
 #include "client/cli/args.h"
@@ -19,6 +19,17 @@ int RunInfo(const Env& env) {
   if (!reply.ok()) return RpcError(env.err, reply.status());
   PrintInfo(*reply, env.global.target, env.global.json, env.out);
   return kExitOk;
+}
+
+// Exit 0 when SERVING, kExitNotServing for any other answer, kExitRpc when there is none: a
+// container health check needs nothing else (no token: the health service takes none).
+int RunHealth(const Env& env, const HealthOptions& opt) {
+  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
+  if (!client.ok()) return InputError(env.err, client.status());
+  absl::StatusOr<std::string> status = (*client)->Health(opt.service);
+  if (!status.ok()) return RpcError(env.err, status.status());
+  PrintHealth(opt.service, *status, env.global.json, env.out);
+  return *status == "SERVING" ? kExitOk : kExitNotServing;
 }
 
 int RunKernels(const Env& env, const KernelsOptions& opt) {
@@ -51,9 +62,9 @@ int RunHelp(const Env& env, Command command) {
 // The command named in `args`, for the usage hint when parsing failed part way.
 Command CommandIn(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
-    for (Command c :
-         {Command::kInfo, Command::kKernels, Command::kMultiply, Command::kTranspose,
-          Command::kUpload, Command::kDownload, Command::kRelease, Command::kResident}) {
+    for (Command c : {Command::kInfo, Command::kKernels, Command::kMultiply, Command::kTranspose,
+                      Command::kUpload, Command::kDownload, Command::kRelease, Command::kResident,
+                      Command::kHealth}) {
       if (a == CommandName(c)) return c;
     }
   }
@@ -76,6 +87,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     case Command::kDownload: return RunDownload(env, parsed->handle);
     case Command::kRelease: return RunRelease(env, parsed->handle);
     case Command::kResident: return RunResident(env);
+    case Command::kHealth: return RunHealth(env, parsed->health);
     default: break;
   }
   return RunHelp(env, Command::kNone);

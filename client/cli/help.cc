@@ -23,6 +23,7 @@ commands:
   download    fetch a resident matrix (--handle H --out X.npy)
   release     free a resident matrix (--handle H)
   resident    list the resident matrices
+  health      ask the server's gRPC health service (exit 0 when SERVING; no token needed)
   help CMD    the options of CMD (same as: matserve-cli CMD --help)
 
 global options (before or after the command):
@@ -31,10 +32,14 @@ global options (before or after the command):
   --json                 print one JSON object instead of the aligned text block
   --deadline-ms N        deadline of each call (default 120000)
   --max-message-mb N     largest message sent or received (default 1024)
+  --token-file F         send the bearer token on F's first line (default: $MATSERVE_TOKEN, if set)
+  --tls-ca F             TLS, trusting the PEM roots in F
+  --tls-cert F --tls-key F   client certificate and key (mutual TLS)
+  --tls-server-name N    name in the server's certificate, when the target's host differs
   --help, -h             this text
 
 exit codes: 0 ok, 1 usage or input-file error, 2 RPC error (stderr: "error: <CODE>: <message>"),
-            3 verification above --tolerance
+            3 verification above --tolerance, 4 health: the server answered but is not SERVING
 )";
 }
 
@@ -56,6 +61,14 @@ std::string CommandHelp(Command command, const std::string& kernel_list) {
 
 Prints the server's version, git sha, backend (cuda or cpu), each device (name, compute
 capability, SMs, memory) and its limits (message bytes, dimension, matrix bytes).
+)";
+    case Command::kHealth:
+      return R"(usage: matserve-cli [--target HOST:PORT] health [--service NAME] [--json]
+
+Asks grpc.health.v1.Health/Check and prints the status. Exit 0 when SERVING, 4 when the server
+answered anything else (NOT_SERVING while it drains or after a device error), 2 when it did not
+answer. For container health checks: the health service needs no bearer token.
+  --service NAME         "" (default) = the whole server; matserve.v1.MatrixService = the service
 )";
     case Command::kKernels:
       return R"(usage: matserve-cli [--target HOST:PORT] kernels [--op gemm|transpose] [--json]

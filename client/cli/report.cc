@@ -205,6 +205,17 @@ void PrintResidentList(const v1::ListResidentReply& reply, bool json, std::ostre
   out << "total_bytes " << reply.total_bytes() << '\n';
 }
 
+void PrintHealth(const std::string& service, const std::string& status, bool json,
+                 std::ostream& out) {
+  if (json) {
+    out << JsonObject().Add("command", "health").Add("service", service).Add("status", status).str()
+        << '\n';
+    return;
+  }
+  Line(out, "service", service.empty() ? "(server)" : service);
+  Line(out, "status", status);
+}
+
 void PrintInfo(const v1::GetServerInfoReply& reply, const std::string& target, bool json,
                std::ostream& out) {
   const v1::ServerLimits& l = reply.limits();

@@ -17,6 +17,10 @@ namespace v1 = ::matserve::v1;
 void PrintInfo(const v1::GetServerInfoReply& reply, const std::string& target, bool json,
                std::ostream& out);
 
+// `health`: the service asked about and its status name (SERVING, NOT_SERVING, ...).
+void PrintHealth(const std::string& service, const std::string& status, bool json,
+                 std::ostream& out);
+
 void PrintKernels(const v1::ListKernelsReply& reply, std::optional<v1::Operation> only, bool json,
                   std::ostream& out);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -59,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (absl::StartsWith(target, "dns:") && !options.dns_load_balancing_policy.empty()) {
     args.SetLoadBalancingPolicyName(options.dns_load_balancing_policy);
   }
+  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
@@ -83,6 +85,9 @@ Client::Client(Key, std::string target, ClientOptions options,
 void Client::PrepareContext(grpc::ClientContext& context) const {
   if (options_.deadline.count() > 0) {
     context.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  }
+  if (!options_.bearer_token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
   }
 }
 
@@ -115,6 +120,18 @@ absl::StatusOr<v1::ListKernelsReply> Client::ListKernels() {
     return s;
   }
   return reply;
+}
+
+absl::StatusOr<std::string> Client::Health(const std::string& service) {
+  namespace health = ::grpc::health::v1;
+  grpc::ClientContext context;
+  PrepareContext(context);
+  health::HealthCheckRequest request;
+  request.set_service(service);
+  health::HealthCheckResponse reply;
+  const std::unique_ptr<health::Health::Stub> stub = health::Health::NewStub(channel_);
+  if (absl::Status s = FromGrpcStatus(stub->Check(&context, request, &reply)); !s.ok()) return s;
+  return health::HealthCheckResponse::ServingStatus_Name(reply.status());
 }
 
 absl::StatusOr<v1::GetServerInfoReply> Client::GetServerInfo() {

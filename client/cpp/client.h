@@ -34,6 +34,12 @@ struct ClientOptions {
   std::string dns_load_balancing_policy = "round_robin";
   // Null means insecure (plaintext) credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // With TLS: the name the server's certificate must carry when it differs from the target's
+  // host (e.g. a certificate for "matserve.example" reached as 127.0.0.1). Empty: the target's.
+  std::string tls_server_name;
+  // Sent as "authorization: Bearer <token>" on every call when not empty (servers started with
+  // --auth_tokens_file require it; the health service does not).
+  std::string bearer_token;
   // When positive, Connect waits this long for the channel to become ready and returns
   // UNAVAILABLE if it does not; otherwise the channel connects lazily on the first call.
   std::chrono::milliseconds connect_timeout{0};
@@ -56,6 +62,9 @@ class Client {
   absl::StatusOr<v1::TransposeReply> Transpose(const v1::TransposeRequest& request);
   absl::StatusOr<v1::ListKernelsReply> ListKernels();
   absl::StatusOr<v1::GetServerInfoReply> GetServerInfo();
+  // grpc.health.v1.Health/Check for `service` ("" = the whole server): the status's name,
+  // e.g. "SERVING" or "NOT_SERVING".
+  absl::StatusOr<std::string> Health(const std::string& service = {});
 
   // Resident matrices (kept in device memory between calls; name the handle in Multiply or
   // Transpose requests). Upload sends one message when the matrix fits in max_message_bytes (less

@@ -38,6 +38,14 @@ class CliTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir.name, name)
 
+    def test_health(self):
+        self.assertEqual(self.cli("health"), {"command": "health", "service": "",
+                                              "status": "SERVING"})
+        self.assertEqual(self.cli("health", "--service", "matserve.v1.MatrixService")["status"],
+                         "SERVING")
+        unknown = self.cli("health", "--service", "no.such.Service", expect=2)
+        self.assertIn("NOT_FOUND", unknown.stderr)
+
     def test_info_and_kernels(self):
         info = self.cli("info")
         self.assertEqual(info["backend"], "cpu")

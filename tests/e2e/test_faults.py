@@ -4,7 +4,9 @@ new ones refused with UNAVAILABLE, exit 0), and memory exhaustion forced through
 --memory_budget_bytes (RESOURCE_EXHAUSTED, then the server recovers). After each fault the server
 must answer correctly and its pool memory in use must return to the baseline."""
 import concurrent.futures
+import os
 import signal
+import subprocess
 import time
 import unittest
 import urllib.request
@@ -143,8 +145,14 @@ class SigtermUnderLoadTest(unittest.TestCase):
                         "the requests never queued up")
         in_flight = metric(server, "matserve_requests_in_flight")
         server.proc.send_signal(signal.SIGTERM)
-        # Health leaves SERVING first (NOT_SERVING, or refused once the listener closed).
+        # Health leaves SERVING first (NOT_SERVING, or refused once the listener closed); the
+        # container health check (matserve-cli health) then fails: 4 = NOT_SERVING, 2 = no answer.
         self.assertTrue(wait_until(lambda: self._health(server) != 1, 10))
+        if os.environ.get("MATSERVE_CLI"):
+            probe = subprocess.run([os.environ["MATSERVE_CLI"], "--target", server.target,
+                                    "--deadline-ms", "3000", "health"], capture_output=True,
+                                   timeout=30)
+            self.assertIn(probe.returncode, (4, 2), probe.stdout + probe.stderr)
         # New calls are refused with UNAVAILABLE, on an open connection and on a new one.
         fresh = grpc.insecure_channel(server.target)
         for channel in (server.channel, fresh):

@@ -15,6 +15,16 @@ from matserve.v1 import matrix_service_pb2_grpc as rpc
 from server_process import ServerProcess, health_check, matrix
 from test_service import rand
 
+CLI = os.environ.get("MATSERVE_CLI")
+
+
+def run_cli(target, *args, env_token=None):
+    env = {k: v for k, v in os.environ.items() if k != "MATSERVE_TOKEN"}
+    if env_token:
+        env["MATSERVE_TOKEN"] = env_token
+    return subprocess.run([CLI, "--target", target, "--deadline-ms", "10000", *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789ab"
 READER = "reader-token-0123456789"
@@ -76,6 +86,44 @@ class TokenTest(unittest.TestCase):
         self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), ALICE).matrices), 1)
         call(self.stub.Release, pb.ReleaseRequest(handle=h), ALICE)
 
+    @unittest.skipUnless(CLI, "MATSERVE_CLI is not set (no matserve-cli built)")
+    def test_cli_sends_tokens_and_health_needs_none(self):
+        target = self.server.target
+        health = run_cli(target, "health")
+        self.assertEqual(health.returncode, 0, health.stderr)
+        self.assertIn("SERVING", health.stdout)
+        refused = run_cli(target, "info")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("UNAUTHENTICATED", refused.stderr)
+        token_file = os.path.join(self.dir.name, "alice.token")
+        with open(token_file, "w") as f:
+            f.write(ALICE + "\n")
+        self.assertEqual(run_cli(target, "--token-file", token_file, "info").returncode, 0)
+        self.assertEqual(run_cli(target, "info", env_token=READER).returncode, 0)
+        denied = run_cli(target, "upload", "--random", "4x4", env_token=READER)
+        self.assertEqual(denied.returncode, 2)
+        self.assertIn("PERMISSION_DENIED", denied.stderr)
+        missing = run_cli(target, "--token-file", token_file + ".absent", "info")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("--token-file", missing.stderr)
+
+    def test_python_client_sends_its_token(self):
+        from matserve_client import Client, MatservError
+        with Client(self.server.target, token=ALICE, timeout=30) as alice:
+            with alice.upload(rand(6, 5)) as h:
+                self.assertEqual(len(alice.list_resident()), 1)
+                with Client(self.server.target, token=BOB, timeout=30) as bob:
+                    self.assertEqual(bob.list_resident(), [])
+                    big = bob.upload(rand(100, 100), stream=True)  # streaming calls carry it too
+                    self.assertEqual(big.shape, (100, 100))
+                    big.release()
+                r = alice.multiply(h, rand(5, 3))
+                self.assertEqual(r.c.shape, (6, 3))
+        with Client(self.server.target, timeout=30) as anonymous:
+            with self.assertRaises(MatservError) as ctx:
+                anonymous.server_info()
+            self.assertIn("UNAUTHENTICATED", str(ctx.exception))
+
     def test_per_caller_resident_quota(self):
         h = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(100, 100))), BOB).resident.handle  # 40 KB
         self.expect(grpc.StatusCode.RESOURCE_EXHAUSTED, "--max_resident_bytes_per_owner", self.stub.Upload,
@@ -129,6 +177,13 @@ class TlsTest(unittest.TestCase):
             self.assertIn("(TLS,", server.output())
             ok = self.multiply_over(server.port, grpc.ssl_channel_credentials(self.pki["ca.pem"]))
             self.assertEqual(ok.c.rows, 3)
+            if CLI:
+                target = f"127.0.0.1:{server.port}"
+                tls = run_cli(target, "--tls-ca", self.path("ca.pem"), "health")
+                self.assertEqual(tls.returncode, 0, tls.stderr)
+                self.assertEqual(run_cli(target, "--tls-ca", self.path("ca.pem"),
+                                         "--tls-server-name", "localhost", "info").returncode, 0)
+                self.assertEqual(run_cli(target, "health").returncode, 2)  # plaintext
             with self.assertRaises(grpc.RpcError):  # plaintext against a TLS port
                 with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
                     rpc.MatrixServiceStub(ch).GetServerInfo(pb.GetServerInfoRequest(), timeout=3)
@@ -142,6 +197,13 @@ class TlsTest(unittest.TestCase):
                 self.multiply_over(mtls.port, grpc.ssl_channel_credentials(self.pki["ca.pem"]))
             creds = grpc.ssl_channel_credentials(self.pki["ca.pem"], self.pki["client.key"], self.pki["client.pem"])
             self.assertEqual(self.multiply_over(mtls.port, creds).c.cols, 3)
+            if CLI:
+                target = f"127.0.0.1:{mtls.port}"
+                ca = ("--tls-ca", self.path("ca.pem"))
+                self.assertEqual(run_cli(target, *ca, "info").returncode, 2)  # no client cert
+                mutual = run_cli(target, *ca, "--tls-cert", self.path("client.pem"),
+                                 "--tls-key", self.path("client.key"), "info")
+                self.assertEqual(mutual.returncode, 0, mutual.stderr)
         finally:
             self.assertEqual(mtls.stop(), 0)
 

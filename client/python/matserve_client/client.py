@@ -13,6 +13,7 @@ import grpc
 import numpy as np
 
 from . import dtypes, transfer
+from .auth import BearerToken
 from ._stubs import pb, rpc
 from .encoding import DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, decode, memory_order, prepare
 from .errors import MatservError, Unimplemented, error_for, from_rpc_error
@@ -55,13 +56,15 @@ class Client:
     own). chunk_bytes: chunk size of streamed transfers. auto_stream: move operands and results
     larger than one message through resident matrices and streams instead of failing with
     RESOURCE_EXHAUSTED.
-    credentials: grpc.ChannelCredentials for TLS; options: extra gRPC channel options.
+    credentials: grpc.ChannelCredentials for TLS; token: a bearer token sent with every call
+    (servers started with --auth_tokens_file); options: extra gRPC channel options.
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, auto_stream: bool = True,
                  credentials: Optional[grpc.ChannelCredentials] = None,
+                 token: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = ()) -> None:
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
@@ -76,7 +79,10 @@ class Client:
             self._channel = grpc.secure_channel(target, credentials, options=opts)
         else:
             self._channel = grpc.insecure_channel(target, options=opts)
-        self._stub = rpc.MatrixServiceStub(self._channel)
+        calls = self._channel
+        if token:
+            calls = grpc.intercept_channel(self._channel, BearerToken(token))
+        self._stub = rpc.MatrixServiceStub(calls)
         self._server_max_message: Optional[int] = None
         self._lock = threading.Lock()
 
