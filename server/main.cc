@@ -281,8 +281,20 @@ int run() {
   health_watch.join();
   health->SetServingStatus(kServiceName, false);
   health->SetServingStatus(false);
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  // Drain: the listener stays open, so requests still being received arrive and are refused
+  // with UNAVAILABLE rather than cut off; handlers already running finish. Then gRPC's Shutdown
+  // closes the listener and waits for what is left, within the same grace period.
+  service.begin_drain();
+  const absl::Time drain_start = absl::Now();
+  const absl::Time deadline =
+      drain_start + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  while (metrics.in_flight_count() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  std::printf("matserve: drained in %.0f ms (%.0f requests still running)\n",
+              absl::ToDoubleMilliseconds(absl::Now() - drain_start), metrics.in_flight_count());
+  std::fflush(stdout);
+  server->Shutdown(absl::ToChronoTime(deadline));
   server->Wait();
   metrics_http.reset();
   std::printf("matserve: stopped\n");

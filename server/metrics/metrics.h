@@ -60,6 +60,8 @@ class Metrics {
     prometheus::Gauge* gauge_;
   };
   InFlight in_flight() { return InFlight(*in_flight_); }
+  // How many InFlight guards are alive now (RPC handlers running).
+  double in_flight_count() const { return in_flight_->Value(); }
 
   // Read at every scrape: the runtime's snapshot (slots, queue, pools, resident matrices) and, when
   // set (non-null), NVML for the GPU gauges.

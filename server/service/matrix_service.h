@@ -3,6 +3,7 @@
 // compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "matserve/v1/matrix_service.grpc.pb.h"
@@ -42,7 +43,15 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   grpc::Status ListResident(grpc::ServerContext* context, const v1::ListResidentRequest* request,
                             v1::ListResidentReply* reply) override;
 
+  // The first step of a graceful shutdown: from now on every call that has not yet started its
+  // work is refused with UNAVAILABLE (safe to retry elsewhere: nothing was done), while calls
+  // already past `authorize` finish. Requests still arriving (a large message in transmission)
+  // get that answer too instead of being cut off by gRPC's Shutdown.
+  void begin_drain() { draining_.store(true); }
+
  private:
+  std::atomic<bool> draining_{false};
+
   // Who the caller is (the owner of the resident matrices it may see; "" when authentication is
   // off), or UNAUTHENTICATED / PERMISSION_DENIED.
   absl::StatusOr<std::string> authorize(const grpc::ServerContext& context, Permission need,

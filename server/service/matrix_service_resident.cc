@@ -26,6 +26,12 @@ v1::Layout layout_proto(kernels::Layout l) {
 
 absl::StatusOr<std::string> MatrixServiceImpl::authorize(const grpc::ServerContext& context,
                                                          Permission need, const char* rpc) const {
+  if (draining_.load()) {
+    return absl::UnavailableError(
+        absl::StrCat(rpc,
+                     ": the server is shutting down; the request was not started (retry it "
+                     "on another replica)"));
+  }
   return auth_.authenticate(context, need, rpc);
 }
 
