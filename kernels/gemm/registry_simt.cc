@@ -86,6 +86,16 @@ void append_simt_gemm_variants(std::vector<GemmVariant>& gemm) {
   gemm.push_back(simt<&launch_gemm_simt_pipelined_64x64>(
       "simt_pipelined_64x64", kF32,
       "simt_pipelined pinned to 64x64 tiles, 128 threads (4x8 results per lane)"));
+  gemm.push_back(simt<&launch_gemm_simt_tuned>(
+      "simt_tuned", kF32F64,
+      "past the top rung: conflict-free LDS.128, double-buffered fragments, unchecked interior "
+      "tiles; 128x128 or 64x64 tiles chosen per shape"));
+  gemm.push_back(simt<&launch_gemm_simt_tuned_128x128>(
+      "simt_tuned_128x128", kF32F64,
+      "simt_tuned pinned to 128x128 tiles, k-step 8, 256 threads, 8x8 results per lane"));
+  gemm.push_back(simt<&launch_gemm_simt_tuned_64x64>(
+      "simt_tuned_64x64", kF32F64,
+      "simt_tuned pinned to 64x64 tiles, 128 threads (8x4 fp32 / 8x4 fp64 results per lane)"));
 }
 
 }  // namespace matserve::kernels::internal

@@ -30,5 +30,10 @@ cudaError_t launch_gemm_simt_pipelined_128x128(const GemmProblem& p, cudaStream_
 cudaError_t launch_gemm_simt_pipelined_128x128_k16(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_pipelined_128x128_cpasync(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_pipelined_64x64(const GemmProblem& p, cudaStream_t stream);
+// Past the top rung: conflict-free LDS.128 lane layout, register-double-buffered fragments, a
+// two-stage LDG -> STS ring and an unchecked interior path; plain entry chooses tiles per shape.
+cudaError_t launch_gemm_simt_tuned(const GemmProblem& p, cudaStream_t stream);
+cudaError_t launch_gemm_simt_tuned_128x128(const GemmProblem& p, cudaStream_t stream);
+cudaError_t launch_gemm_simt_tuned_64x64(const GemmProblem& p, cudaStream_t stream);
 
 }  // namespace matserve::kernels
