@@ -4,13 +4,16 @@
 // each launch, warm-up first, median of many runs, buffers rotated so that no run is served by L2.
 // Writes JSON and a Markdown table; progress goes to stderr.
 //
-// usage: transpose_bench [--json FILE] [--md FILE] [--quick]
+// usage: transpose_bench [--json FILE] [--md FILE] [--quick] [--tune] [--profile]
+// (--tune: a short list of shapes with every tuning configuration, for choosing defaults;
+// --profile: a few untimed launches of the main kernels, for ncu)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -42,7 +45,75 @@ struct Result {
   int reps = 0;
 };
 
+bool g_tune = false;  // --tune: the tuning list (more configurations, fewer shapes)
+
+struct VecSweep {
+  std::string name;
+  VectorizedConfig cfg;
+};
+
+// transpose_vectorized's configurations other than its default (the registry row).
+std::vector<VecSweep> vectorized_sweep(bool tune) {
+  auto cfg = [](int k, int order, int lh, int sh, bool pers) {
+    VectorizedConfig c;
+    c.tiles_per_block = k;
+    c.order = order;
+    c.load_hint = lh;
+    c.store_hint = sh;
+    c.persistent = pers;
+    return c;
+  };
+  std::vector<VecSweep> all = {
+      {"k=1 row", cfg(1, kOrderRow, 0, 0, false)},
+      {"k=2 row", cfg(2, kOrderRow, 0, 0, false)},
+      {"k=2 diagonal", cfg(2, kOrderDiagonal, 0, 0, false)},
+      {"k=2 column", cfg(2, kOrderCol, 0, 0, false)},
+      {"mirror", cfg(2, kOrderMirror, 0, 0, false)},  // the default before 2026-11-21
+      {"mirror ld.nc", cfg(2, kOrderMirror, 1, 0, false)},
+      {"mirror st.cs", cfg(2, kOrderMirror, 0, 1, false)},
+      {"mirror ld.nc st.cs", cfg(2, kOrderMirror, 1, 1, false)},
+      {"mirror ld.cs st.cs", cfg(2, kOrderMirror, 2, 1, false)},
+      {"mirror ld.nc st.cg", cfg(2, kOrderMirror, 1, 2, false)},
+      {"mirror persistent", cfg(2, kOrderMirror, 0, 0, true)},
+      {"mirror ld.nc st.cs persistent", cfg(2, kOrderMirror, 1, 1, true)},
+      {"k=2 row ld.nc st.cs", cfg(2, kOrderRow, 1, 1, false)},
+      {"k=2 column ld.nc st.cs", cfg(2, kOrderCol, 1, 1, false)},
+      {"k=1 column ld.nc st.cs", cfg(1, kOrderCol, 1, 1, false)},
+      {"k=1 column (no hints)", cfg(1, kOrderCol, 0, 0, false)},
+      {"k=1 row ld.nc st.cs", cfg(1, kOrderRow, 1, 1, false)},
+  };
+  // Outside --tune: the previous default, the hints one at a time, and the order.
+  const char* short_list[] = {"mirror", "mirror ld.nc st.cs", "k=1 column (no hints)",
+                              "k=2 column ld.nc st.cs", "k=1 row ld.nc st.cs"};
+  std::vector<VecSweep> out;
+  for (const VecSweep& v : all) {
+    const VectorizedConfig& d = kVectorizedDefault;
+    const VectorizedConfig& c = v.cfg;
+    if (c.tiles_per_block == d.tiles_per_block && c.order == d.order &&
+        c.load_hint == d.load_hint && c.store_hint == d.store_hint &&
+        c.persistent == d.persistent) {
+      continue;  // = the registry row
+    }
+    if (!tune &&
+        std::find(std::begin(short_list), std::end(short_list), v.name) == std::end(short_list)) {
+      continue;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::vector<Case> cases(bool quick) {
+  if (g_tune) {
+    return {{"square", 8192, 8192, DType::kF32, true},
+            {"square", 16384, 16384, DType::kF32, true},
+            {"square", 8192, 8192, DType::kF16, true},
+            {"square", 8192, 8192, DType::kF64, true},
+            {"wide", 2048, 8192, DType::kF32, true, true},
+            {"tall", 16384, 1024, DType::kF32, false, true},
+            {"square", 4095, 4097, DType::kF32, false, true},
+            {"thin", 100000, 100, DType::kF32, false, true}};
+  }
   std::vector<Case> out;
   for (std::int64_t n : {1024, 2048, 4096, 8192, 16384}) {
     if (quick && n > 8192) continue;
@@ -168,36 +239,59 @@ void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& 
     results.push_back(r);
   }
 
-  // The registry's CUDA variants, then (in sweep cases) the tuned kernel's other configurations.
+  // The registry's CUDA variants, then (in sweep cases) the tuned kernels' other configurations.
   struct Entry {
     std::string name;
-    const TransposeVariant* v;  // null: a sweep configuration of a tuned kernel
-    int tiles_per_block = 0;    // > 0: transpose_vectorized with these knobs
-    int order = 0;
-    std::size_t batch_bytes = 0;  // > 0: transpose_inplace_rect with this strip batch
+    const TransposeVariant* v;  // null: a configuration launched through `fn`
+    bool in_place = false;
+    std::function<cudaError_t(const TransposeProblem&, cudaStream_t)> fn;
   };
   std::vector<Entry> entries;
   for (const TransposeVariant& v : transpose_variants()) {
-    if (v.backend == Backend::kCuda) entries.push_back({std::string(v.name), &v});
+    if (v.backend == Backend::kCuda) entries.push_back({std::string(v.name), &v, v.in_place, {}});
   }
   if (c.sweep) {
-    const char* order_name[] = {"row-order", "diagonal", "mirror-pairs"};
-    for (auto [k, order] : {std::pair{1, kOrderRow},
-                            {1, kOrderDiagonal},
-                            {2, kOrderRow},
-                            {2, kOrderDiagonal},
-                            {2, kOrderMirror}}) {
-      if (k == kVectorizedTilesPerBlock && order == kVectorizedOrder)
-        continue;  // = the registry row
-      entries.push_back(
-          {"sweep: vectorized tiles/block=" + std::to_string(k) + " " + order_name[order], nullptr,
-           k, order});
+    for (const VecSweep& vs : vectorized_sweep(g_tune)) {
+      const VectorizedConfig cfg = vs.cfg;
+      entries.push_back({"sweep: vectorized " + vs.name, nullptr, false,
+                         [cfg](const TransposeProblem& p, cudaStream_t st) {
+                           return launch_transpose_vectorized_tuned(p, cfg, st);
+                         }});
     }
   }
-  if (c.sweep_rect) {
+  // In-place rectangular with scratch from the benchmark (what a server can lend a resident
+  // matrix): with about half the matrix (it chooses the stage count), and at each stage count.
+  std::optional<DeviceBuffer> rect_scratch;
+  // (k = 1 needs a little more than the matrix: panel rows padded to 16 bytes, 256-byte slots.)
+  const std::size_t rect_bytes = bytes + bytes / 16 + (std::size_t{1} << 20);
+  if (c.rows != c.cols && c.rows > 1 && c.cols > 1) {
+    auto sb = allocate_device(rect_bytes);
+    if (sb.ok()) rect_scratch = *std::move(sb);
+  }
+  void* scratch_ptr = rect_scratch ? rect_scratch->data() : nullptr;
+  if (rect_scratch) {
+    // About half the matrix: enough for the staged sweep with 4 stages.
+    const std::size_t half = bytes / 2 + (std::size_t{1} << 20);
+    entries.push_back({"inplace_rect, scratch = matrix/2 + 1 MiB", nullptr, true,
+                       [scratch_ptr, half](const TransposeProblem& p, cudaStream_t st) {
+                         return launch_transpose_inplace_rect_staged(p, scratch_ptr, half, 0, st);
+                       }});
+  }
+  if (c.sweep_rect && rect_scratch) {
+    for (int k : {1, 2, 4, 8, 16}) {
+      entries.push_back({"sweep: inplace_rect staged k=" + std::to_string(k), nullptr, true,
+                         [scratch_ptr, rect_bytes, k](const TransposeProblem& p, cudaStream_t st) {
+                           return launch_transpose_inplace_rect_staged(p, scratch_ptr, rect_bytes,
+                                                                       k, st);
+                         }});
+    }
     for (std::size_t mib : {4, 8, 32}) {
-      entries.push_back(
-          {"sweep: inplace_rect batch=" + std::to_string(mib) + "MiB", nullptr, 0, 0, mib << 20});
+      entries.push_back({"sweep: inplace_rect decomposition batch=" + std::to_string(mib) + "MiB",
+                         nullptr, true, [&res, mib](const TransposeProblem& p, cudaStream_t st) {
+                           const ExecContext cx = res.context();
+                           return launch_transpose_inplace_rect_config(
+                               p, cx.workspace, cx.workspace_bytes, mib << 20, st);
+                         }});
     }
   }
   for (const Entry& en : entries) {
@@ -206,7 +300,7 @@ void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& 
     r.variant = en.name;
     r.copy_gbps = copy_gbps;
     const bool square = c.rows == c.cols;
-    const bool in_place = en.v != nullptr ? en.v->in_place : en.batch_bytes > 0;
+    const bool in_place = en.in_place;
     // Problem for run k: out-of-place in -> out; in place on outs[], alternating direction for
     // rectangular shapes (the even runs, rows x cols -> cols x rows, are the timed ones).
     auto problem = [&](int k) {
@@ -234,14 +328,8 @@ void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& 
           absl::Status st;
           if (en.v != nullptr) {
             st = en.v->launch(problem(k), ctx);
-          } else if (en.batch_bytes > 0) {
-            st = cuda_status(launch_transpose_inplace_rect_config(
-                                 problem(k), ctx.workspace, ctx.workspace_bytes, en.batch_bytes, s),
-                             "sweep");
           } else {
-            st = cuda_status(
-                launch_transpose_vectorized_config(problem(k), en.tiles_per_block, en.order, s),
-                "sweep");
+            st = cuda_status(en.fn(problem(k), s), "sweep");
           }
           if (!st.ok())
             std::fprintf(stderr, "%s: %s\n", en.name.c_str(), std::string(st.message()).c_str());
@@ -264,6 +352,39 @@ void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& 
                  r.variant.c_str(), r.median_ms, r.gbps, 100.0 * r.ratio);
     results.push_back(r);
   }
+}
+
+// --profile: a few launches of the main kernels at 8192^2 fp32 (and the staged in-place
+// rectangular sweep at 2048 x 8192), nothing timed: a short target for Nsight Compute.
+int profile(const StreamResources& res) {
+  const std::int64_t n = 8192;
+  const std::size_t bytes = static_cast<std::size_t>(n * n) * 4;
+  auto in = allocate_device(bytes);
+  auto out = allocate_device(bytes);
+  auto scratch = allocate_device(bytes);
+  if (!in.ok() || !out.ok() || !scratch.ok()) return 1;
+  cudaMemset(in->data(), 0x3c, bytes);
+  cudaMemset(out->data(), 0x3c, bytes);
+  const cudaStream_t s = res.stream();
+  const ExecContext ctx = res.context();
+  const TransposeProblem p =
+      canonicalize_transpose(n, n, Layout::kRowMajor, DType::kF32, in->data(), out->data(), 1.0);
+  const TransposeProblem ip =
+      canonicalize_transpose(n, n, Layout::kRowMajor, DType::kF32, out->data(), out->data(), 1.0);
+  for (const char* name : {"transpose_tiled", "transpose_vectorized", "cublas_geam"}) {
+    if (const TransposeVariant* v = find_transpose_variant(name)) {
+      for (int k = 0; k < 2; ++k) (void)v->launch(p, ctx);
+    }
+  }
+  for (int k = 0; k < 2; ++k) launch_transpose_inplace_square(ip, s);
+  for (const VecSweep& vs : vectorized_sweep(true)) {
+    if (vs.name.find("ld.nc st.cs") == std::string::npos && vs.name != "k=2 column") continue;
+    launch_transpose_vectorized_tuned(p, vs.cfg, s);
+  }
+  const TransposeProblem rp = canonicalize_transpose(2048, 8192, Layout::kRowMajor, DType::kF32,
+                                                     out->data(), out->data(), 1.0);
+  launch_transpose_inplace_rect_staged(rp, scratch->data(), bytes, 8, s);
+  return check(cudaStreamSynchronize(s), "profile") ? 0 : 1;
 }
 
 std::string json_escape(const std::string& s) {
@@ -313,7 +434,7 @@ void write_markdown(const std::string& path, const std::vector<Result>& rs) {
 
 int run(int argc, char** argv) {
   std::string json = "transpose_bench.json", md = "transpose_bench.md";
-  bool quick = false;
+  bool quick = false, do_profile = false;
   for (int k = 1; k < argc; ++k) {
     const std::string a = argv[k];
     if (a == "--json" && k + 1 < argc)
@@ -322,8 +443,14 @@ int run(int argc, char** argv) {
       md = argv[++k];
     else if (a == "--quick")
       quick = true;
+    else if (a == "--tune")
+      g_tune = true;
+    else if (a == "--profile")
+      do_profile = true;
     else {
-      std::fprintf(stderr, "usage: transpose_bench [--json FILE] [--md FILE] [--quick]\n");
+      std::fprintf(
+          stderr,
+          "usage: transpose_bench [--json FILE] [--md FILE] [--quick] [--tune] [--profile]\n");
       return 2;
     }
   }
@@ -338,6 +465,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "stream resources: %s\n", std::string(res.status().message()).c_str());
     return 1;
   }
+  if (do_profile) return profile(*res);
   std::vector<Result> results;
   for (const Case& c : cases(quick)) bench_case(c, *res, results);
   write_json(json, results, prop.name);

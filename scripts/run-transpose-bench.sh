@@ -6,10 +6,13 @@
 #       GPU tests (full, then compute-sanitizer memcheck/racecheck on the small shapes), then the
 #       benchmark (each stage under a timeout: T_TEST, T_SAN, T_BENCH seconds; SKIP_SAN=1 skips
 #       the sanitizer); results in $OUT (or ./bench-out): transpose_bench.json/.md, logs, nvidia-smi
+#   on the GPU machine:    scripts/run-transpose-bench.sh tune [BUILD_DIR]
+#       the tuning pass: quick GPU tests, Nsight Compute counters of the main kernels at 8192^2 fp32
+#       (transpose_bench --profile), then transpose_bench --tune (every configuration, 8 shapes)
 #   back here:             scripts/run-transpose-bench.sh plot RESULTS.json
 #       draws docs/benchmarks/img/transpose.png
 set -uo pipefail
-mode=${1:?usage: run-transpose-bench.sh bundle|device|plot ...}
+mode=${1:?usage: run-transpose-bench.sh bundle|device|tune|plot ...}
 case "$mode" in
   bundle)
     build=${2:-build}
@@ -39,6 +42,23 @@ case "$mode" in
       2>"$out/bench.log" || rc=1
     cat "$out/transpose_bench.md"
     exit $rc
+    ;;
+  tune)
+    build=${2:-build}
+    out=${OUT:-$PWD/bench-out}
+    mkdir -p "$out"
+    env="$build/device/with-env.sh"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/smi.txt"
+    MATSERVE_TEST_QUICK=1 timeout "${T_TEST:-80}" "$env" stdbuf -oL transpose_variants_gpu_test \
+      --gtest_brief=1 >"$out/test.log" 2>&1 || echo "GPU TESTS FAILED"
+    tail -n 2 "$out/test.log"
+    m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+    m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
+    m=$m,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,sm__warps_active.avg.pct_of_peak_sustained_active
+    timeout "${T_NCU:-45}" "$env" ncu --clock-control none --metrics "$m" --csv transpose_bench --profile \
+      >"$out/ncu.csv" 2>"$out/ncu.err"
+    timeout "${T_BENCH:-110}" "$env" transpose_bench --tune --json "$out/tune.json" --md "$out/tune.md" \
+      2>"$out/tune.log"
     ;;
   plot)
     /usr/bin/python3 scripts/plot_transpose.py "${2:?results json}" "${3:-docs/benchmarks/img/transpose.png}"

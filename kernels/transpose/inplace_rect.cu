@@ -1,13 +1,15 @@
-// In-place transpose of any rows x cols matrix by the decomposition of Catanzaro, Keller and
-// Garland (PPoPP 2014): with c = gcd(m, n), a = m / c, b = n / c, the permutation splits into
-// (1) rotate column j by floor(j / b) (only when c > 1), (2) permute each row, (3) permute each
-// column, where (3) = rotate column s by s, then move whole rows (r -> p(r)). Rows are permuted
-// in shared memory; column steps go through a bounded scratch in column strips (a band in shared
-// memory turns each column rotation into coalesced row segments). Scratch: one strip batch plus
-// index tables of b and m entries, far below the matrix, unlike out-of-place. Cycle-following is
-// not used: its scattered single-element moves are why published GPU in-place kernels reach
-// 10-25%. Cost: 3 passes over the matrix (5 when c > 1); measured 13-22% of copy bandwidth on the
-// H100 (docs/benchmarks/transpose.md), each pass at about 70% of copy.
+// In-place transpose of any rows x cols matrix. With scratch for it (a fraction of the matrix, at
+// most the whole of it for small ones), the staged sweep of inplace_rect_staged.cu (1.5-2 passes);
+// otherwise the fallback here, the decomposition of Catanzaro, Keller and Garland (PPoPP 2014):
+// with c = gcd(m, n), a = m / c, b = n / c, the permutation splits into (1) rotate column j by
+// floor(j / b) (only when c > 1), (2) permute each row, (3) permute each column, where (3) = rotate
+// column s by s, then move whole rows (r -> p(r)). Rows are permuted in shared memory; column steps
+// go through a bounded scratch in column strips (a band in shared memory turns each column rotation
+// into coalesced row segments). Scratch: one strip batch plus index tables of b and m entries, far
+// below the matrix, unlike out-of-place. Cycle-following is not used: its scattered single-element
+// moves are why published GPU in-place kernels reach 10-25%. Cost: 3 passes over the matrix (5 when
+// c > 1); measured 13-22% of copy bandwidth on the H100 (docs/benchmarks/transpose.md), each pass
+// at about 70% of copy.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -347,6 +349,12 @@ std::size_t transpose_inplace_rect_min_scratch(const TransposeProblem& p) {
 
 cudaError_t launch_transpose_inplace_rect(const TransposeProblem& p, void* scratch,
                                           std::size_t scratch_bytes, cudaStream_t stream) {
+  if (p.in == p.out && p.ld_in == p.cols && p.ld_out == p.rows && p.rows > 1 && p.cols > 1 &&
+      p.rows != p.cols && scratch != nullptr) {
+    if (const int k = transpose_inplace_rect_staged_choose(p, scratch_bytes); k > 0) {
+      return launch_transpose_inplace_rect_staged(p, scratch, scratch_bytes, k, stream);
+    }
+  }
   return launch_transpose_inplace_rect_config(p, scratch, scratch_bytes, kBatchTargetBytes, stream);
 }
 

@@ -90,8 +90,9 @@ void append_transpose_kernel_variants(std::vector<TransposeVariant>& transpose) 
   transpose.push_back(TransposeVariant{
       .name = "transpose_vectorized",
       .family = "transpose",
-      .description = "16-byte loads and stores, VxV register micro-blocks, swizzled 256-byte-row "
-                     "shared-memory tile; per-element path for unaligned rows and edges",
+      .description = "16-byte loads (read-only path) and streaming stores (st.global.cs), VxV "
+                     "register micro-blocks, swizzled 256-byte-row shared-memory tile, blocks "
+                     "down tile columns; per-element path for unaligned rows and edges",
       .constraints = "fp64, fp32, fp16, bf16 (no fp8)",
       .backend = Backend::kCuda,
       .in_place = false,
@@ -112,8 +113,8 @@ void append_transpose_kernel_variants(std::vector<TransposeVariant>& transpose) 
       .name = "transpose_inplace_rect",
       .family = "transpose",
       .description =
-          "in place, any shape: Catanzaro-Keller-Garland decomposition (column "
-          "rotation, row shuffle, column shuffle) with scratch from the stream workspace",
+          "in place, any shape: staged sweep through scratch panels (1.5-2 passes) when the "
+          "stream workspace holds them, else the Catanzaro-Keller-Garland decomposition",
       .constraints = "packed; max(rows, cols) * element size below about 32 MiB (workspace); "
                      "fp64, fp32, fp16, bf16 (no fp8)",
       .backend = Backend::kCuda,

@@ -23,18 +23,33 @@ cudaError_t launch_transpose_tiled(const TransposeProblem& p, cudaStream_t strea
 cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream);
 
 // The same kernel with its tuning knobs open, for the benchmark's sweep: 1 or 2 tiles per block
-// iteration; tiles in row order, diagonal order, or as mirrored pairs (I, J) + (J, I) (needs 2
-// tiles per block). The defaults are the measured best.
+// iteration; tiles in row order, diagonal order, as mirrored pairs (I, J) + (J, I) (needs 2
+// tiles per block), or in column order (consecutive blocks write neighbouring output segments);
+// cache hints on the 16-byte loads / stores (vector_tile.cuh: LoadHint, StoreHint; hinted
+// versions exist for scale == 1 only); persistent: one resident wave of blocks looping over the
+// tiles instead of one block per tile item. The defaults are the measured best.
 inline constexpr int kOrderRow = 0;
 inline constexpr int kOrderDiagonal = 1;
 inline constexpr int kOrderMirror = 2;
-inline constexpr int kVectorizedTilesPerBlock = 2;
-inline constexpr int kVectorizedOrder = kOrderMirror;
+inline constexpr int kOrderCol = 3;
+struct VectorizedConfig {
+  int tiles_per_block = 1;
+  int order = kOrderCol;
+  int load_hint = 1;   // 0 plain, 1 ld.global.nc, 2 ld.global.cs
+  int store_hint = 1;  // 0 plain, 1 st.global.cs, 2 st.global.cg
+  bool persistent = false;
+};
+inline constexpr VectorizedConfig kVectorizedDefault{};
+inline constexpr int kVectorizedTilesPerBlock = kVectorizedDefault.tiles_per_block;
+inline constexpr int kVectorizedOrder = kVectorizedDefault.order;
+cudaError_t launch_transpose_vectorized_tuned(const TransposeProblem& p,
+                                              const VectorizedConfig& cfg, cudaStream_t stream);
 cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
                                                int order, cudaStream_t stream);
 
-// The in-place rectangular kernel with its strip-batch size open (bytes of scratch a column
-// step fills before it writes back), for the benchmark's sweep; the default is 16 MiB.
+// The in-place rectangular decomposition (the fallback of launch_transpose_inplace_rect) with its
+// strip-batch size open (bytes of scratch a column step fills before it writes back), for the
+// benchmark's sweep and the tests; the default is 16 MiB. Always takes the decomposition path.
 cudaError_t launch_transpose_inplace_rect_config(const TransposeProblem& p, void* scratch,
                                                  std::size_t scratch_bytes, std::size_t batch_bytes,
                                                  cudaStream_t stream);
@@ -50,5 +65,15 @@ cudaError_t launch_transpose_inplace_rect(const TransposeProblem& p, void* scrat
 // The scratch the in-place rectangular kernel needs at least (one row, one column and its index
 // table); 0 when it needs none. Launches with less fail with cudaErrorInvalidValue.
 std::size_t transpose_inplace_rect_min_scratch(const TransposeProblem& p);
+
+// Staged sweep (inplace_rect_staged.cu): k stages (1..16) of "save the next row block's live
+// columns into scratch panels, gather the next output band". Scratch for k stages (0: the shape
+// cannot be cut into k bands): the whole matrix for k = 1, about 1/2 for 2, 3/8 for 8, 5/16 for
+// 16. _choose returns the cheapest k whose scratch fits (0: none fits). stages == 0 chooses.
+std::size_t transpose_inplace_rect_staged_scratch(const TransposeProblem& p, int stages);
+int transpose_inplace_rect_staged_choose(const TransposeProblem& p, std::size_t scratch_bytes);
+cudaError_t launch_transpose_inplace_rect_staged(const TransposeProblem& p, void* scratch,
+                                                 std::size_t scratch_bytes, int stages,
+                                                 cudaStream_t stream);
 
 }  // namespace matserve::kernels

@@ -4,7 +4,8 @@
 // store it as V 16-byte rows of a shared-memory tile that already holds the transpose; the write
 // phase then reads 16-byte chunks along tile rows and stores them, so both global directions move
 // whole 256-byte segments. Chunks are XOR-swizzled (chunk ^ (row / V) % 8) so that neither the
-// scattered stores nor the row reads of a quarter-warp meet in a bank.
+// scattered stores nor the row reads of a quarter-warp meet in a bank. The global loads and
+// stores can carry a cache hint (LoadHint / StoreHint below), chosen per kernel by measurement.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,32 @@
 
 namespace matserve::kernels::transpose_detail {
 
-template <typename Bits>
+// Cache hints of the 16-byte global accesses: plain; ld.global.nc (read-only path); ld.global.cs
+// (streaming, evict first) / st.global.cs (streaming); st.global.cg (L2 only).
+enum LoadHint : int { kLoadPlain = 0, kLoadNc = 1, kLoadCs = 2 };
+enum StoreHint : int { kStorePlain = 0, kStoreCs = 1, kStoreCg = 2 };
+
+template <int H>
+__device__ __forceinline__ uint4 load16(const void* p) {
+  const auto* q = static_cast<const uint4*>(p);
+  if constexpr (H == kLoadNc) return __ldg(q);
+  if constexpr (H == kLoadCs) return __ldcs(q);
+  return *q;
+}
+
+template <int H>
+__device__ __forceinline__ void store16(void* p, uint4 v) {
+  auto* q = static_cast<uint4*>(p);
+  if constexpr (H == kStoreCs) {
+    __stcs(q, v);
+  } else if constexpr (H == kStoreCg) {
+    __stcg(q, v);
+  } else {
+    *q = v;
+  }
+}
+
+template <typename Bits, int LoadH = kLoadPlain, int StoreH = kStorePlain>
 struct VecTile {
   static constexpr int V = 16 / static_cast<int>(sizeof(Bits));
   static constexpr int T = 16 * V;
@@ -41,7 +67,7 @@ struct VecTile {
       const Bits* base = in + (r0 + V * mr) * ld_in + c0 + V * mc;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const uint4 x = *reinterpret_cast<const uint4*>(base + k * ld_in);
+        const uint4 x = load16<LoadH>(base + k * ld_in);
         std::memcpy(v[k], &x, 16);
       }
     } else {
@@ -78,7 +104,7 @@ struct VecTile {
       const int row = threadIdx.x / kChunks + 16 * it;
       const uint4 y = s[row * kChunks + swizzle(row, q)];
       if (fast) {
-        *reinterpret_cast<uint4*>(out + (orow0 + row) * ld_out + ocol0 + V * q) = y;
+        store16<StoreH>(out + (orow0 + row) * ld_out + ocol0 + V * q, y);
       } else {
         Bits w[V];
         std::memcpy(w, &y, 16);

@@ -1,11 +1,16 @@
 // Rung 3, tuned tile transpose: the tiled rung with 16-byte loads and stores and V x V register
 // micro-blocks (vector_tile.cuh). Each thread has V independent 16-byte loads in flight and a warp
 // moves 256-byte row segments both ways, so the copy engine's access pattern is matched while
-// the tile rung issues 4-byte accesses. Each block moves a tile and its mirror (the in-place
-// square kernel's schedule). Unaligned rows and partial tiles take a per-element path. Tiles per
-// block and the order were chosen by measurement (transpose_bench's sweep, see
-// docs/benchmarks/transpose.md).
+// the tile rung issues 4-byte accesses. What takes it from ~75% to ~97% of copy bandwidth (H200,
+// 8192^2 fp32) is the store hint: with plain stores Nsight Compute counted 1.75x the L2 write
+// sectors of the output (14.7 M vs 8.4 M) though DRAM wrote the same bytes; streaming stores
+// (st.global.cs, evict-first) bring it to 8.4 M, as for cuBLAS geam and the in-place kernel.
+// Loads use the read-only path (ld.global.nc); blocks walk down tile columns, so consecutive
+// blocks write neighbouring segments of the same output rows. Unaligned rows and partial tiles
+// take a per-element path. Tiles per block, order, hints and grid were chosen by measurement
+// (transpose_bench's sweep, docs/benchmarks/transpose.md).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/transpose/transpose_common.cuh"
 #include "kernels/transpose/transpose_kernels.h"
@@ -48,8 +53,13 @@ __device__ __forceinline__ int item_tiles(std::int64_t w, int k, int order, std:
     const std::int64_t t = w * k + u;
     if (u >= k || t >= tiles) break;
     const std::int64_t x = t % rc, y = t / rc;
-    tc[u] = off_c + x;
-    tr[u] = off_r + (order == kOrderRow ? y : (x + y) % rr);
+    if (order == kOrderCol) {  // consecutive blocks walk down a tile column: writes stream
+      tr[u] = off_r + t % rr;
+      tc[u] = off_c + t / rr;
+    } else {
+      tc[u] = off_c + x;
+      tr[u] = off_r + (order == kOrderRow ? y : (x + y) % rr);
+    }
     n = u + 1;
   }
   return n;
@@ -62,13 +72,13 @@ std::int64_t item_count(int k, int order, std::int64_t tiles_r, std::int64_t til
 }
 
 // K tiles per block iteration: K x V 16-byte loads in flight per thread before the barrier.
-template <typename Op, int K>
+template <typename Op, int K, int LoadH, int StoreH>
 __global__ void __launch_bounds__(256)
     vectorized_kernel(Op op, const typename Op::Bits* __restrict__ in,
                       typename Op::Bits* __restrict__ out, std::int64_t rows, std::int64_t cols,
                       std::int64_t ld_in, std::int64_t ld_out, std::int64_t tiles_r,
                       std::int64_t tiles_c, std::int64_t items, bool aligned, int order) {
-  using Tile = VecTile<typename Op::Bits>;
+  using Tile = VecTile<typename Op::Bits, LoadH, StoreH>;
   extern __shared__ uint4 smem[];
   for (std::int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     std::int64_t tr[2], tc[2];
@@ -93,40 +103,90 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-template <typename Op, int K>
-cudaError_t launch_config(Op op, const TransposeProblem& p, int order, cudaStream_t stream) {
+template <typename Op, int K, int LoadH, int StoreH>
+cudaError_t launch_config(Op op, const TransposeProblem& p, const VectorizedConfig& cfg,
+                          cudaStream_t stream) {
   using Bits = typename Op::Bits;
   using Tile = VecTile<Bits>;
   const std::int64_t tiles_c = ceil_div(p.cols, Tile::T);
   const std::int64_t tiles_r = ceil_div(p.rows, Tile::T);
-  const std::int64_t items = item_count(K, order, tiles_r, tiles_c);
+  const std::int64_t items = item_count(K, cfg.order, tiles_r, tiles_c);
   const bool aligned = rows_16b_aligned(p.in, p.ld_in, p.out, p.ld_out, sizeof(Bits));
   constexpr std::size_t smem = K * Tile::kSmemBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      vectorized_kernel<Op, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  auto* kernel = vectorized_kernel<Op, K, LoadH, StoreH>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return attr;
-  vectorized_kernel<Op, K><<<grid_for(items), Tile::kThreads, smem, stream>>>(
+  unsigned int grid = grid_for(items);
+  if (cfg.persistent) {  // one wave: as many blocks as fit at once, each loops over items
+    static const int resident = [&] {
+      int dev = 0, sms = 0, per_sm = 0;
+      cudaGetDevice(&dev);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Tile::kThreads, smem);
+      return std::max(1, sms * per_sm);
+    }();
+    grid = std::min<unsigned int>(grid, static_cast<unsigned int>(resident));
+  }
+  kernel<<<grid, Tile::kThreads, smem, stream>>>(
       op, static_cast<const Bits*>(p.in), static_cast<Bits*>(p.out), p.rows, p.cols, p.ld_in,
-      p.ld_out, tiles_r, tiles_c, items, aligned, order);
+      p.ld_out, tiles_r, tiles_c, items, aligned, cfg.order);
   return cudaGetLastError();
+}
+
+template <typename Op, int K>
+cudaError_t launch_hints(Op op, const TransposeProblem& p, const VectorizedConfig& cfg,
+                         cudaStream_t stream) {
+  // Hinted versions only for the plain copy (scale == 1), the case the benchmark measures.
+  if constexpr (std::is_same_v<Op, CopyOp<typename Op::Bits>>) {
+    const int h = cfg.load_hint * 3 + cfg.store_hint;
+    switch (h) {
+      case kLoadNc * 3 + kStorePlain:
+        return launch_config<Op, K, kLoadNc, kStorePlain>(op, p, cfg, stream);
+      case kLoadPlain * 3 + kStoreCs:
+        return launch_config<Op, K, kLoadPlain, kStoreCs>(op, p, cfg, stream);
+      case kLoadNc * 3 + kStoreCs:
+        return launch_config<Op, K, kLoadNc, kStoreCs>(op, p, cfg, stream);
+      case kLoadCs * 3 + kStoreCs:
+        return launch_config<Op, K, kLoadCs, kStoreCs>(op, p, cfg, stream);
+      case kLoadNc * 3 + kStoreCg:
+        return launch_config<Op, K, kLoadNc, kStoreCg>(op, p, cfg, stream);
+      default: break;
+    }
+  } else if (cfg.load_hint == kLoadNc && cfg.store_hint == kStoreCs) {  // the default, scaled
+    return launch_config<Op, K, kLoadNc, kStoreCs>(op, p, cfg, stream);
+  }
+  return launch_config<Op, K, kLoadPlain, kStorePlain>(op, p, cfg, stream);
 }
 
 }  // namespace
 
-cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
-                                               int order, cudaStream_t stream) {
+cudaError_t launch_transpose_vectorized_tuned(const TransposeProblem& p,
+                                              const VectorizedConfig& cfg, cudaStream_t stream) {
   if (p.rows <= 0 || p.cols <= 0) return cudaSuccess;
-  if (tiles_per_block != 1 && tiles_per_block != 2) return cudaErrorInvalidValue;
-  if (order < kOrderRow || order > kOrderMirror) return cudaErrorInvalidValue;
-  if (order == kOrderMirror && tiles_per_block != 2) return cudaErrorInvalidValue;
+  const int k = cfg.tiles_per_block, order = cfg.order;
+  if (k != 1 && k != 2) return cudaErrorInvalidValue;
+  if (order < kOrderRow || order > kOrderCol) return cudaErrorInvalidValue;
+  if (order == kOrderMirror && k != 2) return cudaErrorInvalidValue;
+  if (cfg.load_hint < 0 || cfg.load_hint > 2 || cfg.store_hint < 0 || cfg.store_hint > 2) {
+    return cudaErrorInvalidValue;
+  }
   return dispatch_op(p, [&](auto op) {
-    return tiles_per_block == 2 ? launch_config<decltype(op), 2>(op, p, order, stream)
-                                : launch_config<decltype(op), 1>(op, p, order, stream);
+    return k == 2 ? launch_hints<decltype(op), 2>(op, p, cfg, stream)
+                  : launch_hints<decltype(op), 1>(op, p, cfg, stream);
   });
 }
 
+cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
+                                               int order, cudaStream_t stream) {
+  VectorizedConfig cfg = kVectorizedDefault;
+  cfg.tiles_per_block = tiles_per_block;
+  cfg.order = order;
+  return launch_transpose_vectorized_tuned(p, cfg, stream);
+}
+
 cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream) {
-  return launch_transpose_vectorized_config(p, kVectorizedTilesPerBlock, kVectorizedOrder, stream);
+  return launch_transpose_vectorized_tuned(p, kVectorizedDefault, stream);
 }
 
 }  // namespace matserve::kernels

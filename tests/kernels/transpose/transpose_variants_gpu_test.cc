@@ -1,7 +1,8 @@
 // Every CUDA transpose variant in the registry (cublas_geam included where it applies) against a
 // host transpose, bit for bit: every dtype, both layouts, scale 1 and scaled, odd shapes (1 x 1,
 // vectors, 33 x 65, primes, thin, 4095 x 4097, 8192^2), out-of-place outputs poisoned with NaN,
-// in-place variants on resident buffers. Skips (visibly) without a GPU.
+// in-place variants on resident buffers (the staged rectangular sweep at several stage counts,
+// its scratch NaN-poisoned). Skips (visibly) without a GPU.
 //
 // MATSERVE_TEST_VARIANTS=a,b limits the variants; MATSERVE_TEST_QUICK=1 drops shapes above 2^22
 // elements (for compute-sanitizer runs).
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/cpu_transpose.h"
@@ -120,13 +122,37 @@ class TransposeVariantsGpu : public ::testing::TestWithParam<Shape> {
       expect_matches(p, d_out->data(), expected, what);
     }
 
+    // The staged in-place rectangular sweep at every stage count it can take (scratch lent by
+    // the test, poisoned first: nothing may be read from it before it is written).
+    if (s.rows != s.cols && s.rows > 1 && s.cols > 1) {
+      for (int k : {1, 2, 3, 8, 16}) {
+        const TransposeProblem p = canonicalize_transpose(s.rows, s.cols, layout, dtype,
+                                                          d_out->data(), d_out->data(), scale);
+        const std::size_t need = transpose_inplace_rect_staged_scratch(p, k);
+        if (need == 0) continue;               // too few columns for k bands
+        auto scratch = allocate_device(need);  // exactly what it asks for: memcheck sees overruns
+        ASSERT_TRUE(scratch.ok());
+        const std::string what = "inplace_rect staged k=" + std::to_string(k) + " " + base;
+        ASSERT_EQ(cudaMemcpy(d_out->data(), in.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemset(scratch->data(), 0xff, need), cudaSuccess);  // NaN in every type
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(
+            launch_transpose_inplace_rect_staged(p, scratch->data(), need, k, resources_->stream()),
+            cudaSuccess)
+            << what;
+        expect_matches(p, d_out->data(), expected, what);
+      }
+    }
+
     // The benchmark's sweep configurations of the tuned kernels (fp32 and fp16, scale 1).
     if (scale != 1.0 || (dtype != DType::kF32 && dtype != DType::kF16)) return;
     for (auto [k, order] : {std::pair{1, kOrderRow},
                             {1, kOrderDiagonal},
                             {2, kOrderRow},
                             {2, kOrderDiagonal},
-                            {2, kOrderMirror}}) {
+                            {2, kOrderMirror},
+                            {2, kOrderCol},
+                            {1, kOrderCol}}) {
       const std::string what = "vectorized config k=" + std::to_string(k) +
                                " order=" + std::to_string(order) + " " + base;
       ASSERT_EQ(cudaMemcpy(d_out->data(), poison.data(), bytes, cudaMemcpyHostToDevice),
@@ -135,6 +161,28 @@ class TransposeVariantsGpu : public ::testing::TestWithParam<Shape> {
       const TransposeProblem p =
           canonicalize_transpose(s.rows, s.cols, layout, dtype, d_in->data(), d_out->data(), scale);
       ASSERT_EQ(launch_transpose_vectorized_config(p, k, order, resources_->stream()), cudaSuccess)
+          << what;
+      expect_matches(p, d_out->data(), expected, what);
+    }
+    // Cache hints and the persistent grid (every hinted instantiation).
+    for (auto [lh, sh, pers] : {std::tuple{1, 0, false},
+                                {0, 1, false},
+                                {1, 1, false},
+                                {2, 1, false},
+                                {1, 2, true},
+                                {0, 0, true}}) {
+      VectorizedConfig cfg;
+      cfg.load_hint = lh;
+      cfg.store_hint = sh;
+      cfg.persistent = pers;
+      const std::string what = "vectorized hints ld=" + std::to_string(lh) +
+                               " st=" + std::to_string(sh) + (pers ? " persistent " : " ") + base;
+      ASSERT_EQ(cudaMemcpy(d_out->data(), poison.data(), bytes, cudaMemcpyHostToDevice),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const TransposeProblem p =
+          canonicalize_transpose(s.rows, s.cols, layout, dtype, d_in->data(), d_out->data(), scale);
+      ASSERT_EQ(launch_transpose_vectorized_tuned(p, cfg, resources_->stream()), cudaSuccess)
           << what;
       expect_matches(p, d_out->data(), expected, what);
     }
