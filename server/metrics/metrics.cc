@@ -91,41 +91,68 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
       .Set(1);
 }
 
-void Metrics::record(const RequestRecord& r) {
-  requests_
-      ->Add({{"rpc", r.rpc},
-             {"op", r.op},
-             {"variant", r.variant},
-             {"precision", r.precision},
-             {"device", r.device},
-             {"code", r.code}})
-      .Increment();
-  received_->Add({{"rpc", r.rpc}}).Increment(static_cast<double>(r.bytes_received));
-  sent_->Add({{"rpc", r.rpc}}).Increment(static_cast<double>(r.bytes_sent));
-  if (r.code != "OK" || (r.op != "gemm" && r.op != "transpose")) return;
+struct Metrics::Series {
+  prometheus::Counter* requests = nullptr;
+  prometheus::Counter* received = nullptr;
+  prometheus::Counter* sent = nullptr;
+  // Successful gemm/transpose only (null otherwise).
+  prometheus::Histogram* stages[5] = {};  // total, queue, host_to_device, kernel, device_to_host
+  prometheus::Counter* kernel_seconds = nullptr;
+  prometheus::Counter* work = nullptr;  // flops (gemm) or kernel bytes (transpose)
+  prometheus::Histogram* problem_size = nullptr;
+};
 
-  const prometheus::Labels base = {
-      {"op", r.op}, {"variant", r.variant}, {"precision", r.precision}};
-  const auto observe = [&](const char* stage, double us) {
-    prometheus::Labels l = base;
-    l.emplace("stage", stage);
-    duration_->Add(l, latency_buckets()).Observe(us * 1e-6);
-  };
-  observe("total", r.times.total_us);
-  observe("queue", r.times.queue_us);
-  observe("host_to_device", r.times.host_to_device_us);
-  observe("kernel", r.times.kernel_us);
-  observe("device_to_host", r.times.device_to_host_us);
+Metrics::~Metrics() = default;
 
-  prometheus::Labels k = base;
-  k.emplace("device", r.device);
-  kernel_seconds_->Add(k).Increment(r.times.kernel_us * 1e-6);
-  if (r.op == "gemm") {
-    flops_->Add(k).Increment(r.work);
-  } else {
-    kernel_bytes_->Add(k).Increment(r.work);
+Metrics::Series& Metrics::series(const RequestRecord& r) {
+  std::string key;
+  for (const std::string* part : {&r.rpc, &r.op, &r.variant, &r.precision, &r.device, &r.code}) {
+    key += *part;
+    key += '\0';
   }
-  problem_size_->Add({{"op", r.op}}, size_buckets()).Observe(r.problem_size);
+  absl::MutexLock lock(&series_mu_);
+  std::unique_ptr<Series>& slot = series_[key];
+  if (slot != nullptr) return *slot;
+  auto s = std::make_unique<Series>();
+  s->requests = &requests_->Add({{"rpc", r.rpc},
+                                 {"op", r.op},
+                                 {"variant", r.variant},
+                                 {"precision", r.precision},
+                                 {"device", r.device},
+                                 {"code", r.code}});
+  s->received = &received_->Add({{"rpc", r.rpc}});
+  s->sent = &sent_->Add({{"rpc", r.rpc}});
+  if (r.code == "OK" && (r.op == "gemm" || r.op == "transpose")) {
+    const prometheus::Labels base = {
+        {"op", r.op}, {"variant", r.variant}, {"precision", r.precision}};
+    const char* stages[5] = {"total", "queue", "host_to_device", "kernel", "device_to_host"};
+    for (int i = 0; i < 5; ++i) {
+      prometheus::Labels l = base;
+      l.emplace("stage", stages[i]);
+      s->stages[i] = &duration_->Add(l, latency_buckets());
+    }
+    prometheus::Labels k = base;
+    k.emplace("device", r.device);
+    s->kernel_seconds = &kernel_seconds_->Add(k);
+    s->work = r.op == "gemm" ? &flops_->Add(k) : &kernel_bytes_->Add(k);
+    s->problem_size = &problem_size_->Add({{"op", r.op}}, size_buckets());
+  }
+  slot = std::move(s);
+  return *slot;
+}
+
+void Metrics::record(const RequestRecord& r) {
+  Series& s = series(r);
+  s.requests->Increment();
+  s.received->Increment(static_cast<double>(r.bytes_received));
+  s.sent->Increment(static_cast<double>(r.bytes_sent));
+  if (s.kernel_seconds == nullptr) return;  // failed, or not a compute RPC
+  const double stage_us[5] = {r.times.total_us, r.times.queue_us, r.times.host_to_device_us,
+                              r.times.kernel_us, r.times.device_to_host_us};
+  for (int i = 0; i < 5; ++i) s.stages[i]->Observe(stage_us[i] * 1e-6);
+  s.kernel_seconds->Increment(r.times.kernel_us * 1e-6);
+  s.work->Increment(r.work);
+  s.problem_size->Observe(r.problem_size);
 }
 
 void Metrics::set_runtime_source(std::function<RuntimeSnapshot()> source) {

@@ -235,8 +235,10 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
                                    std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
   const absl::Time queued = absl::Now();
+  StageMarks& marks = outcome.marks;
   absl::StatusOr<Device*> picked = pick({&job.a, &job.b, job.c ? &*job.c : nullptr});
   if (!picked.ok()) return picked.status();
+  marks.mark("pick");
   Device& d = **picked;
   const kernels::DType operand = kernels::kernel_operand_dtype(job.a.dtype, job.precision);
   const bool convert = operand != job.a.dtype;
@@ -256,6 +258,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit(specs, waiter);
   if (!adm.ok()) return adm.status();
   outcome.times.queue_us = micros_since(queued);
+  marks.mark("admit");
   if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
   StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
   cudaStream_t s = slot.resources.stream();
@@ -271,30 +274,35 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   const kernels::GemmProblem p = gemm_problem(job, operand, ka, kb, c);
   absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
   if (!v.ok()) return v.status();
+  marks.mark("choose");
 
   cudaEventRecord(slot.events[0].get(), s);
-  if (ia != SIZE_MAX) {
-    if (absl::Status st = slot.staging.to_device(a, job.a.data.data(), job.a.bytes(), s, *copier_);
-        !st.ok()) {
-      return st;
-    }
-  }
-  if (ib != SIZE_MAX) {
-    if (absl::Status st = slot.staging.to_device(b, job.b.data.data(), job.b.bytes(), s, *copier_);
-        !st.ok()) {
-      return st;
-    }
-  }
+  // Every inline operand in one staged transfer, so B's host copy overlaps A's DMA.
+  StagedCopy inline_copies[3];
+  std::size_t n_inline = 0;
+  if (ia != SIZE_MAX) inline_copies[n_inline++] = {a, job.a.data.data(), job.a.bytes()};
+  if (ib != SIZE_MAX) inline_copies[n_inline++] = {b, job.b.data.data(), job.b.bytes()};
   if (job.c.has_value() && job.beta != 0.0) {
-    absl::Status st =
-        job.c->is_resident()
-            ? cuda_status(cudaMemcpyAsync(c, job.c->resident->block.data(), job.out_bytes(),
+    if (job.c->is_resident()) {
+      if (absl::Status st =
+              cuda_status(cudaMemcpyAsync(c, job.c->resident->block.data(), job.out_bytes(),
                                           cudaMemcpyDeviceToDevice, s),
-                          "copy C")
-            : slot.staging.to_device(c, job.c->data.data(), job.out_bytes(), s, *copier_);
-    if (!st.ok()) return st;
+                          "copy C");
+          !st.ok()) {
+        return st;
+      }
+    } else {
+      inline_copies[n_inline++] = {c, job.c->data.data(), job.out_bytes()};
+    }
+  }
+  if (n_inline > 0) {
+    if (absl::Status st = slot.staging.to_device({inline_copies, n_inline}, s, *copier_);
+        !st.ok()) {
+      return st;
+    }
   }
   cudaEventRecord(slot.events[1].get(), s);
+  marks.mark("stage_in");
   if (convert) {
     if (absl::Status st = cuda_status(
             kernels::launch_convert(a, job.a.dtype, ka, operand, static_cast<std::int64_t>(na), s),
@@ -314,10 +322,12 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     return st;
   }
   cudaEventRecord(slot.events[2].get(), s);
+  marks.mark("launch");
   if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
       !st.ok()) {
     return finish(s, d.healthy);
   }
+  marks.mark("kernel_wait");
   const absl::Time copy_out = absl::Now();
   if (!job.keep_result) {
     if (absl::Status st = slot.staging.to_host(out.data(), c, out.size(), s, *copier_); !st.ok()) {
@@ -325,9 +335,12 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     }
   }
   if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  marks.mark("stage_out");
   outcome.times.device_to_host_us = job.keep_result ? 0.0 : micros_since(copy_out);
   outcome.times.host_to_device_us = elapsed_us(slot.events[0].get(), slot.events[1].get());
   outcome.times.kernel_us = elapsed_us(slot.events[1].get(), slot.events[2].get());
+  marks.add("gpu_h2d(events)", outcome.times.host_to_device_us);
+  marks.add("gpu_kernel(events)", outcome.times.kernel_us);
   outcome.variant = std::string((*v)->name);
   outcome.device = absl::StrCat(d.label, " ", d.description.name);
   outcome.work = kernels::gemm_flops(p);
@@ -335,6 +348,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     outcome.result = make_resident(adm->take_block(io), job.m(), job.n(), job.out_dtype,
                                    job.out_layout, job.owner, d.index, d.label);
   }
+  marks.mark("outcome");
   return absl::OkStatus();
 }
 

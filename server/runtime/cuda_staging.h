@@ -1,12 +1,18 @@
 // Pinned staging for one CUDA stream: a ring of pinned host chunks through which pageable bytes
-// (a gRPC message, a reply) reach the device and come back. Host copies into chunk i overlap with
-// the DMA of chunk i-1, and each host copy is split across threads, so a transfer runs near the
-// pinned PCIe rate with one host copy per byte (instead of the pageable rate, 7.5 times slower).
+// (a gRPC message, a reply) reach the device and come back, with one host copy per byte instead
+// of the pageable rate (7.5 times slower). A transfer (all of a request's operands together) is
+// cut into chunks; the caller and the copier's helpers each take whole chunks in order, copy one
+// into its ring slot and issue its DMA at once, so the DMA of chunk i overlaps the host copies of
+// the chunks after it and several host copies run side by side. Small transfers stay on the
+// caller (a helper's wake-up costs more than copying them).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,14 +21,26 @@
 
 namespace matserve::server {
 
+// One contiguous host <-> device copy of a transfer.
+struct StagedCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+
 class StagingRing {
  public:
   static absl::StatusOr<StagingRing> create(std::size_t chunk_bytes, int chunks);
 
-  // Queues host -> device copies of n bytes on `stream`; returns once `src` may be reused (the
+  // Queues the host -> device copies on `stream`; returns once every source may be reused (the
   // device side completes in stream order).
-  absl::Status to_device(void* dst, const void* src, std::size_t n, cudaStream_t stream,
+  absl::Status to_device(std::span<const StagedCopy> copies, cudaStream_t stream,
                          ParallelCopier& copier);
+  absl::Status to_device(void* dst, const void* src, std::size_t n, cudaStream_t stream,
+                         ParallelCopier& copier) {
+    const StagedCopy c{dst, src, n};
+    return to_device({&c, 1}, stream, copier);
+  }
   // Copies n device bytes into `dst`; returns when `dst` holds them.
   absl::Status to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                        ParallelCopier& copier);
@@ -30,9 +48,21 @@ class StagingRing {
   std::size_t pinned_bytes() const { return chunk_bytes_ * chunks_.size(); }
 
  private:
+  struct Chunk {
+    std::size_t copy = 0;    // index into the transfer's copies
+    std::size_t offset = 0;  // within that copy
+    std::size_t bytes = 0;
+  };
+  std::vector<Chunk> split(std::span<const StagedCopy> copies) const;
+  // Helpers worth waking for `bytes` (0 below the size where a wake-up costs more than it saves).
+  std::size_t helpers_for(std::size_t bytes, const ParallelCopier& copier) const;
+
   std::size_t chunk_bytes_ = 0;
   std::vector<kernels::PinnedBuffer> chunks_;
-  std::vector<kernels::Event> ready_;  // recorded after the DMA that last used each chunk
+  std::vector<kernels::Event> ready_;  // recorded after the DMA that last used each slot
+  // Per slot: the chunk (of the transfer in progress) whose DMA was issued last, + 1; 0 = none.
+  // A chunk waits for its slot's previous chunk before it reuses the slot.
+  std::unique_ptr<std::atomic<std::size_t>[]> issued_;
 };
 
 }  // namespace matserve::server

@@ -37,13 +37,15 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<cons
                                                      " requests waiting; --max_queue_per_device)"));
   }
   ++stats_.queued;
-  while (true) {
+  // Cancellation is asked only before waiting: on gRPC's sync API IsCancelled() polls the call's
+  // completion queue (tens of microseconds), too dear for a request that finds a free slot.
+  for (bool waited = false;; waited = true) {
     if (absl::Now() >= waiter.deadline) {
       --stats_.queued;
       ++stats_.expired;
       return absl::DeadlineExceededError(absl::StrCat("deadline passed while queued on ", label_));
     }
-    if (waiter.cancelled && waiter.cancelled()) {
+    if (waited && waiter.cancelled && waiter.cancelled()) {
       --stats_.queued;
       ++stats_.expired;
       return absl::CancelledError(absl::StrCat("cancelled by the client while queued on ", label_));

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/types.h"
+#include "server/runtime/stage_trace.h"
 
 namespace matserve::server {
 
@@ -107,6 +108,7 @@ struct Outcome {
   double work = 0;  // flops (GEMM) or bytes moved (transpose), for GFLOP/s and GB/s
   std::optional<kernels::ErrorStats> verification;
   std::shared_ptr<ResidentMatrix> result;  // keep_result: the new resident matrix (no handle yet)
+  StageMarks marks;  // host-side stage times, only while the stage trace is on
 
   // work / kernel time in units of 1e9 per second (GFLOP/s or GB/s).
   double rate() const { return times.kernel_us > 0 ? work / (times.kernel_us * 1e3) : 0.0; }

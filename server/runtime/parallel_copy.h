@@ -1,6 +1,8 @@
 // Host memory copies split across a small pool of threads. One thread's memcpy (about 10 GB/s)
 // cannot keep up with pinned PCIe transfers (about 54 GB/s); staging request bytes into pinned
 // buffers in parallel lets the copy into staging overlap with, and keep pace with, the DMA.
+// for_each() hands out the chunks of one transfer to the caller and the helpers, one wake-up per
+// transfer, so each thread copies whole chunks and issues their DMA itself.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,13 @@ class ParallelCopier {
   // memcpy(dst, src, n), split into pieces of at least `min_piece` bytes.
   void copy(void* dst, const void* src, std::size_t n,
             std::size_t min_piece = std::size_t{1} << 20);
+
+  // Runs fn(0) .. fn(count - 1), each exactly once, on the caller and at most `max_helpers`
+  // helpers; indices are claimed in increasing order. Returns when every call has returned.
+  void for_each(std::size_t count, std::size_t max_helpers,
+                const std::function<void(std::size_t)>& fn);
+
+  std::size_t helpers() const { return threads_.size(); }
 
  private:
   void worker();

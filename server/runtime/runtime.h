@@ -14,6 +14,7 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
+#include "server/runtime/stage_trace.h"
 #include "server/runtime/variant_selection.h"
 
 namespace matserve::server {
@@ -47,6 +48,8 @@ class Runtime {
                     const Waiter& waiter);
 
   ResidentStore& residents() { return residents_; }
+  // The host-side stage trace (MATSERVE_TRACE_STAGES=1), off by default.
+  StageTrace& trace() { return trace_; }
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
 
@@ -60,6 +63,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;
   ResidentStore residents_;
+  StageTrace trace_{StageTrace::enabled_by_env()};
   absl::Notification stopping_;
   std::thread sweeper_;
 };

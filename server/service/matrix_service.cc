@@ -72,14 +72,22 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
   RequestRecord rec{
       .rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none", .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
+  Outcome outcome;
+  StageMarks& marks = outcome.marks;
+  const bool resident = request->keep_result() || !request->a_handle().empty() ||
+                        !request->b_handle().empty() || !request->c_handle().empty();
+  if (runtime_.trace().enabled()) marks.start(resident ? "gemm resident" : "gemm inline");
   const absl::Status status = [&]() -> absl::Status {
-    const bool resident = request->keep_result() || !request->a_handle().empty() ||
-                          !request->b_handle().empty() || !request->c_handle().empty();
     absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Multiply");
     if (!owner.ok()) return owner.status();
+    marks.mark("authorize");
     absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
     job->owner = *owner;
+    marks.mark("validate");
+    if (marks.enabled()) {
+      marks.relabel(absl::StrCat(marks.label(), " ", job->m(), "x", job->n(), "x", job->k()));
+    }
     if (absl::Status s = check_quota(*owner, job->keep_result ? job->out_bytes() : 0); !s.ok()) {
       return s;
     }
@@ -94,7 +102,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     c->set_layout(request->output_layout());
     std::string* data = c->mutable_data();
     if (!job->keep_result) data->resize(job->out_bytes());
-    Outcome outcome;
+    marks.mark("quota+reply_alloc");
     if (absl::Status s = runtime_.multiply(*job, request->variant(), as_span(*data),
                                            waiter_of(*context), outcome);
         !s.ok()) {
@@ -104,13 +112,17 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
       runtime_.publish(outcome.result);
       fill_resident(*outcome.result, reply->mutable_result());
     }
+    marks.mark("publish");
     outcome.times.total_us = micros_since(received);
     reply->set_precision(rec.precision);
     reply->set_gflops(outcome.rate());
     report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
-  return finish_rpc(status, *reply, rec, received);
+  grpc::Status done = finish_rpc(status, *reply, rec, received);
+  marks.mark("metrics");
+  runtime_.trace().record(marks);
+  return done;
 }
 
 grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,

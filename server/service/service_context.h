@@ -25,8 +25,10 @@ inline Waiter waiter_of(grpc::ServerContext& context) {
   return Waiter{deadline_of(context), [&context] { return context.IsCancelled(); }};
 }
 
+// Before a request starts: only its deadline. Cancellation is checked where a request waits (the
+// scheduler's queue, through waiter_of): on the sync API IsCancelled() polls the call's
+// completion queue, tens of microseconds that every small request would pay.
 inline absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
-  if (context.IsCancelled()) return absl::CancelledError("the client cancelled the request");
   if (context.deadline() <= std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError("the request's deadline passed before it started");
   }
