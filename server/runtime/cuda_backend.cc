@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
+#include "kernels/transpose/transpose_kernels.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/problem_builder.h"
 
@@ -370,6 +371,7 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
   StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
   cudaStream_t s = slot.resources.stream();
+  MemoryPool::Block scratch;  // declared before `drain`: freed only after the stream is idle
   absl::Cleanup drain = [s] { cudaStreamSynchronize(s); };
 
   void* in = inline_a ? adm->block(0).data() : job.a.resident->block.data();
@@ -377,6 +379,21 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   const kernels::TransposeProblem p = transpose_problem(job, in, dst);
   absl::StatusOr<const kernels::TransposeVariant*> v = choose(p);
   if (!v.ok()) return v.status();
+  kernels::ExecContext context = slot.resources.context();
+  if ((*v)->name == "transpose_inplace_rect") {
+    // The staged sweep runs best with about half the matrix as scratch (4 stages); the stream's
+    // workspace serves matrices up to ~100 MiB. For larger ones, scratch comes from the pool when
+    // the budget has room, else the kernel makes do with the workspace (more stages, or the
+    // decomposition).
+    const std::size_t want = kernels::transpose_inplace_rect_staged_scratch(p, 4);
+    if (want > context.workspace_bytes) {
+      if (absl::StatusOr<MemoryPool::Block> b = d.pool->allocate(want); b.ok()) {
+        scratch = *std::move(b);
+        context.workspace = scratch.data();
+        context.workspace_bytes = scratch.size();
+      }
+    }
+  }
 
   cudaEventRecord(slot.events[0].get(), s);
   if (inline_a) {
@@ -386,7 +403,7 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     }
   }
   cudaEventRecord(slot.events[1].get(), s);
-  if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) {
+  if (absl::Status st = (*v)->launch(p, context); !st.ok()) {
     (void)finish(s, d.healthy);
     return st;
   }

@@ -133,6 +133,22 @@ class GpuServiceTest(unittest.TestCase):
                     self.assertEqual(r.variant, kernel.name)
                     np.testing.assert_array_equal(decode(r.b), a.T.astype(np.float64), kernel.name)
 
+    def test_in_place_transposes_of_resident_matrices(self):
+        # Square (tile pairs swapped), a small rectangle (the stream's workspace as scratch) and
+        # one of 192 MiB, whose staged sweep takes its scratch from the pool.
+        from test_resident import download_stream, upload_stream
+        for rows, cols in ((1024, 1024), (1000, 3001), (4096, 12288)):
+            a = rand(rows, cols)
+            h = upload_stream(self.stub, a, chunk=4 << 20).resident.handle
+            try:
+                r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True), timeout=120)
+                self.assertEqual((r.result.rows, r.result.cols), (cols, rows))
+                self.assertIn(r.variant, ("transpose_inplace_square", "transpose_inplace_rect"))
+                b, _ = download_stream(self.stub, h, chunk_bytes=4 << 20)
+                np.testing.assert_array_equal(b, a.T.astype(np.float64), f"{rows}x{cols}")
+            finally:
+                self.stub.Release(pb.ReleaseRequest(handle=h))
+
 
 if __name__ == "__main__":
     unittest.main()
