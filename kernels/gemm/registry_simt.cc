@@ -10,8 +10,7 @@ namespace matserve::kernels::internal {
 namespace {
 
 constexpr PrecisionSet kF32 = precision_bit(Precision::kF32);
-constexpr PrecisionSet kF64 = precision_bit(Precision::kF64);
-constexpr PrecisionSet kF32F64 = kF32 | kF64;
+constexpr PrecisionSet kF32F64 = kF32 | precision_bit(Precision::kF64);
 
 // Operands and C must be stored in the precision's own type (no conversion inside these kernels).
 absl::Status simt_can_implement(const GemmProblem& p) {
@@ -97,15 +96,6 @@ void append_simt_gemm_variants(std::vector<GemmVariant>& gemm) {
   gemm.push_back(simt<&launch_gemm_simt_tuned_64x64>(
       "simt_tuned_64x64", kF32F64,
       "simt_tuned pinned to 64x64 tiles, 128 threads (8x4 fp32 / 8x4 fp64 results per lane)"));
-  gemm.push_back(simt<&launch_gemm_simt_tuned_f64_128x64>(
-      "simt_tuned_f64_128x64", kF64,
-      "fp64 simt_tuned, 128x64 tiles, 128 threads, 8x8 doubles per lane, two blocks per SM"));
-  gemm.push_back(simt<&launch_gemm_simt_tuned_f64_64x128>(
-      "simt_tuned_f64_64x128", kF64,
-      "fp64 simt_tuned, 64x128 tiles, 128 threads, 8x8 doubles per lane, two blocks per SM"));
-  gemm.push_back(simt<&launch_gemm_simt_tuned_f64_lm4>(
-      "simt_tuned_f64_lm4", kF64,
-      "fp64 simt_tuned, 128x128 tiles, 256 threads, warp lanes 4 along m x 8 along n"));
 }
 
 }  // namespace matserve::kernels::internal

@@ -35,9 +35,5 @@ cudaError_t launch_gemm_simt_pipelined_64x64(const GemmProblem& p, cudaStream_t 
 cudaError_t launch_gemm_simt_tuned(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_tuned_128x128(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_tuned_64x64(const GemmProblem& p, cudaStream_t stream);
-// fp64-only configurations of simt_tuned under measurement (docs/benchmarks/gemm-simt.md).
-cudaError_t launch_gemm_simt_tuned_f64_128x64(const GemmProblem& p, cudaStream_t stream);
-cudaError_t launch_gemm_simt_tuned_f64_64x128(const GemmProblem& p, cudaStream_t stream);
-cudaError_t launch_gemm_simt_tuned_f64_lm4(const GemmProblem& p, cudaStream_t stream);
 
 }  // namespace matserve::kernels

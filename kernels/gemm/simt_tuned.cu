@@ -253,13 +253,6 @@ using F32Small = Tuned<64, 64, 8, 2, 2, 4, 2, 1, 4>;
 // SM; 64x64 tiles with 4x4 per lane for small C.
 using F64Big = Tuned<128, 128, 8, 2, 4, 8, 4, 4, 1>;
 using F64Small = Tuned<64, 64, 8, 2, 2, 4, 4, 2, 2>;
-// fp64 candidates (prepared 2026-11-21, not yet measured: docs/benchmarks/gemm-simt.md): two blocks
-// of 4 warps per SM, so that one block's barrier and prologue overlap the other's DFMAs (254
-// registers, 8-16 bytes of spills); and 128x128 with the lanes of a warp 4 along m, 8 along n
-// (warp tile 32x64, no spills).
-using F64Wide = Tuned<128, 64, 8, 2, 2, 8, 4, 4, 2>;
-using F64Tall = Tuned<64, 128, 8, 2, 2, 4, 4, 4, 2>;
-using F64Lm4 = Tuned<128, 128, 8, 4, 2, 4, 4, 4, 1>;
 
 template <typename C, typename T, bool TA, bool TB>
 cudaError_t run(const GemmProblem& p, cudaStream_t stream) {
@@ -282,28 +275,7 @@ bool big_tiles(const GemmProblem& p) {
   return simt::ceil_div(p.m, 128) * simt::ceil_div(p.n, 128) >= 96;
 }
 
-// fp64-only pinned configurations: fp32 problems are refused (the registry claims fp64 only).
-template <typename C>
-cudaError_t run_f64(const GemmProblem& p, cudaStream_t stream) {
-  if (p.precision != Precision::kF64) return cudaErrorInvalidValue;
-  return simt::dispatch_orders<double>(p, [&](auto, auto ta, auto tb) {
-    return run<C, double, decltype(ta)::value, decltype(tb)::value>(p, stream);
-  });
-}
-
 }  // namespace
-
-cudaError_t launch_gemm_simt_tuned_f64_128x64(const GemmProblem& p, cudaStream_t stream) {
-  return run_f64<F64Wide>(p, stream);
-}
-
-cudaError_t launch_gemm_simt_tuned_f64_64x128(const GemmProblem& p, cudaStream_t stream) {
-  return run_f64<F64Tall>(p, stream);
-}
-
-cudaError_t launch_gemm_simt_tuned_f64_lm4(const GemmProblem& p, cudaStream_t stream) {
-  return run_f64<F64Lm4>(p, stream);
-}
 
 cudaError_t launch_gemm_simt_tuned(const GemmProblem& p, cudaStream_t stream) {
   return simt::dispatch(p, [&](auto t, auto ta, auto tb) {
