@@ -35,7 +35,7 @@ case "$mode" in
       transpose_variants_gpu_test --gtest_brief=1 >"$out/sanitizer.log" 2>&1 || rc=1
     MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool racecheck --error-exitcode 9 \
       transpose_variants_gpu_test --gtest_brief=1 \
-      --gtest_filter='*33x65*:*96x160*:*64x64*:*10000x100*' >>"$out/sanitizer.log" 2>&1 || rc=1
+      --gtest_filter='*33x65*:*96x160*:*64x64*:*10000x100*:*1000x40*:*300x1028*' >>"$out/sanitizer.log" 2>&1 || rc=1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -n 8
     fi
     timeout "${T_BENCH:-300}" "$env" transpose_bench --json "$out/transpose_bench.json" --md "$out/transpose_bench.md" \

@@ -347,6 +347,14 @@ std::size_t transpose_inplace_rect_min_scratch(const TransposeProblem& p) {
          static_cast<std::size_t>(std::max(p.rows, p.cols) * e);
 }
 
+std::size_t transpose_inplace_rect_recommended_scratch(const TransposeProblem& p) {
+  if (p.rows <= 1 || p.cols <= 1 || p.rows == p.cols) return 0;
+  for (int k : {4, 8, 16, 2, 1}) {
+    if (const std::size_t b = transpose_inplace_rect_staged_scratch(p, k); b > 0) return b;
+  }
+  return 0;
+}
+
 cudaError_t launch_transpose_inplace_rect(const TransposeProblem& p, void* scratch,
                                           std::size_t scratch_bytes, cudaStream_t stream) {
   if (p.in == p.out && p.ld_in == p.cols && p.ld_out == p.rows && p.rows > 1 && p.cols > 1 &&

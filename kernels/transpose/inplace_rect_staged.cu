@@ -8,9 +8,12 @@
 // launch, streaming cache hints as transpose_vectorized), instead of the decomposition's 3-5
 // passes (inplace_rect.cu). Scratch: the live panels at the widest stage, about 3/8 of the matrix
 // for k = 8, 5/16 for k = 16 (M/2 for k = 2, the whole matrix for k = 1). Panels are reused
-// across stages by a host-side greedy slot assignment.
+// across stages by a host-side greedy slot assignment. Partial edge tiles (thin bands) keep
+// 16-byte accesses predicated per chunk; unaligned shapes (4095 x 4097) move elements with
+// coalesced accesses through a padded tile (vector_tile.cuh's TileMode) in both jobs.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/transpose/transpose_common.cuh"
 #include "kernels/transpose/transpose_kernels.h"
@@ -146,18 +149,18 @@ __global__ void __launch_bounds__(256)
       // Gather: input tile (i0, j0) of band g, written transposed to output rows j0...
       const std::int64_t i0 = (u % A.g_tiles_r) * T;
       const std::int64_t j0 = A.g_c0 + (u / A.g_tiles_r) * T;
-      const bool fast = A.aligned && i0 + T <= A.m && j0 + T <= A.g_c1;
+      const int mode = tile_mode(A.aligned, i0 + T <= A.m && j0 + T <= A.g_c1);
       if (i0 < A.g_split) {  // saved rows: panel (I, g)
         int I = 0;
         while (A.bnd_a[I + 1] <= i0) ++I;
         const Bits* panel = A.scratch + A.g_slot[I] * A.slot_elems;
         Tile::load_transposed(op, panel, A.pw, A.bnd_a[I + 1] - A.bnd_a[I], A.g_c1 - A.g_c0,
-                              i0 - A.bnd_a[I], j0 - A.g_c0, fast, smem);
+                              i0 - A.bnd_a[I], j0 - A.g_c0, mode, smem);
       } else {
-        Tile::load_transposed(op, A.a, A.n, A.m, A.g_c1, i0, j0, fast, smem);
+        Tile::load_transposed(op, A.a, A.n, A.m, A.g_c1, i0, j0, mode, smem);
       }
       __syncthreads();
-      Tile::store(smem, A.a, A.m, A.g_c1, A.m, j0, i0, fast);
+      Tile::store(smem, A.a, A.m, A.g_c1, A.m, j0, i0, mode);
       __syncthreads();
     } else {
       // Save: a T x T block of row block s, band Q, into its panel (plain copy).
@@ -170,26 +173,55 @@ __global__ void __launch_bounds__(256)
       const std::int64_t tiles_c = ceil_div(c_hi - c_lo, T);
       const std::int64_t r0 = A.s_r0 + (w / tiles_c) * T, c0 = c_lo + (w % tiles_c) * T;
       Bits* panel = A.scratch + A.s_slot[q] * A.slot_elems;
-      const int chunk = static_cast<int>(threadIdx.x % 16);
-      const int row = static_cast<int>(threadIdx.x / 16);
-      if (A.aligned && r0 + T <= A.s_r1 && c0 + T <= c_hi) {
+      if (A.aligned) {  // 16-byte chunks, predicated at the block's edges
+        const int chunk = static_cast<int>(threadIdx.x % 16);
+        const int row = static_cast<int>(threadIdx.x / 16);
+        const std::int64_t j = c0 + V * chunk;
         uint4 x[V];
 #pragma unroll
         for (int it = 0; it < V; ++it) {
-          x[it] = load16<kLoadPlain>(A.a + (r0 + row + 16 * it) * A.n + c0 + V * chunk);
+          const std::int64_t i = r0 + row + 16 * it;
+          x[it] = make_uint4(0, 0, 0, 0);
+          if (i < A.s_r1 && j + V <= c_hi) {
+            x[it] = load16<kLoadPlain>(A.a + i * A.n + j);
+          } else if (i < A.s_r1 && j < c_hi) {
+            Bits part[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) part[e] = j + e < c_hi ? A.a[i * A.n + j + e] : Bits{0};
+            std::memcpy(&x[it], part, 16);
+          }
         }
 #pragma unroll
         for (int it = 0; it < V; ++it) {
-          store16<kStorePlain>(
-              panel + (r0 + row + 16 * it - A.s_r0) * A.pw + (c0 - c_lo) + V * chunk, x[it]);
-        }
-      } else {
-        for (int it = 0; it < V; ++it) {
           const std::int64_t i = r0 + row + 16 * it;
-          if (i >= A.s_r1) break;
-          for (int x = 0; x < V; ++x) {
-            const std::int64_t j = c0 + V * chunk + x;
-            if (j < c_hi) panel[(i - A.s_r0) * A.pw + (j - c_lo)] = A.a[i * A.n + j];
+          Bits* dst = panel + (i - A.s_r0) * A.pw + (j - c_lo);
+          if (i < A.s_r1 && j + V <= c_hi) {
+            store16<kStorePlain>(dst, x[it]);
+          } else if (i < A.s_r1 && j < c_hi) {
+            Bits part[V];
+            std::memcpy(part, &x[it], 16);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              if (j + e < c_hi) dst[e] = part[e];
+            }
+          }
+        }
+      } else {  // rows not 16-byte aligned: coalesced element copies, batches in flight
+        constexpr int kBatch = Tile::kScalarIters;  // all in flight (batching spilled more)
+#pragma unroll
+        for (int b0 = 0; b0 < Tile::kScalarIters; b0 += kBatch) {
+          Bits x[kBatch];
+#pragma unroll
+          for (int it = 0; it < kBatch; ++it) {
+            const int idx = static_cast<int>(threadIdx.x) + Tile::kThreads * (b0 + it);
+            const std::int64_t i = r0 + idx / T, j = c0 + idx % T;
+            x[it] = (i < A.s_r1 && j < c_hi) ? A.a[i * A.n + j] : Bits{0};
+          }
+#pragma unroll
+          for (int it = 0; it < kBatch; ++it) {
+            const int idx = static_cast<int>(threadIdx.x) + Tile::kThreads * (b0 + it);
+            const std::int64_t i = r0 + idx / T, j = c0 + idx % T;
+            if (i < A.s_r1 && j < c_hi) panel[(i - A.s_r0) * A.pw + (j - c_lo)] = x[it];
           }
         }
       }

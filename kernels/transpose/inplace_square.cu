@@ -20,17 +20,18 @@ __global__ void __launch_bounds__(256)
   using Tile = VecTile<typename Op::Bits>;
   extern __shared__ uint4 smem[];
   uint4* s_ij = smem;
-  uint4* s_ji = smem + Tile::T * Tile::kChunks;
+  uint4* s_ji = smem + Tile::kSmemVecs;
   for (std::int64_t k = blockIdx.x; k < pairs; k += gridDim.x) {
     std::int64_t ti, tj;
     pair_of(k, ti, tj);
     const std::int64_t r0 = ti * Tile::T, c0 = tj * Tile::T;
-    const bool whole = aligned && r0 + Tile::T <= n && c0 + Tile::T <= n;  // so is its mirror
-    Tile::load_transposed(op, a, ld, n, n, r0, c0, whole, s_ij);
-    if (ti != tj) Tile::load_transposed(op, a, ld, n, n, c0, r0, whole, s_ji);
+    // The mirror tile is whole when this one is.
+    const int mode = tile_mode(aligned, r0 + Tile::T <= n && c0 + Tile::T <= n);
+    Tile::load_transposed(op, a, ld, n, n, r0, c0, mode, s_ij);
+    if (ti != tj) Tile::load_transposed(op, a, ld, n, n, c0, r0, mode, s_ji);
     __syncthreads();
-    Tile::store(s_ij, a, ld, n, n, c0, r0, whole);
-    if (ti != tj) Tile::store(s_ji, a, ld, n, n, r0, c0, whole);
+    Tile::store(s_ij, a, ld, n, n, c0, r0, mode);
+    if (ti != tj) Tile::store(s_ji, a, ld, n, n, r0, c0, mode);
     __syncthreads();
   }
 }

@@ -57,10 +57,23 @@ cudaError_t launch_transpose_inplace_rect_config(const TransposeProblem& p, void
 // In place, rows == cols, in == out: tile pairs swapped across the diagonal (thesis kernel 2.4).
 cudaError_t launch_transpose_inplace_square(const TransposeProblem& p, cudaStream_t stream);
 
-// In place, any rows x cols, in == out: the Catanzaro-Keller-Garland decomposition (column
-// rotation, row shuffle, column shuffle) with scratch bounded by `scratch_bytes`.
+// In place, any rows x cols, in == out, scratch bounded by `scratch_bytes`. Two paths:
+//  - the staged sweep (below, 1.5-2 passes, ~55-62% of copy bandwidth) when the scratch holds the
+//    panels of some stage count: transpose_inplace_rect_staged_choose(p, scratch_bytes) > 0;
+//  - otherwise the Catanzaro-Keller-Garland decomposition (column rotation, row shuffle, column
+//    shuffle; 3-5 passes, ~10-20%), which needs only transpose_inplace_rect_min_scratch(p).
+// Through the registry the scratch is the stream's workspace (32 MiB): matrices above ~100 MiB
+// take the decomposition. A caller that can lend more (the server, for a resident matrix) should
+// allocate transpose_inplace_rect_recommended_scratch(p) bytes and pass them here, and pass the
+// workspace as before when that allocation fails.
 cudaError_t launch_transpose_inplace_rect(const TransposeProblem& p, void* scratch,
                                           std::size_t scratch_bytes, cudaStream_t stream);
+
+// The scratch to lend launch_transpose_inplace_rect for the staged path at its usual stage count:
+// transpose_inplace_rect_staged_scratch(p, 4) (about half the matrix), or 8 / 16 / 2 / 1 stages
+// for shapes with too few columns for 4 bands; 0 when the shape needs none (square, vectors) or
+// cannot be staged.
+std::size_t transpose_inplace_rect_recommended_scratch(const TransposeProblem& p);
 
 // The scratch the in-place rectangular kernel needs at least (one row, one column and its index
 // table); 0 when it needs none. Launches with less fail with cudaErrorInvalidValue.

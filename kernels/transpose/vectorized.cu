@@ -6,9 +6,10 @@
 // sectors of the output (14.7 M vs 8.4 M) though DRAM wrote the same bytes; streaming stores
 // (st.global.cs, evict-first) bring it to 8.4 M, as for cuBLAS geam and the in-place kernel.
 // Loads use the read-only path (ld.global.nc); blocks walk down tile columns, so consecutive
-// blocks write neighbouring segments of the same output rows. Unaligned rows and partial tiles
-// take a per-element path. Tiles per block, order, hints and grid were chosen by measurement
-// (transpose_bench's sweep, docs/benchmarks/transpose.md).
+// blocks write neighbouring segments of the same output rows. Partial edge tiles keep 16-byte
+// accesses predicated per chunk; rows that are not 16-byte aligned take coalesced element
+// accesses through a padded shared tile (vector_tile.cuh). Tiles per block, order, hints and grid
+// were chosen by measurement (transpose_bench's sweep, docs/benchmarks/transpose.md).
 #include <algorithm>
 #include <type_traits>
 
@@ -87,17 +88,16 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const bool fast = aligned && r0 + Tile::T <= rows && c0 + Tile::T <= cols;
-      Tile::load_transposed(op, in, ld_in, rows, cols, r0, c0, fast,
-                            smem + u * Tile::T * Tile::kChunks);
+      const int mode = tile_mode(aligned, r0 + Tile::T <= rows && c0 + Tile::T <= cols);
+      Tile::load_transposed(op, in, ld_in, rows, cols, r0, c0, mode, smem + u * Tile::kSmemVecs);
     }
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const bool fast = aligned && r0 + Tile::T <= rows && c0 + Tile::T <= cols;
-      Tile::store(smem + u * Tile::T * Tile::kChunks, out, ld_out, cols, rows, c0, r0, fast);
+      const int mode = tile_mode(aligned, r0 + Tile::T <= rows && c0 + Tile::T <= cols);
+      Tile::store(smem + u * Tile::kSmemVecs, out, ld_out, cols, rows, c0, r0, mode);
     }
     __syncthreads();
   }
