@@ -385,7 +385,7 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     // workspace serves matrices up to ~100 MiB. For larger ones, scratch comes from the pool when
     // the budget has room, else the kernel makes do with the workspace (more stages, or the
     // decomposition).
-    const std::size_t want = kernels::transpose_inplace_rect_staged_scratch(p, 4);
+    const std::size_t want = kernels::transpose_inplace_rect_recommended_scratch(p);
     if (want > context.workspace_bytes) {
       if (absl::StatusOr<MemoryPool::Block> b = d.pool->allocate(want); b.ok()) {
         scratch = *std::move(b);
