@@ -140,7 +140,7 @@ class SigtermUnderLoadTest(unittest.TestCase):
                 ("grpc.max_send_message_length", MAX_MESSAGE)]
         channels = [grpc.insecure_channel(server.target, options=opts) for _ in payloads]
         futures = [multiply_call(c).future(p, timeout=120) for c, p in zip(channels, payloads)]
-        # One running and at least one queued behind it.
+        # One running and at least one queued behind it; the others may still be in transmission.
         self.assertTrue(wait_until(lambda: metric(server, "matserve_requests_in_flight") >= 2, 60),
                         "the requests never queued up")
         in_flight = metric(server, "matserve_requests_in_flight")
@@ -161,18 +161,23 @@ class SigtermUnderLoadTest(unittest.TestCase):
                     a=matrix(rand(4, 4)), b=matrix(rand(4, 4))).SerializeToString(), timeout=10)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE,
                              ctx.exception.details())
-            self.assertIn("shutting down", ctx.exception.details())
+            # Refused by the draining server, or, once the drain is over, by the closed listener.
+            self.assertRegex(ctx.exception.details(), "shutting down|connect",
+                             ctx.exception.details())
         fresh.close()
         # Every request the server had received when the signal came completes, correctly. One
-        # still being transmitted arrives during the drain and is refused with UNAVAILABLE (not
-        # started, safe to retry), never cut off with CANCELLED.
+        # still being transmitted that arrives during the drain is refused like the new calls
+        # above (UNAVAILABLE, "not started"); only one whose transmission outlasts the drain (every
+        # running request done) is cut off by gRPC's Shutdown (CANCELLED): docs/deploy.md.
         completed = 0
         for (a, b), f in zip(inputs, futures):
             try:
                 reply = f.result()
             except grpc.RpcError as e:
-                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
-                self.assertIn("not started", e.details())
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    self.assertIn("not started", e.details())
+                else:
+                    self.assertEqual(e.code(), grpc.StatusCode.CANCELLED, e.details())
                 continue
             completed += 1
             self.assertLess(rel_l2(decode(reply.c), a @ b), 1e-12)
