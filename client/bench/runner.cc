@@ -212,9 +212,8 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   double start_unix_s = 0;
   auto on_start = [&]() noexcept {
     shared.start = Clock::now();
-    start_unix_s = std::chrono::duration<double>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+    start_unix_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (o.duration_s) {
       shared.deadline = shared.start + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(*o.duration_s));

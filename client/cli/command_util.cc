@@ -89,6 +89,25 @@ absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernel
   return array;
 }
 
+int WriteOut(const Env& env, const std::string& path, matserve::v1::Matrix&& matrix) {
+  absl::StatusOr<NpyArray> npy = NpyFromMatrix(std::move(matrix));
+  if (!npy.ok()) return RpcError(env.err, absl::DataLossError(npy.status().message()));
+  if (absl::Status s = WriteNpy(path, *npy); !s.ok()) return InputError(env.err, s);
+  return kExitOk;
+}
+
+int ToleranceExit(const Env& env, std::optional<double> tolerance,
+                  const matserve::v1::Verification* server,
+                  const std::optional<kernels::ErrorStats>& client) {
+  const std::optional<double> server_rel =
+      server != nullptr ? std::optional<double>(server->rel_l2_error()) : std::nullopt;
+  if (absl::Status s = CheckTolerance(tolerance, server_rel, client); !s.ok()) {
+    env.err << "error: verification failed: " << s.message() << '\n';
+    return kExitVerify;
+  }
+  return kExitOk;
+}
+
 absl::Status CheckTolerance(std::optional<double> tolerance, std::optional<double> server,
                             const std::optional<kernels::ErrorStats>& client) {
   if (!tolerance) return absl::OkStatus();

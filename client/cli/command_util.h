@@ -50,6 +50,15 @@ absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernel
 absl::Status CheckTolerance(std::optional<double> tolerance, std::optional<double> server,
                             const std::optional<kernels::ErrorStats>& client);
 
+// --out: writes `matrix` (moved from) as .npy; 0, or the exit code of the error it printed.
+int WriteOut(const Env& env, const std::string& path, matserve::v1::Matrix&& matrix);
+
+// After a multiply or transpose: kExitVerify (and the message) when the server's check (`server`,
+// null when none) or the client's exceeds --tolerance, else kExitOk.
+int ToleranceExit(const Env& env, std::optional<double> tolerance,
+                  const matserve::v1::Verification* server,
+                  const std::optional<kernels::ErrorStats>& client);
+
 // Microseconds since `start` on the steady clock.
 double MicrosSince(std::chrono::steady_clock::time_point start);
 

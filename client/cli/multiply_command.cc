@@ -135,20 +135,13 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
     summary.client_check = *check;
   }
   if (!opt.out.empty()) {
-    absl::StatusOr<NpyArray> c = NpyFromMatrix(std::move(*reply->mutable_c()));
-    if (!c.ok()) return RpcError(env.err, absl::DataLossError(c.status().message()));
-    if (absl::Status s = WriteNpy(opt.out, *c); !s.ok()) return InputError(env.err, s);
+    if (int rc = WriteOut(env, opt.out, std::move(*reply->mutable_c())); rc != kExitOk) return rc;
     summary.out_path = opt.out;
   }
   PrintMultiply(*reply, summary, env.global.json, env.out);
-  const std::optional<double> server_rel =
-      reply->has_verification() ? std::optional<double>(reply->verification().rel_l2_error())
-                                : std::nullopt;
-  if (absl::Status s = CheckTolerance(opt.tolerance, server_rel, summary.client_check); !s.ok()) {
-    env.err << "error: verification failed: " << s.message() << '\n';
-    return kExitVerify;
-  }
-  return kExitOk;
+  return ToleranceExit(env, opt.tolerance,
+                       reply->has_verification() ? &reply->verification() : nullptr,
+                       summary.client_check);
 }
 
 }  // namespace matserve::client::cli

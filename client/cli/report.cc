@@ -115,6 +115,41 @@ void ResidentLines(std::ostream& out, const v1::ResidentInfo& r, std::string_vie
   Line(out, p + "expires_in_ms", absl::StrCat(r.idle_expires_in_ms()));
 }
 
+// The fields after the rate that multiply and transpose share: runs, checks, --out, result.
+template <typename Reply>
+void AddRunTail(JsonObject& o, const Reply& reply, const RunSummary& s) {
+  o.Add("runs", s.runs).Add("warmup", s.warmup);
+  if (reply.has_verification()) o.Raw("server_verification", ServerCheckJson(reply.verification()));
+  if (s.client_check) o.Raw("client_verification", ClientCheckJson(*s.client_check));
+  if (!s.out_path.empty()) o.Add("out", s.out_path);
+  if (reply.has_result()) o.Raw("result", ResidentJson(reply.result()));
+}
+
+std::string VariantText(const std::string& ran, const std::string& requested) {
+  return ran == requested ? ran : absl::StrCat(ran, " (asked: ", requested, ")");
+}
+
+void RunsLine(std::ostream& out, const RunSummary& s) {
+  if (s.runs > 1 || s.warmup > 0) {
+    Line(out, "runs",
+         absl::StrCat(s.runs, " measured after ", s.warmup, " warm-up (medians below)"));
+  }
+}
+
+template <typename Reply>
+void CheckAndResultLines(std::ostream& out, const Reply& reply, const RunSummary& s) {
+  if (reply.has_verification()) {
+    CheckLines(out, "server", reply.verification().max_abs_error(),
+               reply.verification().rel_l2_error(), std::nullopt);
+  }
+  if (s.client_check) {
+    CheckLines(out, "client", s.client_check->max_abs_error, s.client_check->rel_l2_error,
+               s.client_check->nonfinite);
+  }
+  if (!s.out_path.empty()) Line(out, "out", s.out_path);
+  if (reply.has_result()) ResidentLines(out, reply.result(), "result_");
+}
+
 }  // namespace
 
 void PrintUpload(const v1::ResidentInfo& info, double rpc_us, bool json, std::ostream& out) {
@@ -334,21 +369,12 @@ void PrintMultiply(const v1::MultiplyReply& reply, const RunSummary& s, bool jso
         .Add("output_layout", s.layout)
         .Add("compute", s.compute)
         .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us))
-        .Add("gflops", reply.gflops())
-        .Add("runs", s.runs)
-        .Add("warmup", s.warmup);
-    if (reply.has_verification())
-      o.Raw("server_verification", ServerCheckJson(reply.verification()));
-    if (s.client_check) o.Raw("client_verification", ClientCheckJson(*s.client_check));
-    if (!s.out_path.empty()) o.Add("out", s.out_path);
-    if (reply.has_result()) o.Raw("result", ResidentJson(reply.result()));
+        .Add("gflops", reply.gflops());
+    AddRunTail(o, reply, s);
     out << o.str() << '\n';
     return;
   }
-  Line(out, "variant",
-       reply.variant() == s.variant_requested
-           ? reply.variant()
-           : absl::StrCat(reply.variant(), " (asked: ", s.variant_requested, ")"));
+  Line(out, "variant", VariantText(reply.variant(), s.variant_requested));
   Line(out, "device", reply.device());
   Line(out, "precision", reply.precision());
   Line(out, "shape",
@@ -356,22 +382,10 @@ void PrintMultiply(const v1::MultiplyReply& reply, const RunSummary& s, bool jso
   Line(out, "data",
        absl::StrCat(s.dtype, " -> ", s.output_dtype, " (", s.layout, "-major output, compute ",
                     s.compute, ")"));
-  if (s.runs > 1 || s.warmup > 0) {
-    Line(out, "runs",
-         absl::StrCat(s.runs, " measured after ", s.warmup, " warm-up (medians below)"));
-  }
+  RunsLine(out, s);
   TimingLines(out, reply.timing(), s.rpc_us);
   Line(out, "gflops", Fixed(reply.gflops()));
-  if (reply.has_verification()) {
-    CheckLines(out, "server", reply.verification().max_abs_error(),
-               reply.verification().rel_l2_error(), std::nullopt);
-  }
-  if (s.client_check) {
-    CheckLines(out, "client", s.client_check->max_abs_error, s.client_check->rel_l2_error,
-               s.client_check->nonfinite);
-  }
-  if (!s.out_path.empty()) Line(out, "out", s.out_path);
-  if (reply.has_result()) ResidentLines(out, reply.result(), "result_");
+  CheckAndResultLines(out, reply, s);
 }
 
 void PrintTranspose(const v1::TransposeReply& reply, const RunSummary& s, bool json,
@@ -388,40 +402,19 @@ void PrintTranspose(const v1::TransposeReply& reply, const RunSummary& s, bool j
         .Add("dtype", s.dtype)
         .Add("layout", s.layout)
         .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us))
-        .Add("gb_per_s", reply.gb_per_s())
-        .Add("runs", s.runs)
-        .Add("warmup", s.warmup);
-    if (reply.has_verification())
-      o.Raw("server_verification", ServerCheckJson(reply.verification()));
-    if (s.client_check) o.Raw("client_verification", ClientCheckJson(*s.client_check));
-    if (!s.out_path.empty()) o.Add("out", s.out_path);
-    if (reply.has_result()) o.Raw("result", ResidentJson(reply.result()));
+        .Add("gb_per_s", reply.gb_per_s());
+    AddRunTail(o, reply, s);
     out << o.str() << '\n';
     return;
   }
-  Line(out, "variant",
-       reply.variant() == s.variant_requested
-           ? reply.variant()
-           : absl::StrCat(reply.variant(), " (asked: ", s.variant_requested, ")"));
+  Line(out, "variant", VariantText(reply.variant(), s.variant_requested));
   Line(out, "device", reply.device());
   Line(out, "shape", absl::StrCat(s.m, " x ", s.n, " -> ", s.n, " x ", s.m));
   Line(out, "data", absl::StrCat(s.dtype, " (", s.layout, "-major)"));
-  if (s.runs > 1 || s.warmup > 0) {
-    Line(out, "runs",
-         absl::StrCat(s.runs, " measured after ", s.warmup, " warm-up (medians below)"));
-  }
+  RunsLine(out, s);
   TimingLines(out, reply.timing(), s.rpc_us);
   Line(out, "gb_per_s", Fixed(reply.gb_per_s(), 2));
-  if (reply.has_verification()) {
-    CheckLines(out, "server", reply.verification().max_abs_error(),
-               reply.verification().rel_l2_error(), std::nullopt);
-  }
-  if (s.client_check) {
-    CheckLines(out, "client", s.client_check->max_abs_error, s.client_check->rel_l2_error,
-               s.client_check->nonfinite);
-  }
-  if (!s.out_path.empty()) Line(out, "out", s.out_path);
-  if (reply.has_result()) ResidentLines(out, reply.result(), "result_");
+  CheckAndResultLines(out, reply, s);
 }
 
 }  // namespace matserve::client::cli
