@@ -6,8 +6,6 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/synchronization/blocking_counter.h"
-
 namespace matserve::server {
 
 ParallelCopier::ParallelCopier(int threads) {
@@ -37,29 +35,15 @@ void ParallelCopier::worker() {
 }
 
 void ParallelCopier::copy(void* dst, const void* src, std::size_t n, std::size_t min_piece) {
-  const std::size_t helpers = threads_.size();
-  const std::size_t pieces = std::min(helpers + 1, std::max<std::size_t>(1, n / min_piece));
-  if (pieces <= 1) {
-    std::memcpy(dst, src, n);
-    return;
-  }
+  const std::size_t pieces = std::min(
+      threads_.size() + 1, std::max<std::size_t>(1, n / std::max<std::size_t>(1, min_piece)));
   const std::size_t piece = (n + pieces - 1) / pieces;
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
-  absl::BlockingCounter done(static_cast<int>(pieces - 1));
-  {
-    absl::MutexLock lock(&mu_);
-    for (std::size_t i = 1; i < pieces; ++i) {
-      const std::size_t off = i * piece;
-      const std::size_t len = std::min(piece, n - off);
-      tasks_.emplace_back([d, s, off, len, &done] {
-        std::memcpy(d + off, s + off, len);
-        done.DecrementCount();
-      });
-    }
-  }
-  std::memcpy(d, s, std::min(piece, n));
-  done.Wait();
+  for_each(pieces, pieces - 1, [&](std::size_t i) {
+    const std::size_t off = i * piece;
+    if (off < n) std::memcpy(d + off, s + off, std::min(piece, n - off));
+  });
 }
 
 namespace {
