@@ -56,6 +56,9 @@ struct TransposeVariant {
   bool in_place = false;  // needs in == out (resident matrices); out-of-place otherwise
   absl::Status (*can_implement)(const TransposeProblem& p) = nullptr;
   absl::Status (*launch)(const TransposeProblem& p, const ExecContext& ctx) = nullptr;
+  // Scratch the variant runs best with, which may exceed the stream's workspace (null: the
+  // workspace is all it wants). A backend that can spare the memory lends it as ctx.workspace.
+  std::size_t (*preferred_workspace_bytes)(const TransposeProblem& p) = nullptr;
 };
 
 // Every variant built into this binary, in ladder order (CUDA ones only in CUDA builds).

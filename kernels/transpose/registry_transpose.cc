@@ -121,6 +121,7 @@ void append_transpose_kernel_variants(std::vector<TransposeVariant>& transpose) 
       .in_place = true,
       .can_implement = &inplace_rect_can_implement,
       .launch = &inplace_rect_launch,
+      .preferred_workspace_bytes = &transpose_inplace_rect_recommended_scratch,
   });
 }
 

@@ -16,7 +16,6 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
-#include "kernels/transpose/transpose_kernels.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/problem_builder.h"
 
@@ -380,12 +379,10 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   absl::StatusOr<const kernels::TransposeVariant*> v = choose(p);
   if (!v.ok()) return v.status();
   kernels::ExecContext context = slot.resources.context();
-  if ((*v)->name == "transpose_inplace_rect") {
-    // The staged sweep runs best with about half the matrix as scratch (4 stages); the stream's
-    // workspace serves matrices up to ~100 MiB. For larger ones, scratch comes from the pool when
-    // the budget has room, else the kernel makes do with the workspace (more stages, or the
-    // decomposition).
-    const std::size_t want = kernels::transpose_inplace_rect_recommended_scratch(p);
+  if ((*v)->preferred_workspace_bytes != nullptr) {
+    // E.g. the in-place rectangular sweep, best with about half the matrix as scratch: lent from
+    // the pool when the budget has room, else the variant makes do with the stream's workspace.
+    const std::size_t want = (*v)->preferred_workspace_bytes(p);
     if (want > context.workspace_bytes) {
       if (absl::StatusOr<MemoryPool::Block> b = d.pool->allocate(want); b.ok()) {
         scratch = *std::move(b);
