@@ -10,8 +10,7 @@ namespace matserve::kernels::internal {
 namespace {
 
 constexpr PrecisionSet kF32 = precision_bit(Precision::kF32);
-constexpr PrecisionSet kF64 = precision_bit(Precision::kF64);
-constexpr PrecisionSet kF32F64 = kF32 | kF64;
+constexpr PrecisionSet kF32F64 = kF32 | precision_bit(Precision::kF64);
 
 // Operands and C must be stored in the precision's own type (no conversion inside these kernels).
 absl::Status simt_can_implement(const GemmProblem& p) {
@@ -97,17 +96,6 @@ void append_simt_gemm_variants(std::vector<GemmVariant>& gemm) {
   gemm.push_back(simt<&launch_gemm_simt_tuned_64x64>(
       "simt_tuned_64x64", kF32F64,
       "simt_tuned pinned to 64x64 tiles, 128 threads (8x4 fp32 / 8x4 fp64 results per lane)"));
-  gemm.push_back(simt<&launch_gemm_simt_f64>(
-      "simt_f64", kF64,
-      "fp64 only: 8x12 doubles per lane fed by a cp.async ring (less shared traffic per DFMA); "
-      "128x192 or 128x128 tiles chosen per shape, simt_tuned_64x64 for small C"));
-  gemm.push_back(simt<&launch_gemm_simt_f64_128x192>(
-      "simt_f64_128x192", kF64,
-      "simt_f64 pinned to 128x192 tiles, k-step 8, 4 stages, 256 threads, 8x12 doubles per lane"));
-  gemm.push_back(simt<&launch_gemm_simt_f64_128x128>(
-      "simt_f64_128x128", kF64,
-      "simt_f64 pinned to 128x128 tiles, k-step 8, 4 stages, 8x8 doubles per lane, prefetched "
-      "fragments"));
 }
 
 }  // namespace matserve::kernels::internal

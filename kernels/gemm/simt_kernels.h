@@ -35,11 +35,5 @@ cudaError_t launch_gemm_simt_pipelined_64x64(const GemmProblem& p, cudaStream_t 
 cudaError_t launch_gemm_simt_tuned(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_tuned_128x128(const GemmProblem& p, cudaStream_t stream);
 cudaError_t launch_gemm_simt_tuned_64x64(const GemmProblem& p, cudaStream_t stream);
-// fp64 only: 8x12 doubles per lane fed by cp.async (less shared-memory traffic per DFMA than
-// simt_tuned's 8x8); the plain entry picks 128x192 or 128x128 tiles per shape (simt_tuned_64x64
-// below a wave of 128x128 tiles), the suffixed ones pin one configuration.
-cudaError_t launch_gemm_simt_f64(const GemmProblem& p, cudaStream_t stream);
-cudaError_t launch_gemm_simt_f64_128x192(const GemmProblem& p, cudaStream_t stream);
-cudaError_t launch_gemm_simt_f64_128x128(const GemmProblem& p, cudaStream_t stream);
 
 }  // namespace matserve::kernels
