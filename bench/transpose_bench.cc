@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/resources.h"
@@ -81,6 +82,12 @@ std::vector<VecSweep> vectorized_sweep(bool tune) {
       {"k=1 column ld.nc st.cs", cfg(1, kOrderCol, 1, 1, false)},
       {"k=1 column (no hints)", cfg(1, kOrderCol, 0, 0, false)},
       {"k=1 row ld.nc st.cs", cfg(1, kOrderRow, 1, 1, false)},
+      {"k=1 diagonal ld.nc st.cs", cfg(1, kOrderDiagonal, 1, 1, false)},
+      {"k=1 column st.cs", cfg(1, kOrderCol, 0, 1, false)},
+      {"k=1 column ld.nc", cfg(1, kOrderCol, 1, 0, false)},
+      {"k=1 column ld.cs st.cs", cfg(1, kOrderCol, 2, 1, false)},
+      {"k=1 column ld.nc st.cg", cfg(1, kOrderCol, 1, 2, false)},
+      {"k=1 column ld.nc st.cs persistent", cfg(1, kOrderCol, 1, 1, true)},
   };
   // Outside --tune: the previous default, the hints one at a time, and the order.
   const char* short_list[] = {"mirror", "mirror ld.nc st.cs", "k=1 column (no hints)",
@@ -374,8 +381,9 @@ void bench_case(const Case& c, const StreamResources& res, std::vector<Result>& 
   }
 }
 
-// --profile: a few launches of the main kernels at 8192^2 fp32 (and the staged in-place
-// rectangular sweep at 2048 x 8192), nothing timed: a short target for Nsight Compute.
+// --profile: a few launches of the main kernels at 8192^2 fp32 (the default vectorized kernel
+// also on fp16 and fp64 of the same bytes, the in-place square one on fp16 8192^2, and the staged
+// in-place rectangular sweep at 2048 x 8192), nothing timed: a short target for Nsight Compute.
 int profile(const StreamResources& res) {
   const std::int64_t n = 8192;
   const std::size_t bytes = static_cast<std::size_t>(n * n) * 4;
@@ -401,6 +409,15 @@ int profile(const StreamResources& res) {
     if (vs.name.find("ld.nc st.cs") == std::string::npos && vs.name != "k=2 column") continue;
     launch_transpose_vectorized_tuned(p, vs.cfg, s);
   }
+  // The other element sizes at the same byte count: fp16 16384 x 8192 and fp64 8192 x 4096.
+  for (auto [dt, r, c] : {std::tuple{DType::kF16, n * 2, n}, {DType::kF64, n, n / 2}}) {
+    const TransposeProblem q =
+        canonicalize_transpose(r, c, Layout::kRowMajor, dt, in->data(), out->data(), 1.0);
+    launch_transpose_vectorized(q, s);
+  }
+  const TransposeProblem h =  // in place, fp16 8192^2 (half the bytes)
+      canonicalize_transpose(n, n, Layout::kRowMajor, DType::kF16, out->data(), out->data(), 1.0);
+  launch_transpose_inplace_square(h, s);
   const TransposeProblem rp = canonicalize_transpose(2048, 8192, Layout::kRowMajor, DType::kF32,
                                                      out->data(), out->data(), 1.0);
   launch_transpose_inplace_rect_staged(rp, scratch->data(), bytes, 8, s);

@@ -8,11 +8,16 @@
 #       the sanitizer); results in $OUT (or ./bench-out): transpose_bench.json/.md, logs, nvidia-smi
 #   on the GPU machine:    scripts/run-transpose-bench.sh tune [BUILD_DIR]
 #       the tuning pass: quick GPU tests, Nsight Compute counters of the main kernels at 8192^2 fp32
-#       (transpose_bench --profile), then transpose_bench --tune (every configuration, 8 shapes)
+#       (transpose_bench --profile: DRAM and L2 traffic, registers, occupancy; then the memory
+#       sections of the vectorized / cuBLAS / in-place square kernels), then transpose_bench --tune
+#       (every configuration, 8 shapes); T_TEST, T_NCU, T_BENCH seconds
+#   here:                  scripts/run-transpose-bench.sh resources [BUILD_DIR]
+#       registers and spills of every transpose kernel (scripts/transpose_resource_usage.py;
+#       exit 1 on any spill)
 #   back here:             scripts/run-transpose-bench.sh plot RESULTS.json
 #       draws docs/benchmarks/img/transpose.png
 set -uo pipefail
-mode=${1:?usage: run-transpose-bench.sh bundle|device|tune|plot ...}
+mode=${1:?usage: run-transpose-bench.sh bundle|device|tune|resources|plot ...}
 case "$mode" in
   bundle)
     build=${2:-build}
@@ -55,10 +60,25 @@ case "$mode" in
     m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
     m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
     m=$m,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,sm__warps_active.avg.pct_of_peak_sustained_active
+    m=$m,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem
+    m=$m,sm__maximum_warps_per_active_cycle_pct,dram__throughput.avg.pct_of_peak_sustained_elapsed
     timeout "${T_NCU:-45}" "$env" ncu --clock-control none --metrics "$m" --csv transpose_bench --profile \
       >"$out/ncu.csv" 2>"$out/ncu.err"
+    # Whole memory sections (L2 fabric, DRAM, L1) of the three kernels that matter at 8192^2 fp32.
+    timeout "${T_NCU:-45}" "$env" ncu --clock-control none --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis_Chart --section MemoryWorkloadAnalysis_Tables --section Occupancy \
+      --kernel-name 'regex:vectorized_kernel|transpose_readWrite|inplace_square' --launch-count 6 \
+      --csv --page details transpose_bench --profile >"$out/ncu-sections.csv" 2>>"$out/ncu.err"
     timeout "${T_BENCH:-110}" "$env" transpose_bench --tune --json "$out/tune.json" --md "$out/tune.md" \
       2>"$out/tune.log"
+    python3 scripts/transpose_ncu_summary.py "$out/ncu.csv" "$out/ncu-summary.md" || tail -n 5 "$out/ncu.err"
+    grep -E "8192x8192 \| fp32|16384x16384 \| fp32" "$out/tune.md" | cut -d'|' -f5,8 | tr '\n' ';'
+    echo
+    grep -E "8192x8192 \| (fp16|fp64)" "$out/tune.md" | cut -d'|' -f5,8 | tr '\n' ';'
+    echo
+    ;;
+  resources)
+    /usr/bin/python3 scripts/transpose_resource_usage.py "${2:-build}" ${3:+--md "$3"}
     ;;
   plot)
     /usr/bin/python3 scripts/plot_transpose.py "${2:?results json}" "${3:-docs/benchmarks/img/transpose.png}"

@@ -10,7 +10,8 @@
 // for k = 8, 5/16 for k = 16 (M/2 for k = 2, the whole matrix for k = 1). Panels are reused
 // across stages by a host-side greedy slot assignment. Partial edge tiles (thin bands) keep
 // 16-byte accesses predicated per chunk; unaligned shapes (4095 x 4097) move elements with
-// coalesced accesses through a padded tile (vector_tile.cuh's TileMode) in both jobs.
+// coalesced accesses through a padded tile (vector_tile.cuh's TileMode) in both jobs, in a separate
+// kernel instantiation, so the 16-byte one keeps 44 registers for fp32 (174 with both in one).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -129,7 +130,8 @@ struct StepArgs {
   int s_slot[kMaxStages];                 // slot of panel (s, Q)
 };
 
-template <typename Op>
+// Aligned (chosen on the host, A.aligned): 16-byte tiles and chunks; otherwise element-wise moves.
+template <typename Op, bool Aligned>
 __global__ void __launch_bounds__(256)
     staged_kernel(Op op, const __grid_constant__ StepArgs<typename Op::Bits> A) {
   using Bits = typename Op::Bits;
@@ -149,18 +151,23 @@ __global__ void __launch_bounds__(256)
       // Gather: input tile (i0, j0) of band g, written transposed to output rows j0...
       const std::int64_t i0 = (u % A.g_tiles_r) * T;
       const std::int64_t j0 = A.g_c0 + (u / A.g_tiles_r) * T;
-      const int mode = tile_mode(A.aligned, i0 + T <= A.m && j0 + T <= A.g_c1);
-      if (i0 < A.g_split) {  // saved rows: panel (I, g)
+      const bool whole = i0 + T <= A.m && j0 + T <= A.g_c1;
+      // The source: panel (I, g) for saved rows, else the matrix itself.
+      const Bits* src = A.a;
+      std::int64_t ld = A.n, rows = A.m, cols = A.g_c1, si = i0, sj = j0;
+      if (i0 < A.g_split) {
         int I = 0;
         while (A.bnd_a[I + 1] <= i0) ++I;
-        const Bits* panel = A.scratch + A.g_slot[I] * A.slot_elems;
-        Tile::load_transposed(op, panel, A.pw, A.bnd_a[I + 1] - A.bnd_a[I], A.g_c1 - A.g_c0,
-                              i0 - A.bnd_a[I], j0 - A.g_c0, mode, smem);
-      } else {
-        Tile::load_transposed(op, A.a, A.n, A.m, A.g_c1, i0, j0, mode, smem);
+        src = A.scratch + A.g_slot[I] * A.slot_elems;
+        ld = A.pw;
+        rows = A.bnd_a[I + 1] - A.bnd_a[I];
+        cols = A.g_c1 - A.g_c0;
+        si = i0 - A.bnd_a[I];
+        sj = j0 - A.g_c0;
       }
+      Tile::template load_tile<Aligned>(src, ld, rows, cols, si, sj, whole, smem);
       __syncthreads();
-      Tile::store(smem, A.a, A.m, A.g_c1, A.m, j0, i0, mode);
+      Tile::template store_tile<Aligned>(op, smem, A.a, A.m, A.g_c1, A.m, j0, i0, whole);
       __syncthreads();
     } else {
       // Save: a T x T block of row block s, band Q, into its panel (plain copy).
@@ -173,56 +180,49 @@ __global__ void __launch_bounds__(256)
       const std::int64_t tiles_c = ceil_div(c_hi - c_lo, T);
       const std::int64_t r0 = A.s_r0 + (w / tiles_c) * T, c0 = c_lo + (w % tiles_c) * T;
       Bits* panel = A.scratch + A.s_slot[q] * A.slot_elems;
-      if (A.aligned) {  // 16-byte chunks, predicated at the block's edges
+      if constexpr (Aligned) {  // 16-byte chunks, predicated at the block's edges
         const int chunk = static_cast<int>(threadIdx.x % 16);
         const int row = static_cast<int>(threadIdx.x / 16);
         const std::int64_t j = c0 + V * chunk;
+        const bool col_in = j < c_hi;  // band bounds are multiples of V (pl.aligned)
+        const Bits* src = A.a + (r0 + row) * A.n + j;
+        Bits* dst = panel + (r0 + row - A.s_r0) * A.pw + (j - c_lo);
         uint4 x[V];
 #pragma unroll
         for (int it = 0; it < V; ++it) {
           const std::int64_t i = r0 + row + 16 * it;
           x[it] = make_uint4(0, 0, 0, 0);
-          if (i < A.s_r1 && j + V <= c_hi) {
-            x[it] = load16<kLoadPlain>(A.a + i * A.n + j);
-          } else if (i < A.s_r1 && j < c_hi) {
-            Bits part[V];
-#pragma unroll
-            for (int e = 0; e < V; ++e) part[e] = j + e < c_hi ? A.a[i * A.n + j + e] : Bits{0};
-            std::memcpy(&x[it], part, 16);
-          }
+          if (i < A.s_r1 && col_in) x[it] = load16<kLoadPlain>(src + 16 * it * A.n);
         }
 #pragma unroll
         for (int it = 0; it < V; ++it) {
           const std::int64_t i = r0 + row + 16 * it;
-          Bits* dst = panel + (i - A.s_r0) * A.pw + (j - c_lo);
-          if (i < A.s_r1 && j + V <= c_hi) {
-            store16<kStorePlain>(dst, x[it]);
-          } else if (i < A.s_r1 && j < c_hi) {
-            Bits part[V];
-            std::memcpy(part, &x[it], 16);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-              if (j + e < c_hi) dst[e] = part[e];
-            }
-          }
+          if (i < A.s_r1 && col_in) store16<kStorePlain>(dst + 16 * it * A.pw, x[it]);
         }
-      } else {  // rows not 16-byte aligned: coalesced element copies, batches in flight
-        constexpr int kBatch = Tile::kScalarIters;  // all in flight (batching spilled more)
-#pragma unroll
-        for (int b0 = 0; b0 < Tile::kScalarIters; b0 += kBatch) {
+      } else {  // rows not 16-byte aligned: coalesced element copies, a batch in flight
+        // (16-bit: 8 in flight; 16 needed 139 registers)
+        constexpr int kIters = Tile::kScalarIters,
+                      kBatch = sizeof(Bits) == 2 ? 8 : Tile::kScalarBatch;
+        constexpr int kStep = Tile::kRowStep;
+        const int a0 = static_cast<int>(threadIdx.x) / T, b = static_cast<int>(threadIdx.x) % T;
+        const bool col_in = c0 + b < c_hi;
+        std::int64_t i = r0 + a0;
+        std::int64_t src = i * A.n + c0 + b, dst = (i - A.s_r0) * A.pw + (c0 + b - c_lo);
+        const std::int64_t src_step = kStep * A.n, dst_step = kStep * A.pw;
+#pragma unroll 1
+        for (int b0 = 0; b0 < kIters; b0 += kBatch) {
           Bits x[kBatch];
 #pragma unroll
           for (int it = 0; it < kBatch; ++it) {
-            const int idx = static_cast<int>(threadIdx.x) + Tile::kThreads * (b0 + it);
-            const std::int64_t i = r0 + idx / T, j = c0 + idx % T;
-            x[it] = (i < A.s_r1 && j < c_hi) ? A.a[i * A.n + j] : Bits{0};
+            x[it] = (col_in && i + it * kStep < A.s_r1) ? A.a[src + it * src_step] : Bits{0};
           }
 #pragma unroll
           for (int it = 0; it < kBatch; ++it) {
-            const int idx = static_cast<int>(threadIdx.x) + Tile::kThreads * (b0 + it);
-            const std::int64_t i = r0 + idx / T, j = c0 + idx % T;
-            if (i < A.s_r1 && j < c_hi) panel[(i - A.s_r0) * A.pw + (j - c_lo)] = x[it];
+            if (col_in && i + it * kStep < A.s_r1) panel[dst + it * dst_step] = x[it];
           }
+          i += kBatch * kStep;
+          src += kBatch * src_step;
+          dst += kBatch * dst_step;
         }
       }
     }
@@ -285,9 +285,9 @@ cudaError_t run_staged(Op op, const TransposeProblem& p, const StagedPlan& pl, v
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (cudaError_t e = cudaLaunchKernelEx(&cfg, staged_kernel<Op>, op, A); e != cudaSuccess) {
-      return e;
-    }
+    const cudaError_t e = A.aligned ? cudaLaunchKernelEx(&cfg, staged_kernel<Op, true>, op, A)
+                                    : cudaLaunchKernelEx(&cfg, staged_kernel<Op, false>, op, A);
+    if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }

@@ -13,10 +13,10 @@ namespace {
 
 using namespace transpose_detail;
 
-template <typename Op>
+template <typename Op, bool Aligned>
 __global__ void __launch_bounds__(256)
     inplace_square_kernel(Op op, typename Op::Bits* a, std::int64_t n, std::int64_t ld,
-                          std::int64_t pairs, bool aligned) {
+                          std::int64_t pairs) {
   using Tile = VecTile<typename Op::Bits>;
   extern __shared__ uint4 smem[];
   uint4* s_ij = smem;
@@ -26,14 +26,32 @@ __global__ void __launch_bounds__(256)
     pair_of(k, ti, tj);
     const std::int64_t r0 = ti * Tile::T, c0 = tj * Tile::T;
     // The mirror tile is whole when this one is.
-    const int mode = tile_mode(aligned, r0 + Tile::T <= n && c0 + Tile::T <= n);
-    Tile::load_transposed(op, a, ld, n, n, r0, c0, mode, s_ij);
-    if (ti != tj) Tile::load_transposed(op, a, ld, n, n, c0, r0, mode, s_ji);
+    const bool whole = r0 + Tile::T <= n && c0 + Tile::T <= n;
+    Tile::template load_tile<Aligned>(a, ld, n, n, r0, c0, whole, s_ij);
+    if (ti != tj) Tile::template load_tile<Aligned>(a, ld, n, n, c0, r0, whole, s_ji);
     __syncthreads();
-    Tile::store(s_ij, a, ld, n, n, c0, r0, mode);
-    if (ti != tj) Tile::store(s_ji, a, ld, n, n, r0, c0, mode);
+    Tile::template store_tile<Aligned>(op, s_ij, a, ld, n, n, c0, r0, whole);
+    if (ti != tj) Tile::template store_tile<Aligned>(op, s_ji, a, ld, n, n, r0, c0, whole);
     __syncthreads();
   }
+}
+
+// One launch of the Aligned instantiation (each has its own shared-memory attribute: two tiles
+// of 16-bit elements need more than the default 48 KB).
+template <typename Op, bool Aligned>
+cudaError_t launch_square(Op op, const TransposeProblem& p, cudaStream_t stream) {
+  using Bits = typename Op::Bits;
+  using Tile = VecTile<Bits>;
+  const std::int64_t t = ceil_div(p.rows, Tile::T);
+  const std::int64_t pairs = t * (t + 1) / 2;
+  constexpr std::size_t smem = 2 * Tile::kSmemBytes;
+  auto* kernel = inplace_square_kernel<Op, Aligned>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (attr != cudaSuccess) return attr;
+  kernel<<<grid_for(pairs), Tile::kThreads, smem, stream>>>(op, static_cast<Bits*>(p.out), p.rows,
+                                                            p.ld_in, pairs);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -43,18 +61,9 @@ cudaError_t launch_transpose_inplace_square(const TransposeProblem& p, cudaStrea
   if (p.rows <= 0) return cudaSuccess;
   return dispatch_op(p, [&](auto op) {
     using Op = decltype(op);
-    using Bits = typename Op::Bits;
-    using Tile = VecTile<Bits>;
-    const std::int64_t t = ceil_div(p.rows, Tile::T);
-    const std::int64_t pairs = t * (t + 1) / 2;
-    const bool aligned = rows_16b_aligned(p.in, p.ld_in, p.out, p.ld_out, sizeof(Bits));
-    constexpr std::size_t smem = 2 * Tile::kSmemBytes;
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        inplace_square_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (attr != cudaSuccess) return attr;
-    inplace_square_kernel<Op><<<grid_for(pairs), Tile::kThreads, smem, stream>>>(
-        op, static_cast<Bits*>(p.out), p.rows, p.ld_in, pairs, aligned);
-    return cudaGetLastError();
+    return vec16_ok(p.in, p.ld_in, p.out, p.ld_out, p.rows, p.cols, sizeof(typename Op::Bits))
+               ? launch_square<Op, true>(op, p, stream)
+               : launch_square<Op, false>(op, p, stream);
   });
 }
 

@@ -8,7 +8,11 @@
 // stores can carry a cache hint (LoadHint / StoreHint below), chosen per kernel by measurement.
 // Partial edge tiles keep the 16-byte accesses, predicated per chunk; rows that are not 16-byte
 // aligned (4095 x 4097) take coalesced element accesses through a padded tile (TileMode below),
-// where the earlier per-element path touched every sector V times.
+// where the earlier per-element path touched every sector V times. The mode is a template
+// parameter and the unaligned one a separate kernel instantiation, so the 16-byte kernels keep
+// their registers low (fp32 45, 16-bit 79, no spills; one body with all three modes needed 128
+// and 255 with spills: two and one blocks per SM, 88.5% and 75% of copy on the H100 at 8192^2,
+// 96.2% and 96.0% now; docs/benchmarks/transpose.md, 2026-11-22).
 #pragma once
 
 #include <cstdint>
@@ -77,20 +81,21 @@ struct ScalarAccess {
   }
 };
 
-// How a tile moves (the same mode must be used by load_transposed and store of one tile, as the
-// shared-memory layout differs):
+// How a tile moves. Each mode is a separate template instantiation of load_transposed / store,
+// so a kernel holds only the paths it can take (the 16-bit kernels with all three in one body
+// needed 255 registers and spilled; the fp32 ones 128-174, two or one blocks per SM):
 //  kWhole   whole tile, 16-byte aligned rows: unpredicated 16-byte accesses;
-//  kChunked partial tile, 16-byte aligned rows: 16-byte accesses predicated per chunk (edge
-//           chunks that straddle the border, possible only with a padded leading dimension, go
-//           element by element);
-//  kScalar  rows not 16-byte aligned: coalesced element accesses (a warp moves 32 consecutive
-//           elements of one row, V x V of them in flight per thread) through a padded
-//           (conflict-free) shared tile instead of the swizzled 16-byte one.
+//  kChunked partial tile, 16-byte aligned rows: 16-byte accesses predicated per chunk; needs
+//           rows and cols (of source and destination) to be multiples of V, so that no chunk
+//           straddles the border (vec16_ok below; other shapes take kScalar);
+//  kScalar  everything else (rows not 16-byte aligned, as 4095 x 4097): coalesced element
+//           accesses (a warp moves 32 consecutive elements of one row, kScalarBatch of them in
+//           flight per thread) through a padded (conflict-free) shared tile instead of the
+//           swizzled 16-byte one.
+// The same mode must be used by load_transposed and store of one tile (the shared layouts
+// differ). Kernels take Aligned as a template parameter (chosen on the host): aligned kernels
+// hold kWhole and kChunked and pick per tile (load_tile / store_tile), unaligned ones kScalar.
 enum TileMode : int { kWhole = 0, kChunked = 1, kScalar = 2 };
-
-__host__ __device__ inline int tile_mode(bool aligned, bool whole) {
-  return aligned ? (whole ? kWhole : kChunked) : kScalar;
-}
 
 template <typename Bits, int LoadH = kLoadPlain, int StoreH = kStorePlain>
 struct VecTile {
@@ -107,129 +112,174 @@ struct VecTile {
   static constexpr std::size_t kSmemBytes =
       ((kSwizzledBytes > kPaddedBytes ? kSwizzledBytes : kPaddedBytes) + 15) / 16 * 16;
   static constexpr std::size_t kSmemVecs = kSmemBytes / 16;
+  // Scalar path: thread t moves column t % T of the tile, rows t / T + kRowStep * it.
   static constexpr int kScalarIters = T * T / kThreads;  // = V * V
-  // Element loads in flight per thread on the scalar path (at most 16 per batch, to stay
-  // clear of register spills).
+  static constexpr int kRowStep = kThreads / T;          // 8 (fp64), 4 (fp32), 2 (16-bit)
+  // Element loads in flight per thread on the scalar path; the batches run in a rolled loop.
   static constexpr int kScalarBatch = kScalarIters > 16 ? 16 : kScalarIters;
 
   __device__ __forceinline__ static int swizzle(int row, int chunk) {
     return chunk ^ ((row / V) & 7);
   }
 
-  // Loads input tile (r0, c0) of a rows x cols matrix, applies op and leaves its transpose in s
-  // (s row = input column within the tile). mode: TileMode (tile_mode above).
+  // op on each of the V elements of a 16-byte chunk.
   template <typename Op>
-  __device__ __forceinline__ static void load_transposed(const Op& op, const Bits* in,
-                                                         std::int64_t ld_in, std::int64_t rows,
-                                                         std::int64_t cols, std::int64_t r0,
-                                                         std::int64_t c0, int mode, uint4* s) {
-    const int t = threadIdx.x;
-    if (mode == kScalar) {
-      Bits* se = reinterpret_cast<Bits*>(s);
+  __device__ __forceinline__ static uint4 apply(const Op& op, uint4 y) {
+    if constexpr (std::is_same_v<Op, CopyOp<Bits>>) {
+      return y;
+    } else {
+      Bits w[V];
+      std::memcpy(w, &y, 16);
 #pragma unroll
+      for (int k = 0; k < V; ++k) w[k] = op(w[k]);
+      std::memcpy(&y, w, 16);
+      return y;
+    }
+  }
+
+  // Loads input tile (r0, c0) of a rows x cols matrix and leaves its transpose in s (s row =
+  // input column within the tile), moving it as Mode says.
+  template <int Mode>
+  __device__ __forceinline__ static void load_transposed(const Bits* in, std::int64_t ld_in,
+                                                         std::int64_t rows, std::int64_t cols,
+                                                         std::int64_t r0, std::int64_t c0,
+                                                         uint4* s) {
+    const int t = threadIdx.x;
+    if constexpr (Mode == kScalar) {
+      Bits* se = reinterpret_cast<Bits*>(s);
+      const int a0 = t / T, b = t % T;
+      const bool col_in = c0 + b < cols;
+      std::int64_t i = r0 + a0;
+      std::int64_t off = i * ld_in + c0 + b;
+      const std::int64_t step = kRowStep * ld_in;
+#pragma unroll 1
       for (int b0 = 0; b0 < kScalarIters; b0 += kScalarBatch) {  // kScalarBatch loads in flight
         Bits v[kScalarBatch];
 #pragma unroll
         for (int it = 0; it < kScalarBatch; ++it) {
-          const int idx = t + kThreads * (b0 + it);
-          const std::int64_t i = r0 + idx / T, j = c0 + idx % T;
-          v[it] = (i < rows && j < cols)
-                      ? ScalarAccess<Bits>::template load<LoadH>(in + i * ld_in + j)
+          v[it] = (col_in && i + it * kRowStep < rows)
+                      ? ScalarAccess<Bits>::template load<LoadH>(in + off + it * step)
                       : Bits{0};
         }
 #pragma unroll
-        for (int it = 0; it < kScalarBatch; ++it) {
-          const int idx = t + kThreads * (b0 + it);
-          se[(idx % T) * P + idx / T] = op(v[it]);
-        }
+        for (int it = 0; it < kScalarBatch; ++it) se[b * P + a0 + (b0 + it) * kRowStep] = v[it];
+        i += kScalarBatch * kRowStep;
+        off += kScalarBatch * step;
       }
       return;
-    }
-    const int mc = t % kChunks;  // micro-block column (V input columns)
-    const int mr = t / kChunks;  // micro-block row (V input rows)
-    Bits v[V][V];
-    if (mode == kWhole) {
-      const Bits* base = in + (r0 + V * mr) * ld_in + c0 + V * mc;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const uint4 x = load16<LoadH>(base + k * ld_in);
-        std::memcpy(v[k], &x, 16);
-      }
     } else {
-      const std::int64_t j = c0 + V * mc;
+      const int mc = t % kChunks;  // micro-block column (V input columns)
+      const int mr = t / kChunks;  // micro-block row (V input rows)
+      const std::int64_t i0 = r0 + V * mr, j = c0 + V * mc;
+      const Bits* base = in + i0 * ld_in + j;
+      Bits v[V][V];
+      if constexpr (Mode == kWhole) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const std::int64_t i = r0 + V * mr + k;
-        uint4 x = make_uint4(0, 0, 0, 0);
-        if (i < rows && j + V <= cols) {
-          x = load16<LoadH>(in + i * ld_in + j);
-        } else if (i < rows && j < cols) {
-          Bits w[V];
-#pragma unroll
-          for (int e = 0; e < V; ++e) w[e] = j + e < cols ? in[i * ld_in + j + e] : Bits{0};
-          std::memcpy(&x, w, 16);
+        for (int k = 0; k < V; ++k) {
+          const uint4 x = load16<LoadH>(base + k * ld_in);
+          std::memcpy(v[k], &x, 16);
         }
-        std::memcpy(v[k], &x, 16);
+      } else {  // chunks lie wholly inside or outside (cols is a multiple of V)
+        const bool col_in = j < cols;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          uint4 x = make_uint4(0, 0, 0, 0);
+          if (col_in && i0 + k < rows) x = load16<LoadH>(base + k * ld_in);
+          std::memcpy(v[k], &x, 16);
+        }
       }
-    }
 #pragma unroll
-    for (int e = 0; e < V; ++e) {
-      Bits w[V];
+      for (int e = 0; e < V; ++e) {
+        Bits w[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) w[k] = op(v[k][e]);
-      uint4 y;
-      std::memcpy(&y, w, 16);
-      const int row = V * mc + e;
-      s[row * kChunks + swizzle(row, mr)] = y;
+        for (int k = 0; k < V; ++k) w[k] = v[k][e];
+        uint4 y;
+        std::memcpy(&y, w, 16);
+        const int row = V * mc + e;
+        s[row * kChunks + swizzle(row, mr)] = y;
+      }
     }
   }
 
-  // Writes the transposed tile held in s to out rows orow0.., columns ocol0.. of an
-  // out_rows x out_cols matrix; mode as given to load_transposed.
-  __device__ __forceinline__ static void store(const uint4* s, Bits* out, std::int64_t ld_out,
-                                               std::int64_t out_rows, std::int64_t out_cols,
-                                               std::int64_t orow0, std::int64_t ocol0, int mode) {
-    if (mode == kScalar) {
+  // Applies op to the transposed tile held in s and writes it to out rows orow0.., columns
+  // ocol0.. of an out_rows x out_cols matrix; Mode as given to load_transposed. (op is applied
+  // here, on V elements at a time, rather than on the V x V block the load holds: fewer live
+  // registers for the scaled 16-bit kernels.)
+  template <int Mode, typename Op>
+  __device__ __forceinline__ static void store(const Op& op, const uint4* s, Bits* out,
+                                               std::int64_t ld_out, std::int64_t out_rows,
+                                               std::int64_t out_cols, std::int64_t orow0,
+                                               std::int64_t ocol0) {
+    const int t = threadIdx.x;
+    if constexpr (Mode == kScalar) {
       const Bits* se = reinterpret_cast<const Bits*>(s);
-#pragma unroll
+      const int a0 = t / T, b = t % T;
+      const bool col_in = ocol0 + b < out_cols;
+      std::int64_t oi = orow0 + a0;
+      std::int64_t off = oi * ld_out + ocol0 + b;
+#pragma unroll 4
       for (int it = 0; it < kScalarIters; ++it) {
-        const int idx = static_cast<int>(threadIdx.x) + kThreads * it;
-        const int a = idx / T, b = idx % T;
-        const std::int64_t oi = orow0 + a, oj = ocol0 + b;
-        if (oi < out_rows && oj < out_cols) {
-          ScalarAccess<Bits>::template store<StoreH>(out + oi * ld_out + oj, se[a * P + b]);
+        if (col_in && oi < out_rows) {
+          ScalarAccess<Bits>::template store<StoreH>(out + off,
+                                                     op(se[(a0 + it * kRowStep) * P + b]));
+        }
+        oi += kRowStep;
+        off += kRowStep * ld_out;
+      }
+    } else {
+      const int q = t % kChunks;
+      const std::int64_t oj = ocol0 + V * q;
+      Bits* base = out + (orow0 + t / kChunks) * ld_out + oj;
+      const bool col_in = oj < out_cols;  // out_cols is a multiple of V
+#pragma unroll
+      for (int it = 0; it < V; ++it) {
+        const int row = t / kChunks + 16 * it;
+        const uint4 y = apply(op, s[row * kChunks + swizzle(row, q)]);
+        if (Mode == kWhole || (col_in && orow0 + row < out_rows)) {
+          store16<StoreH>(base + 16 * it * ld_out, y);
         }
       }
-      return;
     }
-    const int q = threadIdx.x % kChunks;
-#pragma unroll
-    for (int it = 0; it < V; ++it) {
-      const int row = threadIdx.x / kChunks + 16 * it;
-      const uint4 y = s[row * kChunks + swizzle(row, q)];
-      const std::int64_t oi = orow0 + row, oj = ocol0 + V * q;
-      if (mode == kWhole) {
-        store16<StoreH>(out + oi * ld_out + oj, y);
-      } else if (oi < out_rows && oj + V <= out_cols) {
-        store16<StoreH>(out + oi * ld_out + oj, y);
-      } else if (oi < out_rows) {
-        Bits w[V];
-        std::memcpy(w, &y, 16);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          if (oj + k < out_cols) out[oi * ld_out + oj + k] = w[k];
-        }
-      }
+  }
+
+  // The per-tile choice of an aligned (kWhole / kChunked) or unaligned (kScalar) kernel.
+  template <bool Aligned>
+  __device__ __forceinline__ static void load_tile(const Bits* in, std::int64_t ld_in,
+                                                   std::int64_t rows, std::int64_t cols,
+                                                   std::int64_t r0, std::int64_t c0, bool whole,
+                                                   uint4* s) {
+    if constexpr (!Aligned) {
+      load_transposed<kScalar>(in, ld_in, rows, cols, r0, c0, s);
+    } else if (whole) {
+      load_transposed<kWhole>(in, ld_in, rows, cols, r0, c0, s);
+    } else {
+      load_transposed<kChunked>(in, ld_in, rows, cols, r0, c0, s);
+    }
+  }
+  template <bool Aligned, typename Op>
+  __device__ __forceinline__ static void store_tile(const Op& op, const uint4* s, Bits* out,
+                                                    std::int64_t ld_out, std::int64_t out_rows,
+                                                    std::int64_t out_cols, std::int64_t orow0,
+                                                    std::int64_t ocol0, bool whole) {
+    if constexpr (!Aligned) {
+      store<kScalar>(op, s, out, ld_out, out_rows, out_cols, orow0, ocol0);
+    } else if (whole) {
+      store<kWhole>(op, s, out, ld_out, out_rows, out_cols, orow0, ocol0);
+    } else {
+      store<kChunked>(op, s, out, ld_out, out_rows, out_cols, orow0, ocol0);
     }
   }
 };
 
-// True when every row start of both matrices is 16-byte aligned.
-inline bool rows_16b_aligned(const void* in, std::int64_t ld_in, const void* out,
-                             std::int64_t ld_out, std::size_t elem) {
+// True when a rows x cols transpose can take the 16-byte modes (kWhole / kChunked): every row
+// start of both matrices is 16-byte aligned and rows and cols are multiples of V (16 / elem),
+// so that every 16-byte chunk lies wholly inside or outside both matrices.
+inline bool vec16_ok(const void* in, std::int64_t ld_in, const void* out, std::int64_t ld_out,
+                     std::int64_t rows, std::int64_t cols, std::size_t elem) {
   const auto a = reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out);
+  const auto v = static_cast<std::int64_t>(16 / elem);
   return a % 16 == 0 && (static_cast<std::size_t>(ld_in) * elem) % 16 == 0 &&
-         (static_cast<std::size_t>(ld_out) * elem) % 16 == 0;
+         (static_cast<std::size_t>(ld_out) * elem) % 16 == 0 && rows % v == 0 && cols % v == 0;
 }
 
 }  // namespace matserve::kernels::transpose_detail

@@ -8,8 +8,11 @@
 // Loads use the read-only path (ld.global.nc); blocks walk down tile columns, so consecutive
 // blocks write neighbouring segments of the same output rows. Partial edge tiles keep 16-byte
 // accesses predicated per chunk; rows that are not 16-byte aligned take coalesced element
-// accesses through a padded shared tile (vector_tile.cuh). Tiles per block, order, hints and grid
-// were chosen by measurement (transpose_bench's sweep, docs/benchmarks/transpose.md).
+// accesses through a padded shared tile (vector_tile.cuh), in a separate instantiation chosen on
+// the host so that the 16-byte kernel keeps 45 registers (fp32; 5 blocks per SM). Tiles per block,
+// order, hints and grid were chosen by measurement (transpose_bench's sweep, on the H200 and
+// again on the H100: docs/benchmarks/transpose.md); the default is within a point of the best
+// configuration on both.
 #include <algorithm>
 #include <type_traits>
 
@@ -73,12 +76,14 @@ std::int64_t item_count(int k, int order, std::int64_t tiles_r, std::int64_t til
 }
 
 // K tiles per block iteration: K x V 16-byte loads in flight per thread before the barrier.
-template <typename Op, int K, int LoadH, int StoreH>
+// Aligned (16-byte aligned rows, chosen on the host): whole tiles unpredicated, edge tiles
+// predicated per chunk; otherwise every tile moves element-wise (vector_tile.cuh's TileMode).
+template <typename Op, int K, int LoadH, int StoreH, bool Aligned>
 __global__ void __launch_bounds__(256)
     vectorized_kernel(Op op, const typename Op::Bits* __restrict__ in,
                       typename Op::Bits* __restrict__ out, std::int64_t rows, std::int64_t cols,
                       std::int64_t ld_in, std::int64_t ld_out, std::int64_t tiles_r,
-                      std::int64_t tiles_c, std::int64_t items, bool aligned, int order) {
+                      std::int64_t tiles_c, std::int64_t items, int order) {
   using Tile = VecTile<typename Op::Bits, LoadH, StoreH>;
   extern __shared__ uint4 smem[];
   for (std::int64_t w = blockIdx.x; w < items; w += gridDim.x) {
@@ -88,32 +93,33 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const int mode = tile_mode(aligned, r0 + Tile::T <= rows && c0 + Tile::T <= cols);
-      Tile::load_transposed(op, in, ld_in, rows, cols, r0, c0, mode, smem + u * Tile::kSmemVecs);
+      const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+      Tile::template load_tile<Aligned>(in, ld_in, rows, cols, r0, c0, whole,
+                                        smem + u * Tile::kSmemVecs);
     }
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const int mode = tile_mode(aligned, r0 + Tile::T <= rows && c0 + Tile::T <= cols);
-      Tile::store(smem + u * Tile::kSmemVecs, out, ld_out, cols, rows, c0, r0, mode);
+      const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+      Tile::template store_tile<Aligned>(op, smem + u * Tile::kSmemVecs, out, ld_out, cols, rows,
+                                         c0, r0, whole);
     }
     __syncthreads();
   }
 }
 
-template <typename Op, int K, int LoadH, int StoreH>
-cudaError_t launch_config(Op op, const TransposeProblem& p, const VectorizedConfig& cfg,
+template <typename Op, int K, int LoadH, int StoreH, bool Aligned>
+cudaError_t launch_kernel(Op op, const TransposeProblem& p, const VectorizedConfig& cfg,
                           cudaStream_t stream) {
   using Bits = typename Op::Bits;
   using Tile = VecTile<Bits>;
   const std::int64_t tiles_c = ceil_div(p.cols, Tile::T);
   const std::int64_t tiles_r = ceil_div(p.rows, Tile::T);
   const std::int64_t items = item_count(K, cfg.order, tiles_r, tiles_c);
-  const bool aligned = rows_16b_aligned(p.in, p.ld_in, p.out, p.ld_out, sizeof(Bits));
   constexpr std::size_t smem = K * Tile::kSmemBytes;
-  auto* kernel = vectorized_kernel<Op, K, LoadH, StoreH>;
+  auto* kernel = vectorized_kernel<Op, K, LoadH, StoreH, Aligned>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return attr;
@@ -128,10 +134,19 @@ cudaError_t launch_config(Op op, const TransposeProblem& p, const VectorizedConf
     }();
     grid = std::min<unsigned int>(grid, static_cast<unsigned int>(resident));
   }
-  kernel<<<grid, Tile::kThreads, smem, stream>>>(
-      op, static_cast<const Bits*>(p.in), static_cast<Bits*>(p.out), p.rows, p.cols, p.ld_in,
-      p.ld_out, tiles_r, tiles_c, items, aligned, cfg.order);
+  kernel<<<grid, Tile::kThreads, smem, stream>>>(op, static_cast<const Bits*>(p.in),
+                                                 static_cast<Bits*>(p.out), p.rows, p.cols, p.ld_in,
+                                                 p.ld_out, tiles_r, tiles_c, items, cfg.order);
   return cudaGetLastError();
+}
+
+template <typename Op, int K, int LoadH, int StoreH>
+cudaError_t launch_config(Op op, const TransposeProblem& p, const VectorizedConfig& cfg,
+                          cudaStream_t stream) {
+  if (vec16_ok(p.in, p.ld_in, p.out, p.ld_out, p.rows, p.cols, sizeof(typename Op::Bits))) {
+    return launch_kernel<Op, K, LoadH, StoreH, true>(op, p, cfg, stream);
+  }
+  return launch_kernel<Op, K, LoadH, StoreH, false>(op, p, cfg, stream);
 }
 
 template <typename Op, int K>

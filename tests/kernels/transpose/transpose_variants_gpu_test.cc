@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -250,6 +251,96 @@ TEST_P(TransposeVariantsGpu, BitExactAgainstHostTranspose) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TransposeVariantsGpu, ::testing::ValuesIn(all_shapes()),
                          shape_name);
+
+// Padded leading dimensions (ld_in > cols, ld_out > rows), which the registry's canonical
+// problems never have: the 16-byte tile modes need 16-byte aligned rows and rows, cols multiples
+// of V; other padded shapes take the element path. Each case: bit copy and a scale, every
+// element of the transposed block exact, and the padding of the output left untouched.
+TEST(TransposePaddedLeadingDimension, TunedKernelsWriteExactlyTheBlock) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test not run";
+  auto r = StreamResources::create();
+  ASSERT_TRUE(r.ok()) << r.status();
+  struct Case {
+    std::int64_t rows, cols, pad_in, pad_out;
+  };
+  // pad 8 elements keeps rows 16-byte aligned for every dtype; pad 1 or 3 does not.
+  const Case cases[] = {{64, 136, 8, 8}, {136, 64, 8, 8},  {200, 40, 8, 8}, {37, 45, 8, 8},
+                        {37, 45, 1, 3},  {130, 130, 8, 8}, {96, 96, 3, 3},  {129, 129, 8, 8}};
+  for (DType dtype : {DType::kF64, DType::kF32, DType::kF16}) {
+    const std::size_t e = dtype_size(dtype);
+    for (const Case& c : cases) {
+      for (double scale : {1.0, -0.5}) {
+        const std::int64_t ld_in = c.cols + c.pad_in, ld_out = c.rows + c.pad_out;
+        const std::size_t in_bytes = static_cast<std::size_t>(c.rows * ld_in) * e;
+        const std::size_t out_bytes = static_cast<std::size_t>(c.cols * ld_out) * e;
+        const std::vector<std::byte> in = testing::random_matrix(c.rows * ld_in, dtype, 11);
+        std::vector<std::byte> init(out_bytes);
+        testing::poison(init.data(), out_bytes);
+        // Host reference: the registry's CPU transpose on a packed copy, scattered into the
+        // padded output (padding keeps the poison).
+        std::vector<std::byte> packed(static_cast<std::size_t>(c.rows * c.cols) * e);
+        for (std::int64_t i = 0; i < c.rows; ++i) {
+          std::memcpy(packed.data() + i * c.cols * e, in.data() + i * ld_in * e, c.cols * e);
+        }
+        std::vector<std::byte> packed_out(packed.size());
+        TransposeProblem host = canonicalize_transpose(c.rows, c.cols, Layout::kRowMajor, dtype,
+                                                       packed.data(), packed_out.data(), scale);
+        ASSERT_TRUE(cpu_blocked_transpose(host, ExecContext{}).ok());
+        std::vector<std::byte> expected = init;
+        for (std::int64_t j = 0; j < c.cols; ++j) {
+          std::memcpy(expected.data() + j * ld_out * e, packed_out.data() + j * c.rows * e,
+                      c.rows * e);
+        }
+        auto d_in = allocate_device(in_bytes);
+        auto d_out = allocate_device(std::max(out_bytes, in_bytes));
+        ASSERT_TRUE(d_in.ok() && d_out.ok());
+        ASSERT_EQ(cudaMemcpy(d_in->data(), in.data(), in_bytes, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        TransposeProblem p = host;
+        p.in = d_in->data();
+        p.ld_in = ld_in;
+        p.out = d_out->data();
+        p.ld_out = ld_out;
+        const std::string what = std::string(dtype_name(dtype)) + " " + std::to_string(c.rows) +
+                                 "x" + std::to_string(c.cols) + " ld " + std::to_string(ld_in) +
+                                 "/" + std::to_string(ld_out) + " scale " + std::to_string(scale);
+        auto check = [&](const std::string& which, auto&& launch) {
+          ASSERT_EQ(cudaMemcpy(d_out->data(), init.data(), out_bytes, cudaMemcpyHostToDevice),
+                    cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(launch(), cudaSuccess) << which << " " << what;
+          ASSERT_EQ(cudaStreamSynchronize(r->stream()), cudaSuccess) << which << " " << what;
+          std::vector<std::byte> got(out_bytes);
+          ASSERT_EQ(cudaMemcpy(got.data(), d_out->data(), out_bytes, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+          EXPECT_EQ(std::memcmp(got.data(), expected.data(), out_bytes), 0) << which << " " << what;
+        };
+        check("vectorized", [&] { return launch_transpose_vectorized(p, r->stream()); });
+        check("vectorized k=2 mirror",
+              [&] { return launch_transpose_vectorized_config(p, 2, kOrderMirror, r->stream()); });
+        if (c.rows == c.cols && c.pad_in == c.pad_out) {  // in place, same padded buffer
+          TransposeProblem q = p;
+          q.in = q.out;
+          check("inplace_square", [&] {
+            // The input, padded, in the output buffer; the padding keeps its poison.
+            std::vector<std::byte> start = init;
+            for (std::int64_t i = 0; i < c.rows; ++i) {
+              std::memcpy(start.data() + i * ld_out * e, in.data() + i * ld_in * e, c.cols * e);
+            }
+            if (cudaError_t err =
+                    cudaMemcpy(d_out->data(), start.data(), out_bytes, cudaMemcpyHostToDevice);
+                err != cudaSuccess) {
+              return err;
+            }
+            if (cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) return err;
+            return launch_transpose_inplace_square(q, r->stream());
+          });
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
 
 // cublas_geam passes the output as its B operand with beta = 0: a NaN already in the output must
 // not reach the result (cuBLAS documents that B is not read when beta == 0; this checks it).
