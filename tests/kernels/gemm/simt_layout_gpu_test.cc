@@ -2,12 +2,17 @@
 // pointers one element off 16-byte alignment (the 16-byte paths must fall back to element
 // accesses), a C with ldc > n whose padding must stay untouched, and the dtype constraint
 // reported as FAILED_PRECONDITION. Skips (visibly) without a GPU.
+//
+// MATSERVE_TEST_VARIANTS=a,b limits the variants.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/reference.h"
@@ -18,6 +23,16 @@
 
 namespace matserve::kernels {
 namespace {
+
+bool selected(std::string_view name) {
+  const char* env = std::getenv("MATSERVE_TEST_VARIANTS");
+  if (env == nullptr || *env == '\0') return true;
+  std::stringstream list(env);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item == name) return true;
+  }
+  return false;
+}
 
 struct LayoutCase {
   std::int64_t m, n, k;
@@ -69,6 +84,9 @@ class SimtLayoutGpu : public ::testing::Test {
     ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dc->data(), c.data(), c.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    // A pageable cudaMemcpy may return before its DMA lands, and the variant runs on a
+    // non-blocking stream that does not wait for the legacy stream: finish the copies first.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     p.a = static_cast<std::byte*>(da->data()) + lc.shift * es;
     p.b = static_cast<std::byte*>(db->data()) + lc.shift * es;
     p.c = static_cast<std::byte*>(dc->data()) + lc.shift * es;
@@ -105,7 +123,7 @@ TEST_F(SimtLayoutGpu, PaddedAndMisalignedOperandsMatchReference) {
   std::uint64_t seed = 99;
   int checked = 0;
   for (const GemmVariant& v : gemm_variants()) {
-    if (v.family != "simt") continue;
+    if (v.family != "simt" || !selected(v.name)) continue;
     for (Precision prec : {Precision::kF32, Precision::kF64}) {
       if (!v.supports(prec)) continue;
       for (const LayoutCase& lc : cases) {
@@ -114,7 +132,21 @@ TEST_F(SimtLayoutGpu, PaddedAndMisalignedOperandsMatchReference) {
       ++checked;
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no SIMT variant in this build";
+  if (checked == 0) GTEST_SKIP() << "no SIMT variant in this build or selection";
+}
+
+// Regression (2026-11-22, H100): warptile fp64, 130x260x48, A^T and B^T, pad=4 failed once with
+// a relative error of 0.79 and passed in every other run. Not reproduced since (2,560 runs of this
+// case without the upload sync above, compute-sanitizer memcheck/racecheck/initcheck clean); the
+// one defect found was the harness's: it launched on its non-blocking stream while the pageable
+// upload of C (beta = 2) could still be in flight. The case again, fresh data each time, so that
+// an upload or shared-memory race on these edge tiles has many chances to show.
+TEST_F(SimtLayoutGpu, WarptileF64BothTransposedPad4EdgeTilesRepeated) {
+  const GemmVariant* v = find_gemm_variant("warptile");
+  if (v == nullptr || !selected(v->name)) GTEST_SKIP() << "warptile not in this build or selection";
+  for (int rep = 0; rep < 64 && !HasFailure(); ++rep) {
+    check(*v, Precision::kF64, {130, 260, 48, 4, 0}, true, true, 7000 + rep);
+  }
 }
 
 TEST_F(SimtLayoutGpu, WrongDtypeIsFailedPreconditionNamingTheConstraint) {

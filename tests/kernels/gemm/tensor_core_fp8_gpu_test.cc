@@ -39,9 +39,12 @@ class CublasLtFp8 : public ::testing::TestWithParam<Fp8Case> {
     auto db = allocate_device(b.size());
     auto dc = allocate_device(c0.size());
     ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
-    cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice);
+    ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    // A pageable cudaMemcpy may return before its DMA lands, and the variant runs on a
+    // non-blocking stream that does not wait for the legacy stream: finish the copies first.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     GemmProblem p;
     p.m = c.m;
     p.n = c.n;
@@ -74,7 +77,7 @@ class CublasLtFp8 : public ::testing::TestWithParam<Fp8Case> {
     ASSERT_TRUE(st.ok()) << what << ": " << st;
     ASSERT_EQ(cudaStreamSynchronize(res->stream()), cudaSuccess) << what;
     std::vector<std::byte> got(c0.size());
-    cudaMemcpy(got.data(), dc->data(), got.size(), cudaMemcpyDeviceToHost);
+    ASSERT_EQ(cudaMemcpy(got.data(), dc->data(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     const ErrorStats e = compare_with_reference(got.data(), out, c.m, c.n, c.n, ref);
     EXPECT_EQ(e.nonfinite, 0) << what;
     EXPECT_LT(e.rel_l2_error, 6e-2) << what << " max_abs=" << e.max_abs_error;

@@ -50,9 +50,13 @@ TEST_P(TensorCoreDeepK, MatchesFloat64Reference) {
         auto db = allocate_device(b.size());
         auto dc = allocate_device(c0.size());
         ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
-        cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice);
-        cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice);
-        cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice);
+        ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        // A pageable cudaMemcpy may return before its DMA lands, and the variant runs on a
+        // non-blocking stream that does not wait for the legacy stream: finish the copies first.
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         GemmProblem p;
         p.m = c.m;
         p.n = c.n;
@@ -81,7 +85,8 @@ TEST_P(TensorCoreDeepK, MatchesFloat64Reference) {
         ASSERT_TRUE(v.launch(p, res->context()).ok()) << what;
         ASSERT_EQ(cudaStreamSynchronize(res->stream()), cudaSuccess) << what;
         std::vector<std::byte> out(c0.size());
-        cudaMemcpy(out.data(), dc->data(), out.size(), cudaMemcpyDeviceToHost);
+        ASSERT_EQ(cudaMemcpy(out.data(), dc->data(), out.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
         const ErrorStats e = compare_with_reference(out.data(), out_type, c.m, c.n, c.n, ref);
         EXPECT_EQ(e.nonfinite, 0) << what;
         EXPECT_LT(e.rel_l2_error, prec == Precision::kTF32 ? 5e-3 : 1e-2) << what;
