@@ -10,9 +10,11 @@
 #   binaries run through BUNDLE_DIR/with-env.sh. Without one, set MATSERVE_SERVER and MATSERVE_BENCH
 #   to the binaries (e.g. a CPU build: MATSERVE_BACKEND=cpu).
 # Environment (defaults in brackets): MATSERVE_BACKEND [cuda], BENCH_SHAPES [256,1024,4096],
-#   BENCH_MODES [inline,resident], BENCH_CONCURRENCY [1,8,64], BENCH_DURATION seconds per run [3],
-#   BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto], BENCH_PRECISIONS [fp32],
-#   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), SERVER_ARGS (extra server flags).
+#   BENCH_MODES [ping,inline,resident] (ping: the gRPC round-trip floor), BENCH_CONCURRENCY
+#   [1,8,64], BENCH_DURATION seconds per run [3], BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto], BENCH_PRECISIONS [fp32],
+#   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), BENCH_RELEASE [background]
+#   (matserve-bench --release: inline keeps Release RPCs out of the way of timed calls),
+#   SERVER_ARGS (extra server flags).
 set -uo pipefail
 bundle=${1:-build/device}
 out=${OUT:-/tmp/matserve-service-bench}
@@ -66,9 +68,10 @@ target=127.0.0.1:$port
 } >"$out/load.md"
 
 bench_args=(--target "$target" --shapes "${BENCH_SHAPES:-256,1024,4096}"
-            --modes "${BENCH_MODES:-inline,resident}" --concurrency "${BENCH_CONCURRENCY:-1,8,64}"
+            --modes "${BENCH_MODES:-ping,inline,resident}" --concurrency "${BENCH_CONCURRENCY:-1,8,64}"
             --duration "${BENCH_DURATION:-3}" --warmup "${BENCH_WARMUP:-2}"
-            --variants "${BENCH_VARIANTS:-auto}" --precisions "${BENCH_PRECISIONS:-fp32}")
+            --variants "${BENCH_VARIANTS:-auto}" --precisions "${BENCH_PRECISIONS:-fp32}"
+            --release "${BENCH_RELEASE:-background}")
 echo "Command: matserve-bench ${bench_args[*]} (server: matserve --backend=$backend ${SERVER_ARGS:-})" \
   >>"$out/load.md"
 echo >>"$out/load.md"

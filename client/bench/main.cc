@@ -4,6 +4,7 @@
 // unwritable output, 2 the server could not be reached.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -22,8 +23,13 @@ namespace {
 
 std::vector<RunSpec> Plan(const BenchOptions& o) {
   std::vector<RunSpec> plan;
+  // The transport floor first: it does not depend on the shape, variant or precision.
+  if (std::find(o.modes.begin(), o.modes.end(), Mode::kPing) != o.modes.end()) {
+    for (int c : o.concurrency) plan.push_back({Shape{0, 0, 0}, Mode::kPing, "-", "-", c});
+  }
   for (const Shape& shape : o.shapes) {
     for (Mode mode : o.modes) {
+      if (mode == Mode::kPing) continue;
       for (const std::string& variant : o.variants) {
         for (const std::string& precision : o.precisions) {
           for (int c : o.concurrency) plan.push_back({shape, mode, variant, precision, c});

@@ -15,7 +15,12 @@ std::string Shape::Name() const {
 }
 
 const char* ModeName(Mode mode) {
-  return mode == Mode::kInline ? "inline" : "resident";
+  switch (mode) {
+    case Mode::kInline: return "inline";
+    case Mode::kResident: return "resident";
+    case Mode::kPing: return "ping";
+  }
+  return "?";
 }
 
 namespace {
@@ -117,8 +122,10 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
           o.modes.push_back(Mode::kInline);
         } else if (m == "resident") {
           o.modes.push_back(Mode::kResident);
+        } else if (m == "ping") {
+          o.modes.push_back(Mode::kPing);
         } else {
-          return Bad(absl::StrCat("--modes: '", m, "' is not inline or resident"));
+          return Bad(absl::StrCat("--modes: '", m, "' is not inline, resident or ping"));
         }
       }
       if (o.modes.empty()) return Bad("--modes: empty list");
@@ -156,6 +163,11 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
         return Bad(absl::StrCat("--client: '", value, "' is not shared or per-worker"));
       }
       o.client_per_worker = value == "per-worker";
+    } else if (name == "--release") {
+      if (value != "background" && value != "inline") {
+        return Bad(absl::StrCat("--release: '", value, "' is not background or inline"));
+      }
+      o.release_inline = value == "inline";
     } else if (name == "--deadline-ms") {
       auto v = ParseInt(name, value, 1);
       if (!v.ok()) return v.status();
@@ -186,7 +198,9 @@ usage: matserve-bench [options]
   --shapes LIST            MxNxK (C m x n = A m x k * B k x n) or N for NxNxN; default 256
   --modes LIST             inline (operands sent as bytes each call) and/or resident (uploaded
                            once per worker, multiplied by handle, result kept and released
-                           outside the timed call); default inline
+                           outside the timed call) and/or ping (a health check per request,
+                           no matrix work: the gRPC round-trip floor; run once, whatever the
+                           shapes, variants and precisions); default inline
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1
@@ -194,6 +208,10 @@ usage: matserve-bench [options]
   --duration S             stop each run after S seconds (default 5 when --requests is not given)
   --warmup N               untimed requests per worker before each run (default 2)
   --client shared|per-worker   one Client for all workers (default) or one per worker
+  --release background|inline  resident results are released by threads beside the workers
+                           (default: the server keeps busy) or by each worker between its calls
+                           (no Release RPC overlaps a timed call: cleaner latency at low
+                           concurrency); either way outside the timed call
   --deadline-ms N          per-call deadline (default 120000)
   --seed N                 operand seed (worker w uses seed + w)
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)

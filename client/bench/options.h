@@ -17,7 +17,8 @@ struct Shape {
   std::string Name() const;          // "256x256x256"
 };
 
-enum class Mode { kInline, kResident };
+// kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
+enum class Mode { kInline, kResident, kPing };
 const char* ModeName(Mode mode);
 
 struct BenchOptions {
@@ -31,6 +32,9 @@ struct BenchOptions {
   std::optional<double> duration_s;      // timed seconds per run (default 5 when neither given)
   int warmup = 2;                        // untimed requests per worker before each run
   bool client_per_worker = false;        // --client per-worker: one Client (channel) per worker
+  // --release inline: each worker releases its resident result itself, after the timed call and
+  // before its next one, instead of a pool of release threads beside the workers (background).
+  bool release_inline = false;
   std::int64_t deadline_ms = 120000;
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)

@@ -77,6 +77,7 @@ class Worker {
       own_client_ = *std::move(connected);
       client_ = own_client_.get();
     }
+    if (shared_.spec.mode == Mode::kPing) return true;
     const Shape& s = shared_.spec.shape;
     const DType dtype = DataTypeOf(shared_.spec.precision);
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
@@ -104,6 +105,10 @@ class Worker {
 
   void Warmup() {
     for (int i = 0; i < shared_.context.options.warmup; ++i) {
+      if (shared_.spec.mode == Mode::kPing) {
+        (void)client_->Health();
+        continue;
+      }
       auto reply = client_->Multiply(request_);
       if (!reply.ok()) continue;  // failures show up again in the timed loop
       if (!reply->result().handle().empty()) (void)client_->Release(reply->result().handle());
@@ -112,6 +117,10 @@ class Worker {
 
   void TimedLoop() {
     while (NextRequest(shared_)) {
+      if (shared_.spec.mode == Mode::kPing) {
+        Ping();
+        continue;
+      }
       const auto t0 = Clock::now();
       auto reply = client_->Multiply(request_);
       const double client_us = MicrosBetween(t0, Clock::now());
@@ -133,11 +142,29 @@ class Worker {
         if (shared_.releaser != nullptr) {
           shared_.releaser->Push(reply->result().handle());
         } else {
-          (void)client_->Release(reply->result().handle());
+          const auto r0 = Clock::now();
+          const bool released = client_->Release(reply->result().handle()).ok();
+          record_.release_us.push_back(MicrosBetween(r0, Clock::now()));
+          if (!released) ++record_.release_errors;
         }
       }
       bytes_received_ = static_cast<std::int64_t>(reply->c().data().size());
     }
+  }
+
+  // One health check, timed like a multiply; the server-side columns stay 0.
+  void Ping() {
+    const auto t0 = Clock::now();
+    absl::StatusOr<std::string> reply = client_->Health();
+    const double client_us = MicrosBetween(t0, Clock::now());
+    if (reply.ok()) {
+      record_.RecordOk(client_us, 0, 0, 0, 0, 0);
+    } else {
+      record_.RecordError(StatusCodeName(reply.status().code()),
+                          std::string(reply.status().message()));
+      shared_.failed.fetch_add(1, std::memory_order_relaxed);
+    }
+    shared_.done.fetch_add(1, std::memory_order_relaxed);
   }
 
   void Teardown() {
@@ -190,7 +217,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   // one of its own.
   std::unique_ptr<Client> release_client;
   std::unique_ptr<Releaser> releaser;
-  if (spec.mode == Mode::kResident) {
+  if (spec.mode == Mode::kResident && !o.release_inline) {
     Client* client = context.shared_client;
     if (client == nullptr) {
       ClientOptions options;

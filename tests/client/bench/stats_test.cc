@@ -139,6 +139,13 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_FALSE(o->progress);
   EXPECT_EQ(*ParseOptions({})->duration_s, 5.0);
   EXPECT_FALSE(ParseOptions({"--modes", "remote"}).ok());
+  auto ping = ParseOptions({"--modes", "ping,resident"});
+  ASSERT_TRUE(ping.ok()) << ping.status();
+  EXPECT_EQ(ping->modes, (std::vector<Mode>{Mode::kPing, Mode::kResident}));
+  EXPECT_STREQ(ModeName(Mode::kPing), "ping");
+  EXPECT_FALSE(ParseOptions({})->release_inline);
+  EXPECT_TRUE(ParseOptions({"--release", "inline"})->release_inline);
+  EXPECT_FALSE(ParseOptions({"--release", "never"}).ok());
   EXPECT_FALSE(ParseOptions({"--precisions", "fp8"}).ok());
   EXPECT_FALSE(ParseOptions({"--duration", "0"}).ok());
   EXPECT_FALSE(ParseOptions({"--bogus", "1"}).ok());
