@@ -2,6 +2,7 @@
 // See autotune.h.
 #include "kernels/autotune.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -85,29 +86,33 @@ std::string AutotuneTable::to_tsv() const {
   return out;
 }
 
-std::string AutotuneTable::choose(std::string_view device, Precision precision, std::int64_t m,
-                                  std::int64_t n, std::int64_t k,
-                                  const std::function<bool(std::string_view)>& usable) const {
-  const std::string cls = gemm_shape_class(m, n, k);
+std::vector<std::string> AutotuneTable::ranked(std::string_view device, Precision precision,
+                                               std::string_view shape_class) const {
   std::map<std::string, std::pair<double, int>> sums;  // variant -> (sum of GFLOP/s, count)
   for (const AutotuneEntry& e : entries_) {
-    if (e.device != device || e.precision != precision || e.shape_class != cls) continue;
-    if (usable && !usable(e.variant)) continue;
+    if (e.device != device || e.precision != precision || e.shape_class != shape_class) continue;
     auto& s = sums[e.variant];
     s.first += e.gflops;
     s.second += 1;
   }
-  std::string best = "cublas";
-  double best_rate = -1.0;
-  for (const auto& [variant, s] : sums) {
-    const double rate = s.first / s.second;
-    // Ties go to cuBLAS: a custom kernel must be measurably faster to be chosen.
-    if (rate > best_rate || (rate == best_rate && variant == "cublas")) {
-      best = variant;
-      best_rate = rate;
-    }
+  std::vector<std::pair<double, std::string>> by_rate;
+  for (const auto& [variant, s] : sums) by_rate.emplace_back(s.first / s.second, variant);
+  std::stable_sort(by_rate.begin(), by_rate.end(), [](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first > y.first;
+    return x.second == "cublas" && y.second != "cublas";
+  });
+  std::vector<std::string> out;
+  for (auto& [rate, variant] : by_rate) out.push_back(std::move(variant));
+  return out;
+}
+
+std::string AutotuneTable::choose(std::string_view device, Precision precision, std::int64_t m,
+                                  std::int64_t n, std::int64_t k,
+                                  const std::function<bool(std::string_view)>& usable) const {
+  for (std::string& v : ranked(device, precision, gemm_shape_class(m, n, k))) {
+    if (!usable || usable(v)) return std::move(v);
   }
-  return best;
+  return "cublas";
 }
 
 }  // namespace matserve::kernels

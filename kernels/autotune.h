@@ -39,6 +39,11 @@ class AutotuneTable {
   std::string to_tsv() const;
   const std::vector<AutotuneEntry>& entries() const { return entries_; }
 
+  // Every variant measured for (device, precision, shape class), fastest first (mean GFLOP/s
+  // over the class's rows; on a tie cuBLAS first: a custom kernel must be measurably faster).
+  std::vector<std::string> ranked(std::string_view device, Precision precision,
+                                  std::string_view shape_class) const;
+
   // The fastest measured variant for (device, precision, class of m x n x k) among those
   // `usable` accepts (all when empty); "cublas" when none was measured. Never a variant slower
   // than a measured cuBLAS row of the same class.

@@ -27,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "kernels/autotune.h"
+#include "kernels/autotune_builtin.h"
 #include "matserve/version.h"
 #include "server/metrics/device_uuid.h"
 #include "server/metrics/metrics.h"
@@ -53,6 +54,10 @@ ABSL_FLAG(std::string, backend, "auto",
           "compute backend: auto (CUDA if a GPU is visible), cuda, cpu");
 ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to use, comma-separated (default: all)");
 ABSL_FLAG(int, streams_per_device, 4, "concurrent requests per GPU (one stream each)");
+ABSL_FLAG(int, copy_threads, -1,
+          "CUDA: helper threads that copy inline request and reply bytes through pinned staging "
+          "(0: the request's own thread only; -1: three quarters of the cores less one, at most "
+          "11, which bench/staging_bench measured fastest on a 16-core host)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
@@ -62,8 +67,9 @@ ABSL_FLAG(int, max_queue_per_device, 256,
           "are refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, resident_ttl_seconds, 600, "a resident matrix idle this long is released");
 ABSL_FLAG(std::string, autotune_table, "",
-          "measured variant table for `auto` (TSV from `gemm_bench --autotune-out`, e.g. "
-          "kernels/autotune/h100.tsv); without one `auto` takes cuBLAS on a GPU");
+          "measured variant table for `auto` (TSV from `gemm_bench --autotune-out`); empty: the "
+          "tables built in from kernels/autotune/*.tsv; 'none': `auto` takes cuBLAS on a GPU. "
+          "On a device no table has rows for, `auto` takes cuBLAS");
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "bearer tokens, one '<token> <name> [info,compute,resident]' per line; also read from "
           "$MATSERVE_AUTH_TOKENS (lines separated by ';'). Without either, no authentication");
@@ -182,17 +188,26 @@ int run() {
   options.devices = *devices;
   options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options.cpu_concurrency = absl::GetFlag(FLAGS_cpu_concurrency);
+  options.copy_threads = absl::GetFlag(FLAGS_copy_threads);
+  if (options.copy_threads == -1) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    options.copy_threads = std::clamp(cores * 3 / 4 - 1, 1, 11);
+  } else if (options.copy_threads < 0 || options.copy_threads > 64) {
+    return fail(absl::InvalidArgumentError("copy_threads: must be -1 or in [0, 64]"));
+  }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(options);
   if (!backend.ok()) return fail(backend.status());
   TunedChoice tuned;
-  if (const std::string path = absl::GetFlag(FLAGS_autotune_table); !path.empty()) {
-    absl::StatusOr<kernels::AutotuneTable> table = kernels::AutotuneTable::load(path);
+  if (const std::string path = absl::GetFlag(FLAGS_autotune_table); path != "none") {
+    absl::StatusOr<kernels::AutotuneTable> table =
+        path.empty() ? kernels::AutotuneTable::parse(kernels::builtin_autotune_tsv())
+                     : kernels::AutotuneTable::load(path);
     if (!table.ok()) return fail(table.status());
     const std::vector<DeviceDescription> devs = (*backend)->devices();
-    std::printf("matserve: autotune table %s (%zu measurements)\n", path.c_str(),
-                table->entries().size());
+    std::printf("matserve: autotune table %s (%zu measurements)\n",
+                path.empty() ? "built in" : path.c_str(), table->entries().size());
     tuned =
         make_tuned_choice(*std::move(table), devs.empty() ? "" : devs[0].name, (*backend)->kind());
   }

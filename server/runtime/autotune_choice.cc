@@ -1,21 +1,51 @@
-// Autotune-backed `auto`: see autotune_choice.h.
+// Autotune-backed `auto`: see autotune_choice.h. The table is ranked once, at start, per
+// (precision, shape class) of this device, with the variants resolved to registry entries, so a
+// request costs one hash look-up and the constraint checks of the variants it tries.
 #include "server/runtime/autotune_choice.h"
 
 #include <memory>
+#include <set>
 #include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace matserve::server {
+namespace {
+
+std::string key(kernels::Precision precision, std::string_view shape_class) {
+  std::string k(1, static_cast<char>(precision));
+  k.append(shape_class);
+  return k;
+}
+
+}  // namespace
 
 TunedChoice make_tuned_choice(kernels::AutotuneTable table, std::string device_name,
                               kernels::Backend backend) {
-  auto shared = std::make_shared<const kernels::AutotuneTable>(std::move(table));
-  return [shared, device_name = std::move(device_name),
-          backend](const kernels::GemmProblem& p) -> std::optional<std::string> {
-    const auto usable = [&](std::string_view name) {
+  using Ranked = std::vector<const kernels::GemmVariant*>;
+  auto ranked = std::make_shared<absl::flat_hash_map<std::string, Ranked>>();
+  std::set<std::pair<kernels::Precision, std::string>> classes;
+  for (const kernels::AutotuneEntry& e : table.entries()) {
+    if (e.device == device_name) classes.emplace(e.precision, e.shape_class);
+  }
+  for (const auto& [precision, shape_class] : classes) {
+    Ranked& r = (*ranked)[key(precision, shape_class)];
+    for (const std::string& name : table.ranked(device_name, precision, shape_class)) {
+      // Variants this build lacks (a table from a newer build) or of the other backend are
+      // skipped, as AutotuneTable::choose's filter would.
       const kernels::GemmVariant* v = kernels::find_gemm_variant(name);
-      return v != nullptr && v->backend == backend && kernels::check_gemm_variant(*v, p).ok();
-    };
-    return shared->choose(device_name, p.precision, p.m, p.n, p.k, usable);
+      if (v != nullptr && v->backend == backend) r.push_back(v);
+    }
+  }
+  return [ranked](const kernels::GemmProblem& p) -> std::optional<std::string> {
+    const auto it = ranked->find(key(p.precision, kernels::gemm_shape_class(p.m, p.n, p.k)));
+    if (it != ranked->end()) {
+      for (const kernels::GemmVariant* v : it->second) {
+        if (kernels::check_gemm_variant(*v, p).ok()) return std::string(v->name);
+      }
+    }
+    return std::string("cublas");
   };
 }
 

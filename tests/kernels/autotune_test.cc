@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "kernels/autotune_builtin.h"
+
 namespace matserve::kernels {
 namespace {
 
@@ -78,6 +83,30 @@ TEST(AutotuneTable, SkipsVariantsTheFilterRefuses) {
   const auto usable = [](std::string_view v) { return v != "fast_but_refused"; };
   EXPECT_EQ(t.choose(kDevice, Precision::kF32, 4096, 4096, 4096), "fast_but_refused");
   EXPECT_EQ(t.choose(kDevice, Precision::kF32, 4096, 4096, 4096, usable), "cublas");
+}
+
+TEST(AutotuneTable, RankedListsTheClassFastestFirstWithCublasWinningTies) {
+  AutotuneTable t;
+  t.add({kDevice, Precision::kF32, "ms_ns_ks", "simt_tuned", 300});
+  t.add({kDevice, Precision::kF32, "ms_ns_ks", "simt_tuned", 500});  // mean 400
+  t.add({kDevice, Precision::kF32, "ms_ns_ks", "smem_tiled_16", 450});
+  t.add({kDevice, Precision::kF32, "ms_ns_ks", "cublas", 400});
+  t.add({kDevice, Precision::kF64, "ms_ns_ks", "naive", 9999});           // other precision
+  t.add({"NVIDIA A100", Precision::kF32, "ms_ns_ks", "warptile", 9999});  // other device
+  EXPECT_EQ(t.ranked(kDevice, Precision::kF32, "ms_ns_ks"),
+            (std::vector<std::string>{"smem_tiled_16", "cublas", "simt_tuned"}));
+  EXPECT_TRUE(t.ranked(kDevice, Precision::kF32, "ml_nl_kl").empty());
+  EXPECT_EQ(t.choose(kDevice, Precision::kF32, 200, 200, 200), "smem_tiled_16");
+}
+
+TEST(AutotuneTable, BuiltInTablesParseAndNameEveryVariantTheyRecommend) {
+  absl::StatusOr<AutotuneTable> t = AutotuneTable::parse(builtin_autotune_tsv());
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_FALSE(t->entries().empty());
+  for (const AutotuneEntry& e : t->entries()) {
+    EXPECT_FALSE(e.device.empty());
+    EXPECT_GT(e.gflops, 0.0) << e.device << " " << e.shape_class << " " << e.variant;
+  }
 }
 
 TEST(AutotuneTable, LoadReportsMissingFile) {
