@@ -19,6 +19,7 @@ struct BackendOptions {
   int cpu_concurrency = 2;
   std::int64_t memory_budget_bytes = 0;  // per device; 0 = 90% of a GPU, a quarter of host memory
   int max_queue = 256;                   // waiting requests per device
+  int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

@@ -20,7 +20,8 @@ struct CudaBackendOptions {
   std::int64_t memory_budget_bytes = 0;  // per device; 0 = 90% of its memory
   int max_queue = 256;                   // waiting requests per device
   // 2 MiB chunks: small enough that a DMA overlaps the next chunks' host copies, large enough
-  // that a cudaMemcpyAsync per chunk costs little; 16 per stream keep 7 copying threads busy.
+  // that a cudaMemcpyAsync per chunk costs little; each copying thread (the caller and every
+  // helper) keeps one chunk filling and one in flight, so chunks >= 2 x (copy_threads + 1).
   std::size_t staging_chunk_bytes = std::size_t{2} << 20;
   int staging_chunks = 16;  // per stream
   int copy_threads = 6;     // helpers for host copies into and out of pinned staging
