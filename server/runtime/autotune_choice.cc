@@ -38,14 +38,16 @@ TunedChoice make_tuned_choice(kernels::AutotuneTable table, std::string device_n
       if (v != nullptr && v->backend == backend) r.push_back(v);
     }
   }
-  return [ranked](const kernels::GemmProblem& p) -> std::optional<std::string> {
+  // Nothing measured (or nothing measured accepts the problem): cuBLAS, as AutotuneTable::choose.
+  const kernels::GemmVariant* fallback = kernels::find_gemm_variant("cublas");
+  return [ranked, fallback](const kernels::GemmProblem& p) -> const kernels::GemmVariant* {
     const auto it = ranked->find(key(p.precision, kernels::gemm_shape_class(p.m, p.n, p.k)));
     if (it != ranked->end()) {
       for (const kernels::GemmVariant* v : it->second) {
-        if (kernels::check_gemm_variant(*v, p).ok()) return std::string(v->name);
+        if (kernels::check_gemm_variant(*v, p).ok()) return v;
       }
     }
-    return std::string("cublas");
+    return fallback;
   };
 }
 

@@ -64,8 +64,9 @@ absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view
     return kernels::check_gemm_variant(*v, shape).ok() ? v : nullptr;
   };
   if (ctx.tuned) {
-    if (std::optional<std::string> name = ctx.tuned(shape); name.has_value()) {
-      if (const kernels::GemmVariant* v = usable(*name)) return v;
+    const kernels::GemmVariant* v = ctx.tuned(shape);
+    if (v != nullptr && v->backend == ctx.backend && kernels::check_gemm_variant(*v, shape).ok()) {
+      return v;
     }
   }
   for (std::string_view name : kGemmDefaults) {

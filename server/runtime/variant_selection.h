@@ -5,7 +5,6 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,8 +13,8 @@
 
 namespace matserve::server {
 
-// The measured choice for a GEMM shape (from the autotune table), if any.
-using TunedChoice = std::function<std::optional<std::string>(const kernels::GemmProblem& shape)>;
+// The measured choice for a GEMM shape (from the autotune table); null when there is none.
+using TunedChoice = std::function<const kernels::GemmVariant*(const kernels::GemmProblem& shape)>;
 
 struct SelectionContext {
   kernels::Backend backend = kernels::Backend::kCpu;

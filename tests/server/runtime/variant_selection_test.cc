@@ -42,16 +42,23 @@ TEST(VariantSelection, NamedErrorsAreCategorised) {
 TEST(VariantSelection, TunedChoiceIsTakenWhenItCanImplement) {
   int asked = 0;
   SelectionContext ctx{.backend = kernels::Backend::kCpu,
-                       .tuned = [&](const kernels::GemmProblem&) -> std::optional<std::string> {
+                       .tuned = [&](const kernels::GemmProblem&) -> const kernels::GemmVariant* {
                          ++asked;
-                         return std::string("cpu_openblas");
+                         return kernels::find_gemm_variant("cpu_openblas");
                        }};
   auto v = select_gemm_variant("auto", fp32_problem(), ctx);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(asked, 1);
-  // A tuned name that does not exist falls back to the defaults instead of failing.
-  ctx.tuned = [](const kernels::GemmProblem&) -> std::optional<std::string> { return "gone"; };
+  EXPECT_EQ((*v)->name, "cpu_openblas");
+  // No measured choice, or one of another backend, falls back to the defaults instead of failing.
+  ctx.tuned = [](const kernels::GemmProblem&) -> const kernels::GemmVariant* { return nullptr; };
   EXPECT_TRUE(select_gemm_variant("auto", fp32_problem(), ctx).ok());
+#ifdef MATSERVE_HAVE_CUDA
+  ctx.tuned = [](const kernels::GemmProblem&) { return kernels::find_gemm_variant("cublas"); };
+  auto other = select_gemm_variant("auto", fp32_problem(), ctx);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->backend, kernels::Backend::kCpu);
+#endif
 }
 
 TEST(VariantSelection, TransposeAutoRespectsInPlace) {
