@@ -14,6 +14,8 @@
 #   [1,8,64], BENCH_DURATION seconds per run [3], BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto], BENCH_PRECISIONS [fp32],
 #   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), BENCH_RELEASE [background]
 #   (matserve-bench --release: inline keeps Release RPCs out of the way of timed calls),
+#   BENCH_SETTLE_SECONDS [0] (untimed resident 256^3 load at concurrency 8 before the sweep: a
+#   freshly started machine, e.g. a lent microVM, runs slower for its first minutes),
 #   SERVER_ARGS (extra server flags).
 set -uo pipefail
 bundle=${1:-build/device}
@@ -66,6 +68,14 @@ target=127.0.0.1:$port
   fi
   echo
 } >"$out/load.md"
+
+if [ "${BENCH_SETTLE_SECONDS:-0}" != 0 ]; then
+  echo "run-service-bench: settling for ${BENCH_SETTLE_SECONDS} s (untimed load)" >&2
+  "${bench_cmd[@]}" --target "$target" --shapes 256 --modes resident --concurrency 8 \
+    --duration "$BENCH_SETTLE_SECONDS" --no-progress >/dev/null 2>&1
+  echo "Settled first: ${BENCH_SETTLE_SECONDS} s of untimed resident 256^3 load at concurrency 8." \
+    >>"$out/load.md"
+fi
 
 bench_args=(--target "$target" --shapes "${BENCH_SHAPES:-256,1024,4096}"
             --modes "${BENCH_MODES:-ping,inline,resident}" --concurrency "${BENCH_CONCURRENCY:-1,8,64}"
