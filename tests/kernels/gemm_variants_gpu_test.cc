@@ -16,6 +16,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/random_matrix.h"
+#include "tests/support/variant_filter.h"
 
 namespace matserve::kernels {
 namespace {
@@ -72,16 +73,6 @@ DType data_type(Precision p) {
     case Precision::kBF16: return DType::kBF16;
     default: return DType::kF32;
   }
-}
-
-bool selected(std::string_view name) {
-  const char* env = std::getenv("MATSERVE_TEST_VARIANTS");
-  if (env == nullptr || *env == '\0') return true;
-  std::stringstream list(env);
-  for (std::string item; std::getline(list, item, ',');) {
-    if (item == name) return true;
-  }
-  return false;
 }
 
 class GemmVariantsGpu : public ::testing::TestWithParam<Case> {
@@ -174,7 +165,7 @@ TEST_P(GemmVariantsGpu, MatchesFloat64Reference) {
   int checked = 0;
   std::uint64_t seed = 1234;
   for (const GemmVariant& v : gemm_variants()) {
-    if (v.backend != Backend::kCuda || !selected(v.name)) continue;
+    if (v.backend != Backend::kCuda || !testing::variant_selected(v.name)) continue;
     for (Precision prec :
          {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16, Precision::kBF16}) {
       if (!v.supports(prec)) continue;

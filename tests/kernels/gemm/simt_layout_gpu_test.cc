@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,19 +19,10 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/random_matrix.h"
+#include "tests/support/variant_filter.h"
 
 namespace matserve::kernels {
 namespace {
-
-bool selected(std::string_view name) {
-  const char* env = std::getenv("MATSERVE_TEST_VARIANTS");
-  if (env == nullptr || *env == '\0') return true;
-  std::stringstream list(env);
-  for (std::string item; std::getline(list, item, ',');) {
-    if (item == name) return true;
-  }
-  return false;
-}
 
 struct LayoutCase {
   std::int64_t m, n, k;
@@ -123,7 +113,7 @@ TEST_F(SimtLayoutGpu, PaddedAndMisalignedOperandsMatchReference) {
   std::uint64_t seed = 99;
   int checked = 0;
   for (const GemmVariant& v : gemm_variants()) {
-    if (v.family != "simt" || !selected(v.name)) continue;
+    if (v.family != "simt" || !testing::variant_selected(v.name)) continue;
     for (Precision prec : {Precision::kF32, Precision::kF64}) {
       if (!v.supports(prec)) continue;
       for (const LayoutCase& lc : cases) {
@@ -143,7 +133,8 @@ TEST_F(SimtLayoutGpu, PaddedAndMisalignedOperandsMatchReference) {
 // an upload or shared-memory race on these edge tiles has many chances to show.
 TEST_F(SimtLayoutGpu, WarptileF64BothTransposedPad4EdgeTilesRepeated) {
   const GemmVariant* v = find_gemm_variant("warptile");
-  if (v == nullptr || !selected(v->name)) GTEST_SKIP() << "warptile not in this build or selection";
+  if (v == nullptr || !testing::variant_selected(v->name))
+    GTEST_SKIP() << "warptile not in this build or selection";
   for (int rep = 0; rep < 64 && !HasFailure(); ++rep) {
     check(*v, Precision::kF64, {130, 260, 48, 4, 0}, true, true, 7000 + rep);
   }

@@ -24,6 +24,7 @@
 #include "kernels/registry.h"
 #include "kernels/transpose/transpose_kernels.h"
 #include "tests/support/random_matrix.h"
+#include "tests/support/variant_filter.h"
 
 namespace matserve::kernels {
 namespace {
@@ -50,16 +51,6 @@ std::vector<Shape> all_shapes() {
           {64, 64},     {96, 160},    {160, 96},   {129, 4097}, {10000, 100}, {100, 10000},
           {1000, 40},   {40, 1000},   {300, 1028}, {1, 65537},  {3, 70001},   {70001, 3},
           {2048, 1024}, {4095, 4097}, {8192, 8192}};
-}
-
-bool selected(std::string_view name) {
-  const char* env = std::getenv("MATSERVE_TEST_VARIANTS");
-  if (env == nullptr || *env == '\0') return true;
-  std::stringstream list(env);
-  for (std::string item; std::getline(list, item, ',');) {
-    if (item == name) return true;
-  }
-  return false;
 }
 
 class TransposeVariantsGpu : public ::testing::TestWithParam<Shape> {
@@ -98,7 +89,7 @@ class TransposeVariantsGpu : public ::testing::TestWithParam<Shape> {
                              " scale=" + std::to_string(scale);
 
     for (const TransposeVariant& v : transpose_variants()) {
-      if (v.backend != Backend::kCuda || !selected(v.name)) continue;
+      if (v.backend != Backend::kCuda || !testing::variant_selected(v.name)) continue;
       const std::string what = std::string(v.name) + " " + base;
       // In-place variants get the input in the output buffer; others a NaN-poisoned output.
       ASSERT_EQ(cudaMemcpy(d_out->data(), v.in_place ? in.data() : poison.data(), bytes,
