@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "bench/bench_device.h"
 #include "bench/gemm_report.h"
 #include "bench/gemm_shapes.h"
@@ -47,36 +48,25 @@ struct Options {
   std::string json, md, autotune_out;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 bool parse_options(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    const auto eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+    std::string key, val;
+    if (!key_value(arg, &key, &val)) {
       std::fprintf(stderr, "gemm_bench: expected --key=value, got '%s'\n", arg.c_str());
       return false;
     }
-    const std::string key = arg.substr(2, eq - 2);
-    const std::string val = arg.substr(eq + 1);
     if (key == "variants") {
-      o->variants = split(val);
+      o->variants = split_list(val);
     } else if (key == "precisions") {
-      o->precisions = split(val);
+      o->precisions = split_list(val);
     } else if (key == "sizes") {
       o->sizes.clear();
-      for (const auto& s : split(val)) o->sizes.push_back(std::stoll(s));
+      for (const auto& s : split_list(val)) o->sizes.push_back(std::stoll(s));
     } else if (key == "families") {
-      o->families = split(val);
+      o->families = split_list(val);
     } else if (key == "shapes") {
-      for (const auto& s : split(val)) {
+      for (const auto& s : split_list(val)) {
         GemmShape g;
         if (!parse_shape(s, &g)) {
           std::fprintf(stderr, "gemm_bench: bad shape '%s' (want MxNxK)\n", s.c_str());

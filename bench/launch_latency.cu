@@ -19,7 +19,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -27,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "bench/bench_device.h"
 #include "kernels/autotune.h"
 #include "kernels/cuda/resources.h"
@@ -52,37 +52,30 @@ struct Options {
   std::string md;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (name == "--sizes") {
+    std::string name, value;
+    if (!key_value(a, &name, &value)) {
+      std::fprintf(stderr, "launch_latency: expected --key=value, got '%s'\n", a.c_str());
+      return false;
+    }
+    if (name == "sizes") {
       o->sizes.clear();
-      for (const auto& s : split(value)) o->sizes.push_back(std::stoll(s));
-    } else if (name == "--precisions") {
-      o->precisions = split(value);
-    } else if (name == "--variants") {
-      o->variants = split(value);
-    } else if (name == "--slots") {
+      for (const auto& s : split_list(value)) o->sizes.push_back(std::stoll(s));
+    } else if (name == "precisions") {
+      o->precisions = split_list(value);
+    } else if (name == "variants") {
+      o->variants = split_list(value);
+    } else if (name == "slots") {
       o->slots = std::max(1, std::stoi(value));
-    } else if (name == "--threads") {
+    } else if (name == "threads") {
       o->threads = std::max(1, std::stoi(value));
-    } else if (name == "--warmup") {
+    } else if (name == "warmup") {
       o->warmup = std::stoi(value);
-    } else if (name == "--reps") {
+    } else if (name == "reps") {
       o->reps = std::max(1, std::stoi(value));
-    } else if (name == "--md") {
+    } else if (name == "md") {
       o->md = value;
     } else {
       std::fprintf(stderr, "launch_latency: unknown option %s\n", a.c_str());
@@ -101,12 +94,6 @@ struct Slot {
 struct Sample {
   std::vector<double> host_us, sync_us, gpu_us;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Runs `call` (given the slot) warmup + reps times, call i on thread i % threads and slot
 // i % slots, one call at a time (a closed loop with concurrency 1, like one client).
@@ -280,8 +267,7 @@ int run(int argc, char** argv) {
                   r.sync, r.gpu, r.note.c_str());
     md << line;
   }
-  std::fputs(md.str().c_str(), stdout);
-  if (!o.md.empty()) std::ofstream(o.md) << md.str();
+  emit_report(md.str(), o.md);
   return 0;
 }
 

@@ -12,11 +12,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "kernels/cuda/resources.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/parallel_copy.h"
@@ -37,21 +38,22 @@ struct Options {
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (name == "--mib") {
+    std::string name, value;
+    if (!key_value(a, &name, &value)) {
+      std::fprintf(stderr, "staging_bench: expected --key=value, got '%s'\n", a.c_str());
+      return false;
+    }
+    if (name == "mib") {
       o->bytes = std::stoull(value) << 20;
-    } else if (name == "--threads") {
+    } else if (name == "threads") {
       o->threads.clear();
-      std::stringstream in(value);
-      for (std::string t; std::getline(in, t, ',');)
+      for (const std::string& t : split_list(value))
         o->threads.push_back(std::max(1, std::stoi(t)));
-    } else if (name == "--chunk-mib") {
+    } else if (name == "chunk-mib") {
       o->chunk = std::stoull(value) << 20;
-    } else if (name == "--reps") {
+    } else if (name == "reps") {
       o->reps = std::max(1, std::stoi(value));
-    } else if (name == "--md") {
+    } else if (name == "md") {
       o->md = value;
     } else {
       std::fprintf(stderr, "staging_bench: unknown option %s\n", a.c_str());
@@ -71,8 +73,7 @@ double median_gbps(std::size_t bytes, int reps, F&& once) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     gbps.push_back(static_cast<double>(bytes) / s / 1e9);
   }
-  std::sort(gbps.begin(), gbps.end());
-  return gbps[gbps.size() / 2];
+  return median(std::move(gbps));
 }
 
 int run(int argc, char** argv) {
@@ -138,8 +139,7 @@ int run(int argc, char** argv) {
     std::snprintf(line, sizeof line, "| %d | %.1f | %.1f |\n", t, host_rate, device_rate);
     md << line;
   }
-  std::fputs(md.str().c_str(), stdout);
-  if (!o.md.empty()) std::ofstream(o.md) << md.str();
+  emit_report(md.str(), o.md);
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "kernels/cpu/element.h"
 #include "kernels/cublaslt/cublaslt_fp8.h"
 #include "kernels/cuda/convert.h"
@@ -26,21 +27,6 @@
 namespace mk = matserve::kernels;
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
 
 struct Shape {
   std::int64_t m, n, k;
@@ -126,16 +112,16 @@ int main(int argc, char** argv) {
       return a.compare(0, n, key) == 0 ? a.c_str() + n : nullptr;
     };
     if (const char* v = val("--variants="))
-      variants = split(v);
+      variants = matserve::bench::split_list(v);
     else if (const char* v = val("--precisions="))
-      precisions = split(v);
+      precisions = matserve::bench::split_list(v);
     else if (const char* v = val("--trans="))
-      trans = split(v);
+      trans = matserve::bench::split_list(v);
     else if (const char* v = val("--json="))
       json_path = v;
     else if (const char* v = val("--sizes=")) {
       sizes.clear();
-      for (const auto& s : split(v)) sizes.push_back(std::stoll(s));
+      for (const auto& s : matserve::bench::split_list(v)) sizes.push_back(std::stoll(s));
     } else if (a == "--rect") {
       rect = true;
     } else {
