@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+import unittest
 
 import grpc
 
@@ -123,3 +124,18 @@ def matrix(array, dtype=None, layout=pb.ROW_MAJOR):
     raw = data.tobytes(order="F" if layout == pb.COL_MAJOR else "C")
     return pb.Matrix(rows=array.shape[0], cols=array.shape[1], dtype=dtype, layout=layout,
                      data=raw)
+
+
+def cuda_server_or_skip(*extra_args):
+    """A ServerProcess on the CUDA backend, or unittest.SkipTest naming why there is none."""
+    try:
+        return ServerProcess(*extra_args, backend="cuda")
+    except RuntimeError as e:
+        raise unittest.SkipTest(f"no CUDA backend here (no GPU visible or CPU-only build): "
+                                f"{str(e).splitlines()[-1] if str(e) else e}")
+
+
+def release_all(stub):
+    """Releases every resident matrix the caller can see (a test's tearDown)."""
+    for m in stub.ListResident(pb.ListResidentRequest()).matrices:
+        stub.Release(pb.ReleaseRequest(handle=m.handle))

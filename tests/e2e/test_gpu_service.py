@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
-from server_process import ServerProcess, health_check, matrix
+from server_process import cuda_server_or_skip, health_check, matrix
 from test_service import decode, from_bf16_bits, rand, rel_l2, to_bf16_bits
 
 TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2, "fp8": 6e-2}
@@ -43,11 +43,7 @@ def operands(precision, m, n, k, ta, tb):
 class GpuServiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.server = ServerProcess(backend="cuda")
-        except RuntimeError as e:
-            raise unittest.SkipTest(f"no CUDA backend here (no GPU visible or CPU-only build): "
-                                    f"{str(e).splitlines()[-1] if str(e) else e}")
+        cls.server = cuda_server_or_skip()
         cls.stub = cls.server.stub
         # MATSERVE_TEST_VARIANTS=a,b limits the variants checked (as in the kernel GPU tests).
         only = set(filter(None, os.environ.get("MATSERVE_TEST_VARIANTS", "").split(",")))

@@ -13,18 +13,14 @@ import grpc
 import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
-from server_process import ServerProcess, matrix
+from server_process import cuda_server_or_skip, matrix, release_all
 from test_service import decode, rand, rel_l2
 
 
 class MultiGpuTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.server = ServerProcess(backend="cuda")
-        except RuntimeError as e:
-            raise unittest.SkipTest(f"no CUDA backend here (no GPU visible or CPU-only build): "
-                                    f"{str(e).splitlines()[-1] if str(e) else e}")
+        cls.server = cuda_server_or_skip()
         cls.stub = cls.server.stub
         cls.devices = len(cls.stub.GetServerInfo(pb.GetServerInfoRequest()).devices)
         if cls.devices < 2:
@@ -36,8 +32,7 @@ class MultiGpuTest(unittest.TestCase):
         assert cls.server.stop() == 0, cls.server.output()
 
     def tearDown(self):
-        for m in self.stub.ListResident(pb.ListResidentRequest()).matrices:
-            self.stub.Release(pb.ReleaseRequest(handle=m.handle))
+        release_all(self.stub)
 
     def test_placement_spread_refusal_and_colocation(self):
         a, b = rand(257, 129), rand(129, 65)

@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
-from server_process import ServerProcess, matrix
+from server_process import ServerProcess, matrix, release_all
 from test_service import decode, rand, rel_l2
 
 MIB = 1 << 20
@@ -54,8 +54,7 @@ class ResidentTest(unittest.TestCase):
         assert cls.server.stop() == 0, cls.server.output()
 
     def tearDown(self):
-        for m in self.stub.ListResident(pb.ListResidentRequest()).matrices:
-            self.stub.Release(pb.ReleaseRequest(handle=m.handle))
+        release_all(self.stub)
 
     def test_upload_chain_keep_result_download(self):
         a, b = rand(40, 30), rand(30, 20)
