@@ -18,6 +18,14 @@
 #       draws docs/benchmarks/img/transpose.png
 set -uo pipefail
 mode=${1:?usage: run-transpose-bench.sh bundle|device|tune|resources|plot ...}
+# On the GPU machine: build, out and env for BUILD_DIR ($1), and the device's identity in $out/$2.
+on_device() {
+  build=${1:-build}
+  out=${OUT:-$PWD/bench-out}
+  mkdir -p "$out"
+  env="$build/device/with-env.sh"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/$2"
+}
 case "$mode" in
   bundle)
     build=${2:-build}
@@ -26,22 +34,18 @@ case "$mode" in
       "$build/tests/kernels/transpose_variants_gpu_test"
     ;;
   device)
-    build=${2:-build}
-    out=${OUT:-$PWD/bench-out}
-    mkdir -p "$out"
-    env="$build/device/with-env.sh"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/nvidia-smi.txt"
+    on_device "${2:-}" nvidia-smi.txt
     rc=0
     timeout "${T_TEST:-300}" "$env" stdbuf -oL transpose_variants_gpu_test --gtest_brief=1 >"$out/gpu-test.log" 2>&1 || rc=1
     grep -E "differ|Failure|FAILED|error" "$out/gpu-test.log" | head -n 40
     tail -n 4 "$out/gpu-test.log"
     if [ -z "${SKIP_SAN:-}" ]; then
-    MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      transpose_variants_gpu_test --gtest_brief=1 >"$out/sanitizer.log" 2>&1 || rc=1
-    MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool racecheck --error-exitcode 9 \
-      transpose_variants_gpu_test --gtest_brief=1 \
-      --gtest_filter='*33x65*:*96x160*:*64x64*:*10000x100*:*1000x40*:*300x1028*' >>"$out/sanitizer.log" 2>&1 || rc=1
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -n 8
+      MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        transpose_variants_gpu_test --gtest_brief=1 >"$out/sanitizer.log" 2>&1 || rc=1
+      MATSERVE_TEST_QUICK=1 timeout "${T_SAN:-150}" "$env" compute-sanitizer --tool racecheck --error-exitcode 9 \
+        transpose_variants_gpu_test --gtest_brief=1 \
+        --gtest_filter='*33x65*:*96x160*:*64x64*:*10000x100*:*1000x40*:*300x1028*' >>"$out/sanitizer.log" 2>&1 || rc=1
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -n 8
     fi
     timeout "${T_BENCH:-300}" "$env" transpose_bench --json "$out/transpose_bench.json" --md "$out/transpose_bench.md" \
       2>"$out/bench.log" || rc=1
@@ -49,11 +53,7 @@ case "$mode" in
     exit $rc
     ;;
   tune)
-    build=${2:-build}
-    out=${OUT:-$PWD/bench-out}
-    mkdir -p "$out"
-    env="$build/device/with-env.sh"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/smi.txt"
+    on_device "${2:-}" smi.txt
     MATSERVE_TEST_QUICK=1 timeout "${T_TEST:-80}" "$env" stdbuf -oL transpose_variants_gpu_test \
       --gtest_brief=1 >"$out/test.log" 2>&1 || echo "GPU TESTS FAILED"
     tail -n 2 "$out/test.log"
