@@ -397,8 +397,8 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     }
   }
 
-  if (inline_a) cudaEventRecord(slot.events[0].get(), s);
   if (inline_a) {
+    cudaEventRecord(slot.events[0].get(), s);
     if (absl::Status st = slot.staging.to_device(in, job.a.data.data(), job.a.bytes(), s, *copier_);
         !st.ok()) {
       return st;

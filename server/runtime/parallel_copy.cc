@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <memory>
 
 namespace matserve::server {
@@ -32,18 +31,6 @@ void ParallelCopier::worker() {
     }
     task();
   }
-}
-
-void ParallelCopier::copy(void* dst, const void* src, std::size_t n, std::size_t min_piece) {
-  const std::size_t pieces = std::min(
-      threads_.size() + 1, std::max<std::size_t>(1, n / std::max<std::size_t>(1, min_piece)));
-  const std::size_t piece = (n + pieces - 1) / pieces;
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  for_each(pieces, pieces - 1, [&](std::size_t i) {
-    const std::size_t off = i * piece;
-    if (off < n) std::memcpy(d + off, s + off, std::min(piece, n - off));
-  });
 }
 
 namespace {
@@ -76,11 +63,15 @@ struct ForEach {
 void ParallelCopier::for_each(std::size_t count, std::size_t max_helpers,
                               const std::function<void(std::size_t)>& fn) {
   if (count == 0) return;
+  const std::size_t helpers = std::min({max_helpers, threads_.size(), count - 1});
+  if (helpers == 0) {
+    for (std::size_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
   auto job = std::make_shared<ForEach>();
   job->count = count;
   job->fn = &fn;
-  const std::size_t helpers = std::min({max_helpers, threads_.size(), count - 1});
-  if (helpers > 0) {
+  {
     absl::MutexLock lock(&mu_);
     for (std::size_t i = 0; i < helpers; ++i) tasks_.emplace_back([job] { job->run(); });
   }

@@ -23,12 +23,9 @@ class ParallelCopier {
   ParallelCopier(const ParallelCopier&) = delete;
   ParallelCopier& operator=(const ParallelCopier&) = delete;
 
-  // memcpy(dst, src, n), split into pieces of at least `min_piece` bytes.
-  void copy(void* dst, const void* src, std::size_t n,
-            std::size_t min_piece = std::size_t{1} << 20);
-
   // Runs fn(0) .. fn(count - 1), each exactly once, on the caller and at most `max_helpers`
   // helpers; indices are claimed in increasing order. Returns when every call has returned.
+  // Without helpers (a small transfer) it is a plain loop on the caller: nothing is allocated.
   void for_each(std::size_t count, std::size_t max_helpers,
                 const std::function<void(std::size_t)>& fn);
 
