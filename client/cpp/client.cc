@@ -8,7 +8,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -80,7 +79,8 @@ Client::Client(Key, std::string target, ClientOptions options,
     : target_(std::move(target)),
       options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::MatrixService::NewStub(channel_)) {}
+      stub_(v1::MatrixService::NewStub(channel_)),
+      health_stub_(::grpc::health::v1::Health::NewStub(channel_)) {}
 
 void Client::PrepareContext(grpc::ClientContext& context) const {
   if (options_.deadline.count() > 0) {
@@ -129,8 +129,8 @@ absl::StatusOr<std::string> Client::Health(const std::string& service) {
   health::HealthCheckRequest request;
   request.set_service(service);
   health::HealthCheckResponse reply;
-  const std::unique_ptr<health::Health::Stub> stub = health::Health::NewStub(channel_);
-  if (absl::Status s = FromGrpcStatus(stub->Check(&context, request, &reply)); !s.ok()) return s;
+  if (absl::Status s = FromGrpcStatus(health_stub_->Check(&context, request, &reply)); !s.ok())
+    return s;
   return health::HealthCheckResponse::ServingStatus_Name(reply.status());
 }
 

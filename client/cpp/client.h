@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "matserve/v1/matrix_service.grpc.pb.h"
 
 namespace grpc {
@@ -100,6 +101,7 @@ class Client {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::MatrixService::Stub> stub_;
+  std::unique_ptr<::grpc::health::v1::Health::Stub> health_stub_;
 };
 
 }  // namespace matserve::client
