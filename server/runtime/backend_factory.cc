@@ -1,8 +1,6 @@
 // Backend creation: see backend_factory.h.
 #include "server/runtime/backend_factory.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "server/runtime/cpu_backend.h"
 #ifdef MATSERVE_HAVE_CUDA
@@ -30,8 +28,6 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
     cuda.memory_budget_bytes = options.memory_budget_bytes;
     cuda.max_queue = options.max_queue;
     cuda.copy_threads = options.copy_threads;
-    // Each copying thread keeps one slot filling and one in flight.
-    cuda.staging_chunks = std::max(cuda.staging_chunks, 2 * (options.copy_threads + 1));
     absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::create(cuda);
     if (!b.ok()) return b.status();
     return std::unique_ptr<Backend>(*std::move(b));

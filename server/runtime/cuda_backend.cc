@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -23,6 +24,11 @@ namespace matserve::server {
 namespace {
 
 using kernels::cuda_status;
+
+// Each copying thread (the caller and every helper) keeps one chunk filling and one in flight.
+int staging_chunks(const CudaBackendOptions& o) {
+  return std::max(o.staging_chunks, 2 * (o.copy_threads + 1));
+}
 
 // Errors after which the context is unusable: the device must stop serving.
 bool is_sticky(cudaError_t e) {
@@ -138,7 +144,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
       absl::StatusOr<kernels::StreamResources> r = kernels::StreamResources::create();
       if (!r.ok()) return r.status();
       absl::StatusOr<StagingRing> ring =
-          StagingRing::create(options.staging_chunk_bytes, options.staging_chunks);
+          StagingRing::create(options.staging_chunk_bytes, staging_chunks(options));
       if (!ring.ok()) return ring.status();
       StreamSlot slot{*std::move(r), {}, *std::move(ring)};
       for (kernels::Event& e : slot.events) {

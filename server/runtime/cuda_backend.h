@@ -21,7 +21,8 @@ struct CudaBackendOptions {
   int max_queue = 256;                   // waiting requests per device
   // 2 MiB chunks: small enough that a DMA overlaps the next chunks' host copies, large enough
   // that a cudaMemcpyAsync per chunk costs little; each copying thread (the caller and every
-  // helper) keeps one chunk filling and one in flight, so chunks >= 2 x (copy_threads + 1).
+  // helper) keeps one chunk filling and one in flight, so a ring gets at least
+  // 2 x (copy_threads + 1) chunks whatever staging_chunks says.
   std::size_t staging_chunk_bytes = std::size_t{2} << 20;
   int staging_chunks = 16;  // per stream
   int copy_threads = 6;     // helpers for host copies into and out of pinned staging
