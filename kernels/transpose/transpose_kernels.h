@@ -40,12 +40,8 @@ struct VectorizedConfig {
   bool persistent = false;
 };
 inline constexpr VectorizedConfig kVectorizedDefault{};
-inline constexpr int kVectorizedTilesPerBlock = kVectorizedDefault.tiles_per_block;
-inline constexpr int kVectorizedOrder = kVectorizedDefault.order;
 cudaError_t launch_transpose_vectorized_tuned(const TransposeProblem& p,
                                               const VectorizedConfig& cfg, cudaStream_t stream);
-cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
-                                               int order, cudaStream_t stream);
 
 // The in-place rectangular decomposition (the fallback of launch_transpose_inplace_rect) with its
 // strip-batch size open (bytes of scratch a column step fills before it writes back), for the

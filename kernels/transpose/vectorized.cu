@@ -192,14 +192,6 @@ cudaError_t launch_transpose_vectorized_tuned(const TransposeProblem& p,
   });
 }
 
-cudaError_t launch_transpose_vectorized_config(const TransposeProblem& p, int tiles_per_block,
-                                               int order, cudaStream_t stream) {
-  VectorizedConfig cfg = kVectorizedDefault;
-  cfg.tiles_per_block = tiles_per_block;
-  cfg.order = order;
-  return launch_transpose_vectorized_tuned(p, cfg, stream);
-}
-
 cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream) {
   return launch_transpose_vectorized_tuned(p, kVectorizedDefault, stream);
 }

@@ -155,7 +155,8 @@ class TransposeVariantsGpu : public ::testing::TestWithParam<Shape> {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const TransposeProblem p =
           canonicalize_transpose(s.rows, s.cols, layout, dtype, d_in->data(), d_out->data(), scale);
-      ASSERT_EQ(launch_transpose_vectorized_config(p, k, order, resources_->stream()), cudaSuccess)
+      const VectorizedConfig cfg{.tiles_per_block = k, .order = order};
+      ASSERT_EQ(launch_transpose_vectorized_tuned(p, cfg, resources_->stream()), cudaSuccess)
           << what;
       expect_matches(p, d_out->data(), expected, what);
     }
@@ -307,8 +308,10 @@ TEST(TransposePaddedLeadingDimension, TunedKernelsWriteExactlyTheBlock) {
           EXPECT_EQ(std::memcmp(got.data(), expected.data(), out_bytes), 0) << which << " " << what;
         };
         check("vectorized", [&] { return launch_transpose_vectorized(p, r->stream()); });
-        check("vectorized k=2 mirror",
-              [&] { return launch_transpose_vectorized_config(p, 2, kOrderMirror, r->stream()); });
+        check("vectorized k=2 mirror", [&] {
+          return launch_transpose_vectorized_tuned(
+              p, VectorizedConfig{.tiles_per_block = 2, .order = kOrderMirror}, r->stream());
+        });
         if (c.rows == c.cols && c.pad_in == c.pad_out) {  // in place, same padded buffer
           TransposeProblem q = p;
           q.in = q.out;
