@@ -35,6 +35,7 @@
 #include "server/metrics/nvml.h"
 #include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
+#include "server/runtime/message_memory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
 #include "server/service/matrix_service.h"
@@ -58,6 +59,10 @@ ABSL_FLAG(int, copy_threads, -1,
           "CUDA: helper threads that copy inline request and reply bytes through pinned staging "
           "(0: the request's own thread only; -1: three quarters of the cores less one, at most "
           "11, which bench/staging_bench measured fastest on a 16-core host)");
+ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
+          "CUDA: pinned host memory in which large request and reply buffers are placed as gRPC "
+          "parses and sends them, so they reach the GPU by DMA with no staging copy (blocks that "
+          "do not fit are staged as usual; 0: none)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
@@ -195,6 +200,12 @@ int run() {
   } else if (options.copy_threads < 0 || options.copy_threads > 64) {
     return fail(absl::InvalidArgumentError("copy_threads: must be -1 or in [0, 64]"));
   }
+  if (const std::int64_t pinned = absl::GetFlag(FLAGS_pinned_message_bytes);
+      pinned < 0 || pinned > (std::int64_t{1} << 40)) {
+    return fail(absl::InvalidArgumentError("pinned_message_bytes: must be in [0, 2^40]"));
+  } else {
+    options.pinned_message_bytes = static_cast<std::size_t>(pinned);
+  }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(options);
@@ -217,7 +228,11 @@ int run() {
 
   Metrics metrics(BuildInfo{kVersion, kGitSha, kCudaVersion, backend_name});
   metrics.set_runtime_source([&runtime] {
-    return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats()};
+    RuntimeSnapshot snapshot{runtime.backend().stats(), runtime.residents().stats()};
+    if (const PinnedHeapStats heap = message_memory::stats(); heap.capacity_bytes > 0) {
+      snapshot.message_heap = heap;
+    }
+    return snapshot;
   });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {

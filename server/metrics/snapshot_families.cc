@@ -117,6 +117,22 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
     sample(pool_failures, dev, static_cast<double>(p.raw_failures));
     sample(staging, dev, static_cast<double>(d.staging_pinned_bytes));
   }
+  if (snapshot.message_heap.has_value()) {
+    const PinnedHeapStats& h = *snapshot.message_heap;
+    MetricFamily& bytes = f.add("matserve_pinned_message_bytes",
+                                "Pinned host memory for large request and reply buffers (DMA with "
+                                "no staging copy): state=capacity or in_use",
+                                MetricType::Gauge);
+    MetricFamily& blocks =
+        f.add("matserve_pinned_message_allocations_total",
+              "Large buffers: result=pinned (placed in pinned message memory) or fallback (did not "
+              "fit, so staged through the rings: raise --pinned_message_bytes if this grows)",
+              MetricType::Counter);
+    sample(bytes, {{"state", "capacity"}}, static_cast<double>(h.capacity_bytes));
+    sample(bytes, {{"state", "in_use"}}, static_cast<double>(h.in_use_bytes));
+    sample(blocks, {{"result", "pinned"}}, static_cast<double>(h.allocations));
+    sample(blocks, {{"result", "fallback"}}, static_cast<double>(h.fallbacks));
+  }
   if (snapshot.resident.has_value()) {
     sample(resident, {}, static_cast<double>(snapshot.resident->count));
     sample(resident_bytes, {}, static_cast<double>(snapshot.resident->bytes));

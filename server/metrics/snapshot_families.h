@@ -11,14 +11,16 @@
 #include "prometheus/metric_family.h"
 #include "server/metrics/nvml.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/pinned_heap.h"
 #include "server/runtime/resident_store.h"
 
 namespace matserve::server {
 
 // What the runtime reports at a scrape.
 struct RuntimeSnapshot {
-  std::vector<DeviceStats> devices;       // per device: scheduler, memory pool, staging
-  std::optional<ResidentStats> resident;  // resident matrices, when the runtime keeps them
+  std::vector<DeviceStats> devices;             // per device: scheduler, memory pool, staging
+  std::optional<ResidentStats> resident;        // resident matrices, when the runtime keeps them
+  std::optional<PinnedHeapStats> message_heap;  // pinned message memory, when installed
 };
 
 std::vector<prometheus::MetricFamily> runtime_families(const RuntimeSnapshot& snapshot);

@@ -20,6 +20,7 @@ struct BackendOptions {
   std::int64_t memory_budget_bytes = 0;  // per device; 0 = 90% of a GPU, a quarter of host memory
   int max_queue = 256;                   // waiting requests per device
   int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
+  std::size_t pinned_message_bytes = 0;  // CUDA: pinned heap for large message buffers
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

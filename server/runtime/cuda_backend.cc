@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_staging.h"
+#include "server/runtime/message_memory.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
@@ -156,6 +158,20 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
     }
     backend->devices_.push_back(std::move(d));
   }
+  if (options.pinned_message_bytes > 0) {
+    // Without it the server still works, staging every large buffer through the rings.
+    absl::StatusOr<kernels::PinnedBuffer> region =
+        kernels::allocate_pinned(options.pinned_message_bytes);
+    if (!region.ok()) {
+      std::fprintf(stderr, "matserve: no pinned message memory (%s); large buffers are staged\n",
+                   std::string(region.status().message()).c_str());
+    } else {
+      backend->message_region_ = *std::move(region);
+      backend->message_heap_ = std::make_unique<PinnedHeap>(backend->message_region_.data(),
+                                                            backend->message_region_.size());
+      message_memory::install(backend->message_heap_.get());
+    }
+  }
   return backend;
 }
 
@@ -164,6 +180,7 @@ CudaBackend::~CudaBackend() {
     cudaSetDevice(d->ordinal);
     cudaDeviceSynchronize();  // shutdown only: let in-flight work finish before freeing
   }
+  if (message_heap_ != nullptr) message_memory::uninstall();
 }
 
 std::vector<DeviceDescription> CudaBackend::devices() const {

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/resources.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/parallel_copy.h"
+#include "server/runtime/pinned_heap.h"
 
 namespace matserve::server {
 
@@ -26,6 +28,9 @@ struct CudaBackendOptions {
   std::size_t staging_chunk_bytes = std::size_t{2} << 20;
   int staging_chunks = 16;  // per stream
   int copy_threads = 6;     // helpers for host copies into and out of pinned staging
+  // Pinned host memory for the process's large buffers (message_memory: operands as gRPC parses
+  // them, reply results), which reach the device by DMA with no staging copy; 0 = none.
+  std::size_t pinned_message_bytes = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -61,6 +66,8 @@ class CudaBackend final : public Backend {
 
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ParallelCopier> copier_;
+  kernels::PinnedBuffer message_region_;      // behind message_heap_
+  std::unique_ptr<PinnedHeap> message_heap_;  // installed in message_memory while set
 };
 
 }  // namespace matserve::server

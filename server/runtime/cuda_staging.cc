@@ -6,8 +6,10 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/cuda_status.h"
+#include "server/runtime/message_memory.h"
 
 namespace matserve::server {
 namespace {
@@ -81,8 +83,24 @@ std::size_t StagingRing::helpers_for(std::size_t bytes, const ParallelCopier& co
   return std::min({copier.helpers(), bytes / kBytesPerHelper - 1, by_ring});
 }
 
-absl::Status StagingRing::to_device(std::span<const StagedCopy> copies, cudaStream_t stream,
+absl::Status StagingRing::to_device(std::span<const StagedCopy> all, cudaStream_t stream,
                                     ParallelCopier& copier) {
+  // Sources in pinned memory (message_memory) go by DMA as they are; the rest through the ring.
+  absl::InlinedVector<StagedCopy, 4> staged;
+  for (const StagedCopy& c : all) {
+    if (!message_memory::is_pinned(c.src, c.bytes)) {
+      staged.push_back(c);
+    } else if (absl::Status s = cuda_status(
+                   cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, stream), "H2D");
+               !s.ok()) {
+      return s;
+    }
+  }
+  return staged.empty() ? absl::OkStatus() : to_device_staged(staged, stream, copier);
+}
+
+absl::Status StagingRing::to_device_staged(std::span<const StagedCopy> copies, cudaStream_t stream,
+                                           ParallelCopier& copier) {
   const std::vector<Chunk> plan = split(copies);
   const std::size_t k = chunks_.size();
   for (std::size_t i = 0; i < k; ++i) issued_[i].store(0, std::memory_order_relaxed);
@@ -111,6 +129,14 @@ absl::Status StagingRing::to_device(std::span<const StagedCopy> copies, cudaStre
 
 absl::Status StagingRing::to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                                   ParallelCopier& copier) {
+  if (message_memory::is_pinned(dst, n)) {
+    if (absl::Status s =
+            cuda_status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "D2H");
+        !s.ok()) {
+      return s;
+    }
+    return cuda_status(cudaStreamSynchronize(stream), "D2H wait");
+  }
   const StagedCopy whole{dst, src, n};
   const std::vector<Chunk> plan = split({&whole, 1});
   const std::size_t k = chunks_.size();

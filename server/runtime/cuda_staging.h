@@ -32,8 +32,9 @@ class StagingRing {
  public:
   static absl::StatusOr<StagingRing> create(std::size_t chunk_bytes, int chunks);
 
-  // Queues the host -> device copies on `stream`; returns once every source may be reused (the
-  // device side completes in stream order).
+  // Queues the host -> device copies on `stream`. A source in the pinned message heap
+  // (message_memory) is read by DMA where it is: it must stay unchanged until `stream` reaches
+  // this point. Every other source is copied through the ring and may be reused on return.
   absl::Status to_device(std::span<const StagedCopy> copies, cudaStream_t stream,
                          ParallelCopier& copier);
   absl::Status to_device(void* dst, const void* src, std::size_t n, cudaStream_t stream,
@@ -41,7 +42,8 @@ class StagingRing {
     const StagedCopy c{dst, src, n};
     return to_device({&c, 1}, stream, copier);
   }
-  // Copies n device bytes into `dst`; returns when `dst` holds them.
+  // Copies n device bytes into `dst` (by DMA straight into it when it is in the pinned message
+  // heap); returns when `dst` holds them.
   absl::Status to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                        ParallelCopier& copier);
 
@@ -54,6 +56,8 @@ class StagingRing {
     std::size_t bytes = 0;
   };
   std::vector<Chunk> split(std::span<const StagedCopy> copies) const;
+  absl::Status to_device_staged(std::span<const StagedCopy> copies, cudaStream_t stream,
+                                ParallelCopier& copier);
   // Helpers worth waking for `bytes` (0 below the size where a wake-up costs more than it saves).
   std::size_t helpers_for(std::size_t bytes, const ParallelCopier& copier) const;
 

@@ -132,7 +132,10 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
     d.pool.hits = 9;
     d.pool.misses = 1;
     d.staging_pinned_bytes = 64;
-    return RuntimeSnapshot{{d}, ResidentStats{.count = 2, .bytes = 100, .expired_total = 1}};
+    RuntimeSnapshot snapshot{{d}, ResidentStats{.count = 2, .bytes = 100, .expired_total = 1}};
+    snapshot.message_heap = PinnedHeapStats{
+        .capacity_bytes = 4096, .in_use_bytes = 512, .allocations = 7, .fallbacks = 2};
+    return snapshot;
   });
   std::string text = m.scrape();
   const std::map<std::string, std::string> dev = {{"device", "cuda:0"}};
@@ -147,6 +150,12 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
   EXPECT_EQ(sample_sum(text, "matserve_staging_pinned_bytes", dev), 64);
   EXPECT_EQ(sample_sum(text, "matserve_resident_matrices"), 2);
   EXPECT_EQ(sample_sum(text, "matserve_resident_expired_total"), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_pinned_message_bytes", {{"state", "capacity"}}), 4096);
+  EXPECT_EQ(sample_sum(text, "matserve_pinned_message_bytes", {{"state", "in_use"}}), 512);
+  EXPECT_EQ(sample_sum(text, "matserve_pinned_message_allocations_total", {{"result", "pinned"}}),
+            7);
+  EXPECT_EQ(sample_sum(text, "matserve_pinned_message_allocations_total", {{"result", "fallback"}}),
+            2);
   queued = 0;
   text = m.scrape();
   EXPECT_EQ(sample_sum(text, "matserve_queue_depth", dev), 0);
@@ -158,6 +167,7 @@ TEST(MetricsTest, NoRuntimeSourceAndNoNvmlExportNeither) {
   const std::string text = m.scrape();
   EXPECT_FALSE(has_family(text, "matserve_queue_depth"));
   EXPECT_FALSE(has_family(text, "matserve_resident_matrices"));
+  EXPECT_FALSE(has_family(text, "matserve_pinned_message_bytes"));
   EXPECT_EQ(text.find("matserve_gpu_"), std::string::npos);
 }
 
