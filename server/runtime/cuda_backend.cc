@@ -81,6 +81,7 @@ struct CudaBackend::Device {
   int index = 0;    // in devices_ (what ResidentMatrix::device names)
   int ordinal = 0;  // CUDA device ordinal
   std::string label;
+  std::string display_name;  // "cuda:0 NVIDIA H100 80GB HBM3", what replies name
   DeviceDescription description;
   std::unique_ptr<MemoryPool> pool;
   std::unique_ptr<DeviceScheduler> scheduler;
@@ -115,6 +116,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
     d->label = absl::StrCat("cuda:", ordinal);
     d->description.index = ordinal;
     d->description.name = prop.name;
+    d->display_name = absl::StrCat(d->label, " ", prop.name);
     d->description.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
     d->description.memory_total_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
     d->description.multiprocessors = prop.multiProcessorCount;
@@ -362,6 +364,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     }
   }
   if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  std::move(drain).Cancel();  // finish() synchronized the stream
   marks.mark("stage_out");
   outcome.times.device_to_host_us = job.keep_result ? 0.0 : micros_since(copy_out);
   outcome.times.host_to_device_us =
@@ -370,7 +373,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   marks.add("gpu_h2d(events)", outcome.times.host_to_device_us);
   marks.add("gpu_kernel(events)", outcome.times.kernel_us);
   outcome.variant = std::string((*v)->name);
-  outcome.device = absl::StrCat(d.label, " ", d.description.name);
+  outcome.device = d.display_name;
   outcome.work = kernels::gemm_flops(p);
   if (job.keep_result) {
     outcome.result = make_resident(adm->take_block(io), job.m(), job.n(), job.out_dtype,
@@ -446,12 +449,13 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     }
   }
   if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  std::move(drain).Cancel();  // finish() synchronized the stream
   outcome.times.device_to_host_us = to_host ? micros_since(copy_out) : 0.0;
   outcome.times.host_to_device_us =
       inline_a ? elapsed_us(slot.events[0].get(), slot.events[1].get()) : 0.0;
   outcome.times.kernel_us = elapsed_us(slot.events[1].get(), slot.events[2].get());
   outcome.variant = std::string((*v)->name);
-  outcome.device = absl::StrCat(d.label, " ", d.description.name);
+  outcome.device = d.display_name;
   outcome.work = kernels::transpose_bytes(p);
   if (job.keep_result && !job.in_place) {
     outcome.result = make_resident(adm->take_block(io), job.a.cols, job.a.rows, job.a.dtype,
