@@ -228,11 +228,10 @@ int run() {
 
   Metrics metrics(BuildInfo{kVersion, kGitSha, kCudaVersion, backend_name});
   metrics.set_runtime_source([&runtime] {
-    RuntimeSnapshot snapshot{runtime.backend().stats(), runtime.residents().stats()};
-    if (const PinnedHeapStats heap = message_memory::stats(); heap.capacity_bytes > 0) {
-      snapshot.message_heap = heap;
-    }
-    return snapshot;
+    // The message heap's series are exported with zeros where there is none (CPU backend,
+    // --pinned_message_bytes=0), as the staging series are, so dashboards always find them.
+    return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats(),
+                           message_memory::stats()};
   });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {

@@ -20,7 +20,7 @@ namespace matserve::server {
 struct RuntimeSnapshot {
   std::vector<DeviceStats> devices;             // per device: scheduler, memory pool, staging
   std::optional<ResidentStats> resident;        // resident matrices, when the runtime keeps them
-  std::optional<PinnedHeapStats> message_heap;  // pinned message memory, when installed
+  std::optional<PinnedHeapStats> message_heap;  // pinned message memory (zeros when none)
 };
 
 std::vector<prometheus::MetricFamily> runtime_families(const RuntimeSnapshot& snapshot);
