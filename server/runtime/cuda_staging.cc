@@ -130,12 +130,7 @@ absl::Status StagingRing::to_device_staged(std::span<const StagedCopy> copies, c
 absl::Status StagingRing::to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                                   ParallelCopier& copier) {
   if (message_memory::is_pinned(dst, n)) {
-    if (absl::Status s =
-            cuda_status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "D2H");
-        !s.ok()) {
-      return s;
-    }
-    return cuda_status(cudaStreamSynchronize(stream), "D2H wait");
+    return cuda_status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "D2H");
   }
   const StagedCopy whole{dst, src, n};
   const std::vector<Chunk> plan = split({&whole, 1});

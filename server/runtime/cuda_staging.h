@@ -42,8 +42,9 @@ class StagingRing {
     const StagedCopy c{dst, src, n};
     return to_device({&c, 1}, stream, copier);
   }
-  // Copies n device bytes into `dst` (by DMA straight into it when it is in the pinned message
-  // heap); returns when `dst` holds them.
+  // Copies n device bytes into `dst`. Into a `dst` in the pinned message heap it is one DMA,
+  // queued on `stream`: `dst` holds the bytes once the caller has synchronized `stream` (every
+  // caller does, to finish the request). Any other `dst` holds them on return.
   absl::Status to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                        ParallelCopier& copier);
 
