@@ -1,11 +1,15 @@
 // Device helpers for the benchmarks: random non-zero fills (values in [-1, -0.01] U [0.01, 1],
-// like the tests) and the relative L2 difference of two device arrays, accumulated in float64.
+// like the tests), the relative L2 difference of two device arrays, accumulated in float64, and
+// the operands of one square GEMM.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "kernels/cuda/resources.h"
+#include "kernels/gemm_problem.h"
 #include "kernels/types.h"
 
 namespace matserve::bench {
@@ -17,5 +21,15 @@ cudaError_t fill_random(void* data, kernels::DType t, std::int64_t count, std::u
 // Non-finite values in x make the result +inf.
 double rel_l2_diff(const void* x, const void* y, kernels::DType t, std::int64_t count,
                    cudaStream_t stream);
+
+// An n x n x n problem on the device: random non-zero row-major A and B (filled on `stream`,
+// which the caller synchronizes before timing), C uninitialised, no transposes, alpha 1, beta 0.
+// `problem` points into the buffers, which move with the struct.
+struct SquareGemm {
+  kernels::DeviceBuffer a, b, c;
+  kernels::GemmProblem problem;
+};
+absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype,
+                                            kernels::Precision precision, cudaStream_t stream);
 
 }  // namespace matserve::bench

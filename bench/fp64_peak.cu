@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -152,21 +151,10 @@ int run(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (const std::int64_t n : o.sizes) {
-    const std::size_t bytes = static_cast<std::size_t>(n * n) * sizeof(double);
-    auto a = kernels::allocate_device(bytes);
-    auto b = kernels::allocate_device(bytes);
-    auto c = kernels::allocate_device(bytes);
-    if (!a.ok() || !b.ok() || !c.ok()) return 1;
-    fill_random(a->data(), kernels::DType::kF64, n * n, 1, stream);
-    fill_random(b->data(), kernels::DType::kF64, n * n, 2, stream);
-    kernels::GemmProblem p;
-    p.m = p.n = p.k = n;
-    p.a = a->data();
-    p.b = b->data();
-    p.c = c->data();
-    p.lda = p.ldb = p.ldc = n;
-    p.in_type = p.out_type = kernels::DType::kF64;
-    p.precision = kernels::Precision::kF64;
+    absl::StatusOr<SquareGemm> g =
+        make_square_gemm(n, kernels::DType::kF64, kernels::Precision::kF64, stream);
+    if (!g.ok()) return 1;
+    const kernels::GemmProblem& p = g->problem;
     std::vector<std::string> names = {"cublas"};
     names.insert(names.end(), o.variants.begin(), o.variants.end());
     for (const std::string& name : names) {
@@ -203,8 +191,7 @@ int run(int argc, char** argv) {
          << fixed(100 * dgemm / 2 / peak_tflops, 1) << " | 50.0 |\n";
     }
   }
-  std::printf("%s", md.str().c_str());
-  if (!o.md.empty()) std::ofstream(o.md) << md.str();
+  emit_report(md.str(), o.md);
   return 0;
 }
 

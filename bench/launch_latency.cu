@@ -190,24 +190,11 @@ int run(int argc, char** argv) {
     }
     const kernels::DType dt =
         *prec == kernels::Precision::kF64 ? kernels::DType::kF64 : kernels::DType::kF32;
-    const std::size_t es = kernels::dtype_size(dt);
     for (const std::int64_t n : o.sizes) {
-      const std::size_t bytes = static_cast<std::size_t>(n * n) * es;
-      auto a = kernels::allocate_device(bytes);
-      auto b = kernels::allocate_device(bytes);
-      auto c = kernels::allocate_device(bytes);
-      if (!a.ok() || !b.ok() || !c.ok()) return 1;
-      fill_random(a->data(), dt, n * n, 1, slots[0].resources.stream());
-      fill_random(b->data(), dt, n * n, 2, slots[0].resources.stream());
+      absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, slots[0].resources.stream());
+      if (!g.ok()) return 1;
       cudaDeviceSynchronize();
-      kernels::GemmProblem p;
-      p.m = p.n = p.k = n;
-      p.a = a->data();
-      p.b = b->data();
-      p.c = c->data();
-      p.lda = p.ldb = p.ldc = n;
-      p.in_type = p.out_type = dt;
-      p.precision = *prec;
+      const kernels::GemmProblem& p = g->problem;
       for (const std::string& name : o.variants) {
         Row row{prec_name, name, n};
         std::function<bool(Slot&)> call;
