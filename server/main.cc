@@ -35,6 +35,7 @@
 #include "server/metrics/nvml.h"
 #include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
+#include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/message_memory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
@@ -88,6 +89,14 @@ ABSL_FLAG(int, max_concurrent_streams, 256, "concurrent RPCs per client connecti
 ABSL_FLAG(int, grpc_min_pollers, 8,
           "gRPC threads kept waiting for calls: a call that finds none pays a thread creation");
 ABSL_FLAG(int, grpc_max_pollers, 128, "most idle gRPC threads kept (more exit after their call)");
+ABSL_FLAG(int, keep_cpus_awake_ms, 0,
+          "after each call, keep every CPU busy for this many ms with idle-priority spinners, so "
+          "the next call's wake-ups do not wait for a halted CPU (in a VM, tens of microseconds "
+          "each); trades CPU time and power for latency. 0: off. docs/deploy.md");
+ABSL_FLAG(int, keep_cpus_awake_max_calls, 1,
+          "with --keep_cpus_awake_ms: the spinners pause for 20 ms whenever more calls than this "
+          "are running at once (with concurrent clients the CPUs rarely halt, and the spinners "
+          "would get in the scheduler's way)");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "on SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled");
 
@@ -247,7 +256,21 @@ int run() {
     metrics_http = *std::move(m);
   }
 
-  MatrixServiceImpl service(runtime, metrics, limits, *auth);
+  std::unique_ptr<CpuKeepAwake> keep_awake;
+  if (const int ms = absl::GetFlag(FLAGS_keep_cpus_awake_ms); ms < 0 || ms > 60000) {
+    return fail(absl::InvalidArgumentError("keep_cpus_awake_ms: must be in [0, 60000]"));
+  } else if (ms > 0) {
+    const int max_calls = absl::GetFlag(FLAGS_keep_cpus_awake_max_calls);
+    if (max_calls < 1) {
+      return fail(absl::InvalidArgumentError("keep_cpus_awake_max_calls: must be >= 1"));
+    }
+    absl::StatusOr<std::unique_ptr<CpuKeepAwake>> k =
+        CpuKeepAwake::start(absl::Milliseconds(ms), max_calls);
+    if (!k.ok()) return fail(k.status());
+    keep_awake = *std::move(k);
+  }
+
+  MatrixServiceImpl service(runtime, metrics, limits, *auth, keep_awake.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -288,6 +311,14 @@ int run() {
     std::printf(
         "matserve: WARNING: plaintext gRPC on a non-loopback address; use --tls_cert/"
         "--tls_key (and --auth_tokens_file) on shared networks (docs/security.md)\n");
+  }
+  if (keep_awake != nullptr) {
+    const CpuKeepAwake::Stats k = keep_awake->stats();
+    std::printf(
+        "matserve: keeping %d CPUs awake for %d ms after each call while at most %d are in "
+        "flight (%d at idle priority)\n",
+        k.threads, absl::GetFlag(FLAGS_keep_cpus_awake_ms),
+        absl::GetFlag(FLAGS_keep_cpus_awake_max_calls), k.idle_priority);
   }
   if (metrics_http) {
     const std::string maddr = absl::GetFlag(FLAGS_metrics_listen);

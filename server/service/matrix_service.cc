@@ -61,17 +61,19 @@ grpc::Status MatrixServiceImpl::finish_rpc(const absl::Status& status, Reply& re
 }
 
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
-                                     const ServiceLimits& limits, const Authenticator& auth)
-    : runtime_(runtime), metrics_(metrics), limits_(limits), auth_(auth) {}
+                                     const ServiceLimits& limits, const Authenticator& auth,
+                                     CpuKeepAwake* keep_awake)
+    : runtime_(runtime), metrics_(metrics), limits_(limits), auth_(auth), keep_awake_(keep_awake) {}
 
 grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          const v1::MultiplyRequest* request,
                                          v1::MultiplyReply* reply) {
   const absl::Time received = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const std::size_t request_bytes = request->ByteSizeLong();
+  const CallScope call = begin_call(request_bytes >= kHeavyCallBytes);
   RequestRecord rec{
       .rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none", .device = "none"};
-  rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
+  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
   Outcome outcome;
   StageMarks& marks = outcome.marks;
   const bool resident = request->keep_result() || !request->a_handle().empty() ||
@@ -129,13 +131,14 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                                           const v1::TransposeRequest* request,
                                           v1::TransposeReply* reply) {
   const absl::Time received = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const std::size_t request_bytes = request->ByteSizeLong();
+  const CallScope call = begin_call(request_bytes >= kHeavyCallBytes);
   RequestRecord rec{.rpc = "Transpose",
                     .op = "transpose",
                     .variant = "none",
                     .precision = "none",
                     .device = "none"};
-  rec.bytes_received = static_cast<std::int64_t>(request->ByteSizeLong());
+  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
   const absl::Status status = [&]() -> absl::Status {
     const bool resident = request->keep_result() || !request->a_handle().empty();
     absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Transpose");

@@ -8,6 +8,7 @@
 
 #include "matserve/v1/matrix_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
+#include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
 #include "server/service/limits.h"
@@ -17,8 +18,9 @@ namespace matserve::server {
 
 class MatrixServiceImpl final : public v1::MatrixService::Service {
  public:
+  // `keep_awake` (may be null: off) hears of every call that does work.
   MatrixServiceImpl(Runtime& runtime, Metrics& metrics, const ServiceLimits& limits,
-                    const Authenticator& auth);
+                    const Authenticator& auth, CpuKeepAwake* keep_awake = nullptr);
 
   grpc::Status Multiply(grpc::ServerContext* context, const v1::MultiplyRequest* request,
                         v1::MultiplyReply* reply) override;
@@ -76,10 +78,23 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   void record_simple(const std::string& rpc, const absl::Status& status, std::int64_t received,
                      std::int64_t sent, absl::Time start);
 
+  // Held by each call that does work for its whole run: the in-flight gauge and the CPU
+  // keep-awake's count.
+  struct CallScope {
+    Metrics::InFlight in_flight;
+    CpuKeepAwake::Call awake;
+  };
+  // `heavy`: the call moves megabytes through the host (see CpuKeepAwake::call_started).
+  CallScope begin_call(bool heavy) {
+    return CallScope{metrics_.in_flight(), CpuKeepAwake::Call(keep_awake_, heavy)};
+  }
+  static constexpr std::size_t kHeavyCallBytes = std::size_t{1} << 20;
+
   Runtime& runtime_;
   Metrics& metrics_;
   ServiceLimits limits_;
   const Authenticator& auth_;
+  CpuKeepAwake* keep_awake_;
 };
 
 }  // namespace matserve::server

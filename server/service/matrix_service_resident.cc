@@ -99,7 +99,7 @@ void MatrixServiceImpl::record_simple(const std::string& rpc, const absl::Status
 grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
                                        const v1::UploadRequest* request, v1::UploadReply* reply) {
   const absl::Time start = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const CallScope call = begin_call(request->ByteSizeLong() >= kHeavyCallBytes);
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Upload");
     if (!owner.ok()) return owner.status();
@@ -127,7 +127,7 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
                                              grpc::ServerReader<v1::UploadChunk>* reader,
                                              v1::UploadReply* reply) {
   const absl::Time start = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t received = 0;
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "UploadStream");
@@ -194,7 +194,7 @@ grpc::Status MatrixServiceImpl::Download(grpc::ServerContext* context,
                                          const v1::DownloadRequest* request,
                                          v1::DownloadReply* reply) {
   const absl::Time start = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const CallScope call = begin_call(/*heavy=*/false);
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Download");
     if (!owner.ok()) return owner.status();
@@ -227,7 +227,7 @@ grpc::Status MatrixServiceImpl::DownloadStream(grpc::ServerContext* context,
                                                const v1::DownloadRequest* request,
                                                grpc::ServerWriter<v1::DownloadChunk>* writer) {
   const absl::Time start = absl::Now();
-  Metrics::InFlight in_flight = metrics_.in_flight();
+  const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t sent = 0;
   const absl::Status status = [&]() -> absl::Status {
     const std::int64_t max_chunk = limits_.max_message_bytes / 2;

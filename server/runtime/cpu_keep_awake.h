@@ -1,0 +1,104 @@
+// Keeps the host's CPUs out of their idle state while requests are arriving, so that the wake-ups
+// on a request's path (gRPC's poller reading the call, the handler's thread, the CUDA driver's
+// waits) do not wait for a halted CPU. In a virtual machine a halted vCPU leaves the guest (a
+// VM exit) and its next wake-up costs tens of microseconds; measured on the lent H100 microVMs,
+// a resident 256^3 multiply took 183-306 us end to end with idle CPUs and 148-168 us with every
+// vCPU kept busy (docs/benchmarks.md, "CPUs kept awake").
+//
+// One thread per CPU the process may run on, pinned there, at SCHED_IDLE: it runs only when
+// nothing else wants that CPU; a woken thread finds the CPU running (a cheap in-guest switch)
+// instead of halted. The spinners spin only within `window` of the last call and park (a futex
+// wait) otherwise, so an idle server costs nothing. They also rest (5 ms at a time) for 20 ms
+// after calls overlapped, more than `max_calls_in_flight` in flight at once: with concurrent
+// clients the CPUs rarely halt anyway, and busy idle-priority threads get in the scheduler's way
+// (a CPU running one never goes idle, so it neither pulls waiting threads over nor looks idle to
+// the utilisation-limited search for an idle CPU at wake-up; measured on the H100 host: resident
+// 256^3 at concurrency 8 and 64 lost 23% and 39% of its rate with the spinners always on).
+// No lock is shared with the request threads: a spinner that held one and lost its CPU to real
+// work would stall the request behind it (priority inversion).
+// Off by default (the server's --keep_cpus_awake_ms): it trades CPU time and power for latency.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace matserve::server {
+
+class CpuKeepAwake {
+ public:
+  struct Stats {
+    int threads = 0;        // one per CPU in the process's affinity mask
+    int idle_priority = 0;  // of those, how many run at SCHED_IDLE (all, unless refused)
+    int spinning = 0;       // within the window of the last activity now
+    int parked = 0;         // waiting for the next call, or for the load to fall
+    int calls_in_flight = 0;
+    std::int64_t wakes = 0;  // times the spinners were woken from parking
+  };
+
+  // Starts the spinners, parked until the first call. `window` > 0, `max_calls_in_flight` >= 1.
+  static absl::StatusOr<std::unique_ptr<CpuKeepAwake>> start(absl::Duration window,
+                                                             int max_calls_in_flight);
+  ~CpuKeepAwake();  // stops and joins every spinner
+  CpuKeepAwake(const CpuKeepAwake&) = delete;
+  CpuKeepAwake& operator=(const CpuKeepAwake&) = delete;
+
+  // A call started / finished: keep every CPU awake for the next `window`. A `heavy` call (one
+  // that moves megabytes through the host) makes the spinners rest while it runs and for the
+  // hold after: spinning buys such a call nothing, and with every CPU busy the host clocks the
+  // CPU that copies lower (measured: server time of an inline 4096^3 multiply +30%). On the
+  // request path: a clock read and a few atomic operations, and a futex wake when a call finds
+  // the spinners parked (the first call after an idle window).
+  void call_started(bool heavy = false);
+  void call_finished(bool heavy = false);
+
+  // call_started() now, call_finished() at the end of the scope; nothing without a keep-awake.
+  class Call {
+   public:
+    Call(CpuKeepAwake* k, bool heavy) : k_(k), heavy_(heavy) {
+      if (k_ != nullptr) k_->call_started(heavy_);
+    }
+    ~Call() {
+      if (k_ != nullptr) k_->call_finished(heavy_);
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+   private:
+    CpuKeepAwake* k_;
+    bool heavy_;
+  };
+
+  Stats stats() const;
+
+ private:
+  CpuKeepAwake(absl::Duration window, int max_calls_in_flight);
+  void spin(int cpu);
+  bool in_window() const;   // the last call started or finished within the window
+  bool under_load() const;  // calls overlapped (over the limit), or a heavy one ran, lately
+  void wake_parked();
+
+  const int max_calls_in_flight_;
+  const std::int64_t window_ns_;
+  std::atomic<std::int64_t> last_activity_ns_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint32_t> wake_epoch_{0};  // parked spinners wait for it to change
+  std::atomic<int> parked_{0};
+  std::atomic<int> calls_in_flight_{0};
+  std::atomic<int> heavy_in_flight_{0};
+  std::atomic<std::int64_t> last_overload_ns_{std::numeric_limits<std::int64_t>::min() / 2};
+  std::atomic<int> paused_{0};  // resting while under load
+  std::atomic<int> spinning_{0};
+  std::atomic<int> idle_priority_{0};
+  std::atomic<std::int64_t> wakes_{0};
+  std::atomic<int> ready_{0};  // spinners pinned and at their priority
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace matserve::server
