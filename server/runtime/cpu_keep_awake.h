@@ -1,19 +1,20 @@
 // Keeps the host's CPUs out of their idle state while requests are arriving, so that the wake-ups
 // on a request's path (gRPC's poller reading the call, the handler's thread, the CUDA driver's
 // waits) do not wait for a halted CPU. In a virtual machine a halted vCPU leaves the guest (a
-// VM exit) and its next wake-up costs tens of microseconds; measured on the lent H100 microVMs,
-// a resident 256^3 multiply took 183-306 us end to end with idle CPUs and 148-168 us with every
-// vCPU kept busy (docs/benchmarks.md, "CPUs kept awake").
+// VM exit) and its next wake-up costs tens of microseconds; measured on the lent H100 microVMs
+// (docs/benchmarks.md, "CPUs kept awake"), a resident 256^3 multiply at concurrency 1 took
+// 110-155 us end to end with this on and 148-246 us without, in the same rounds.
 //
 // One thread per CPU the process may run on, pinned there, at SCHED_IDLE: it runs only when
 // nothing else wants that CPU; a woken thread finds the CPU running (a cheap in-guest switch)
 // instead of halted. The spinners spin only within `window` of the last call and park (a futex
 // wait) otherwise, so an idle server costs nothing. They also rest (5 ms at a time) for 20 ms
-// after calls overlapped, more than `max_calls_in_flight` in flight at once: with concurrent
-// clients the CPUs rarely halt anyway, and busy idle-priority threads get in the scheduler's way
-// (a CPU running one never goes idle, so it neither pulls waiting threads over nor looks idle to
-// the utilisation-limited search for an idle CPU at wake-up; measured on the H100 host: resident
-// 256^3 at concurrency 8 and 64 lost 23% and 39% of its rate with the spinners always on).
+// after calls overlapped, more than `max_calls_in_flight` in flight at once, and while a heavy
+// call runs (see call_started): with concurrent clients the CPUs rarely halt anyway, and busy
+// idle-priority threads get in the scheduler's way (measured: with the spinners always on,
+// resident 256^3 at concurrency 8 and 64 lost 23% and 39% of its rate; likely because a CPU
+// running one never goes idle, so it neither pulls waiting threads over nor looks idle to the
+// kernel's search for an idle CPU at wake-up).
 // No lock is shared with the request threads: a spinner that held one and lost its CPU to real
 // work would stall the request behind it (priority inversion).
 // Off by default (the server's --keep_cpus_awake_ms): it trades CPU time and power for latency.
