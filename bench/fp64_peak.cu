@@ -5,12 +5,15 @@
 //                 fp64 rate of the CUDA cores at the clock the device holds under load (no loads,
 //                 no shared memory, no barriers: no GEMM can beat it);
 //   cublas      - cuBLAS DGEMM (fp64 tensor cores, DMMA) at each size;
+//   cublas_pedantic - cublasGemmEx with CUBLAS_COMPUTE_64F_PEDANTIC, to see whether NVIDIA's
+//                 library has a CUDA-core DGEMM path and how fast it is;
 //   variants    - the ladder's fp64 CUDA-core variants (default simt_tuned, warptile).
 // and prints each GEMM as a share of the DFMA peak and of DGEMM, and what the target asks for as
 // a share of the DFMA peak. Medians of --reps after --warmup, CUDA events.
 //
 // usage: fp64_peak [--sizes=4096,8192] [--variants=simt_tuned,warptile] [--warmup=3] [--reps=15]
 //                  [--md=FILE]
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -155,6 +158,23 @@ int run(int argc, char** argv) {
         make_square_gemm(n, kernels::DType::kF64, kernels::Precision::kF64, stream);
     if (!g.ok()) return 1;
     const kernels::GemmProblem& p = g->problem;
+    // cuBLAS with the pedantic fp64 compute type (row-major C = A B is column-major C^T = B^T A^T).
+    {
+      auto* handle = static_cast<cublasHandle_t>(resources->context().cublas);
+      const double alpha = 1.0, beta = 0.0;
+      const int ni = static_cast<int>(n);
+      const double ms = time_ms(stream, o.warmup, o.reps, [&] {
+        return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &alpha, p.b, CUDA_R_64F,
+                            ni, p.a, CUDA_R_64F, ni, &beta, p.c, CUDA_R_64F, ni,
+                            CUBLAS_COMPUTE_64F_PEDANTIC,
+                            CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+      });
+      if (ms > 0) {
+        rows.push_back({"cublas_pedantic", n, 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12});
+        std::fprintf(stderr, "[fp64_peak] %lld^3 cublas_pedantic %.2f TFLOP/s\n",
+                     static_cast<long long>(n), rows.back().tflops);
+      }
+    }
     std::vector<std::string> names = {"cublas"};
     names.insert(names.end(), o.variants.begin(), o.variants.end());
     for (const std::string& name : names) {
@@ -183,6 +203,11 @@ int run(int argc, char** argv) {
   double dgemm = 0;
   for (const Row& r : rows) {
     if (r.what == "cublas") dgemm = r.tflops;
+    if (r.what == "cublas_pedantic") {
+      md << "| " << r.n << " | cuBLAS, CUBLAS_COMPUTE_64F_PEDANTIC | " << fixed(r.tflops, 2)
+         << " | " << fixed(100 * r.tflops / peak_tflops, 1) << " | - |\n";
+      continue;
+    }
     md << "| " << r.n << " | " << (r.what == "cublas" ? "cuBLAS DGEMM (fp64 tensor cores)" : r.what)
        << " | " << fixed(r.tflops, 2) << " | " << fixed(100 * r.tflops / peak_tflops, 1) << " | "
        << (dgemm > 0 ? fixed(100 * r.tflops / dgemm, 1) : "-") << " |\n";
