@@ -235,12 +235,28 @@ int run() {
                   absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
 
+  std::unique_ptr<CpuKeepAwake> keep_awake;
+  if (const int ms = absl::GetFlag(FLAGS_keep_cpus_awake_ms); ms < 0 || ms > 60000) {
+    return fail(absl::InvalidArgumentError("keep_cpus_awake_ms: must be in [0, 60000]"));
+  } else if (ms > 0) {
+    const int max_calls = absl::GetFlag(FLAGS_keep_cpus_awake_max_calls);
+    if (max_calls < 1) {
+      return fail(absl::InvalidArgumentError("keep_cpus_awake_max_calls: must be >= 1"));
+    }
+    absl::StatusOr<std::unique_ptr<CpuKeepAwake>> k =
+        CpuKeepAwake::start(absl::Milliseconds(ms), max_calls);
+    if (!k.ok()) return fail(k.status());
+    keep_awake = *std::move(k);
+  }
+
   Metrics metrics(BuildInfo{kVersion, kGitSha, kCudaVersion, backend_name});
-  metrics.set_runtime_source([&runtime] {
-    // The message heap's series are exported with zeros where there is none (CPU backend,
-    // --pinned_message_bytes=0), as the staging series are, so dashboards always find them.
+  metrics.set_runtime_source([&runtime, &keep_awake] {
+    // The message heap's and the keep-awake's series are exported with zeros where there is none
+    // (CPU backend, --pinned_message_bytes=0, no --keep_cpus_awake_ms), as the staging series
+    // are, so dashboards always find them.
     return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats(),
-                           message_memory::stats()};
+                           message_memory::stats(),
+                           keep_awake != nullptr ? keep_awake->stats() : CpuKeepAwake::Stats{}};
   });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {
@@ -254,20 +270,6 @@ int run() {
         MetricsHttpServer::start(addr, [&metrics] { return metrics.scrape(); });
     if (!m.ok()) return fail(m.status());
     metrics_http = *std::move(m);
-  }
-
-  std::unique_ptr<CpuKeepAwake> keep_awake;
-  if (const int ms = absl::GetFlag(FLAGS_keep_cpus_awake_ms); ms < 0 || ms > 60000) {
-    return fail(absl::InvalidArgumentError("keep_cpus_awake_ms: must be in [0, 60000]"));
-  } else if (ms > 0) {
-    const int max_calls = absl::GetFlag(FLAGS_keep_cpus_awake_max_calls);
-    if (max_calls < 1) {
-      return fail(absl::InvalidArgumentError("keep_cpus_awake_max_calls: must be >= 1"));
-    }
-    absl::StatusOr<std::unique_ptr<CpuKeepAwake>> k =
-        CpuKeepAwake::start(absl::Milliseconds(ms), max_calls);
-    if (!k.ok()) return fail(k.status());
-    keep_awake = *std::move(k);
   }
 
   MatrixServiceImpl service(runtime, metrics, limits, *auth, keep_awake.get());

@@ -133,6 +133,16 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
     sample(blocks, {{"result", "pinned"}}, static_cast<double>(h.allocations));
     sample(blocks, {{"result", "fallback"}}, static_cast<double>(h.fallbacks));
   }
+  if (snapshot.keep_awake.has_value()) {
+    const CpuKeepAwake::Stats& k = *snapshot.keep_awake;
+    MetricFamily& threads = f.add(
+        "matserve_keep_awake_threads",
+        "CPU keep-awake spinners (--keep_cpus_awake_ms): state=spinning (keeping a CPU awake at "
+        "idle priority) or parked (no call lately, or resting while calls overlap)",
+        MetricType::Gauge);
+    sample(threads, {{"state", "spinning"}}, static_cast<double>(k.spinning));
+    sample(threads, {{"state", "parked"}}, static_cast<double>(k.parked));
+  }
   if (snapshot.resident.has_value()) {
     sample(resident, {}, static_cast<double>(snapshot.resident->count));
     sample(resident_bytes, {}, static_cast<double>(snapshot.resident->bytes));

@@ -11,6 +11,7 @@
 #include "prometheus/metric_family.h"
 #include "server/metrics/nvml.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/pinned_heap.h"
 #include "server/runtime/resident_store.h"
 
@@ -18,9 +19,10 @@ namespace matserve::server {
 
 // What the runtime reports at a scrape.
 struct RuntimeSnapshot {
-  std::vector<DeviceStats> devices;             // per device: scheduler, memory pool, staging
-  std::optional<ResidentStats> resident;        // resident matrices, when the runtime keeps them
-  std::optional<PinnedHeapStats> message_heap;  // pinned message memory (zeros when none)
+  std::vector<DeviceStats> devices;               // per device: scheduler, memory pool, staging
+  std::optional<ResidentStats> resident;          // resident matrices, when the runtime keeps them
+  std::optional<PinnedHeapStats> message_heap;    // pinned message memory (zeros when none)
+  std::optional<CpuKeepAwake::Stats> keep_awake;  // CPU keep-awake spinners (zeros when off)
 };
 
 std::vector<prometheus::MetricFamily> runtime_families(const RuntimeSnapshot& snapshot);

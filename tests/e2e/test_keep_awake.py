@@ -37,6 +37,19 @@ def spinner_seconds(pid):
     return idle_priority_threads(pid)[1]
 
 
+def keep_awake_gauge(server):
+    """matserve_keep_awake_threads by state, from the server's /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("matserve_keep_awake_threads{"):
+            state = line.split('state="', 1)[1].split('"', 1)[0]
+            out[state] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 class KeepCpusAwakeTest(unittest.TestCase):
     def test_bad_value_is_refused_at_start(self):
         binary = os.environ.get("MATSERVE_SERVER", "matserve")
@@ -86,7 +99,14 @@ class KeepCpusAwakeTest(unittest.TestCase):
             t0 = spinner_seconds(pid)
             time.sleep(0.5)
             self.assertLess(spinner_seconds(pid) - t0, 0.1, "still spinning after the window")
+            self.assertEqual(keep_awake_gauge(server), {"spinning": 0.0, "parked": float(cpus)})
             self.assertEqual(server.stop(), 0)
+
+    def test_off_by_default_with_zero_series(self):
+        with ServerProcess() as server:
+            self.assertNotIn("CPUs awake", server.output())
+            self.assertEqual(idle_priority_threads(server.proc.pid)[0], 0)
+            self.assertEqual(keep_awake_gauge(server), {"spinning": 0.0, "parked": 0.0})
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
     RuntimeSnapshot snapshot{{d}, ResidentStats{.count = 2, .bytes = 100, .expired_total = 1}};
     snapshot.message_heap = PinnedHeapStats{
         .capacity_bytes = 4096, .in_use_bytes = 512, .allocations = 7, .fallbacks = 2};
+    snapshot.keep_awake = CpuKeepAwake::Stats{.threads = 16, .spinning = 11, .parked = 5};
     return snapshot;
   });
   std::string text = m.scrape();
@@ -156,6 +157,8 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
             7);
   EXPECT_EQ(sample_sum(text, "matserve_pinned_message_allocations_total", {{"result", "fallback"}}),
             2);
+  EXPECT_EQ(sample_sum(text, "matserve_keep_awake_threads", {{"state", "spinning"}}), 11);
+  EXPECT_EQ(sample_sum(text, "matserve_keep_awake_threads", {{"state", "parked"}}), 5);
   queued = 0;
   text = m.scrape();
   EXPECT_EQ(sample_sum(text, "matserve_queue_depth", dev), 0);
@@ -168,6 +171,7 @@ TEST(MetricsTest, NoRuntimeSourceAndNoNvmlExportNeither) {
   EXPECT_FALSE(has_family(text, "matserve_queue_depth"));
   EXPECT_FALSE(has_family(text, "matserve_resident_matrices"));
   EXPECT_FALSE(has_family(text, "matserve_pinned_message_bytes"));
+  EXPECT_FALSE(has_family(text, "matserve_keep_awake_threads"));
   EXPECT_EQ(text.find("matserve_gpu_"), std::string::npos);
 }
 
