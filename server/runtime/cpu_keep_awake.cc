@@ -125,6 +125,7 @@ void CpuKeepAwake::spin(int cpu) {
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
   pthread_setaffinity_np(pthread_self(), sizeof(one), &one);  // best effort
+  pthread_setname_np(pthread_self(), "keep-awake");  // what top -H and ps show for its CPU time
   // Idle priority: the scheduler runs this thread only when the CPU has nothing else to do, and
   // a thread that wakes there preempts it at once.
   sched_param param{};

@@ -33,6 +33,17 @@ def idle_priority_threads(pid):
     return count, ticks / os.sysconf("SC_CLK_TCK")
 
 
+def thread_names(pid):
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a thread that just exited
+            pass
+    return names
+
+
 def spinner_seconds(pid):
     return idle_priority_threads(pid)[1]
 
@@ -67,6 +78,7 @@ class KeepCpusAwakeTest(unittest.TestCase):
             self.assertIn(f"keeping {cpus} CPUs awake for 100 ms after each call while at most 1 "
                           f"are in flight ({cpus} at idle priority)", server.output())
             self.assertEqual(idle_priority_threads(pid)[0], cpus)
+            self.assertEqual(thread_names(pid).count("keep-awake"), cpus)  # as top -H shows them
 
             # Before any call the spinners are parked.
             t0 = spinner_seconds(pid)
