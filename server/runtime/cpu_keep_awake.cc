@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 
 namespace matserve::server {
 namespace {

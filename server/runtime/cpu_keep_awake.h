@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -37,8 +38,8 @@ class CpuKeepAwake {
   struct Stats {
     int threads = 0;        // one per CPU in the process's affinity mask
     int idle_priority = 0;  // of those, how many run at SCHED_IDLE (all, unless refused)
-    int spinning = 0;       // within the window of the last activity now
-    int parked = 0;         // waiting for the next call, or for the load to fall
+    int spinning = 0;       // keeping their CPU awake now
+    int parked = 0;         // waiting for the next call, or resting under load
     int calls_in_flight = 0;
     std::int64_t wakes = 0;  // times the spinners were woken from parking
   };
@@ -49,6 +50,9 @@ class CpuKeepAwake {
   ~CpuKeepAwake();  // stops and joins every spinner
   CpuKeepAwake(const CpuKeepAwake&) = delete;
   CpuKeepAwake& operator=(const CpuKeepAwake&) = delete;
+
+  // Calls whose request carries this many bytes or more count as heavy (below).
+  static constexpr std::size_t kHeavyCallBytes = std::size_t{1} << 20;
 
   // A call started / finished: keep every CPU awake for the next `window`. A `heavy` call (one
   // that moves megabytes through the host) makes the spinners rest while it runs and for the

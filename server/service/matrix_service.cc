@@ -70,7 +70,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          v1::MultiplyReply* reply) {
   const absl::Time received = absl::Now();
   const std::size_t request_bytes = request->ByteSizeLong();
-  const CallScope call = begin_call(request_bytes >= kHeavyCallBytes);
+  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
   RequestRecord rec{
       .rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none", .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request_bytes);
@@ -132,7 +132,7 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                                           v1::TransposeReply* reply) {
   const absl::Time received = absl::Now();
   const std::size_t request_bytes = request->ByteSizeLong();
-  const CallScope call = begin_call(request_bytes >= kHeavyCallBytes);
+  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
   RequestRecord rec{.rpc = "Transpose",
                     .op = "transpose",
                     .variant = "none",

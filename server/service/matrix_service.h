@@ -88,7 +88,6 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   CallScope begin_call(bool heavy) {
     return CallScope{metrics_.in_flight(), CpuKeepAwake::Call(keep_awake_, heavy)};
   }
-  static constexpr std::size_t kHeavyCallBytes = std::size_t{1} << 20;
 
   Runtime& runtime_;
   Metrics& metrics_;

@@ -99,7 +99,8 @@ void MatrixServiceImpl::record_simple(const std::string& rpc, const absl::Status
 grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
                                        const v1::UploadRequest* request, v1::UploadReply* reply) {
   const absl::Time start = absl::Now();
-  const CallScope call = begin_call(request->ByteSizeLong() >= kHeavyCallBytes);
+  const std::size_t request_bytes = request->ByteSizeLong();
+  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Upload");
     if (!owner.ok()) return owner.status();
@@ -118,7 +119,7 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     return absl::OkStatus();
   }();
   if (!status.ok()) reply->Clear();
-  record_simple("Upload", status, static_cast<std::int64_t>(request->ByteSizeLong()),
+  record_simple("Upload", status, static_cast<std::int64_t>(request_bytes),
                 static_cast<std::int64_t>(reply->ByteSizeLong()), start);
   return to_grpc(status);
 }
