@@ -1,7 +1,9 @@
 // Device helpers for the benchmarks: see bench_device.h. A counter-based hash gives each element
 // its value, so a fill needs no state and any size fills in one pass.
 #include <cmath>
+#include <vector>
 
+#include "bench/bench_args.h"
 #include "bench/bench_device.h"
 
 namespace matserve::bench {
@@ -104,6 +106,23 @@ absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype
   p.in_type = p.out_type = dtype;
   p.precision = precision;
   return g;
+}
+
+double event_time_ms(cudaStream_t stream, int warmup, int reps, const std::function<bool()>& call) {
+  auto before = kernels::create_event();
+  auto after = kernels::create_event();
+  if (!before.ok() || !after.ok()) return -1;
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + reps; ++i) {
+    cudaEventRecord(before->get(), stream);
+    if (!call()) return -1;
+    cudaEventRecord(after->get(), stream);
+    if (cudaEventSynchronize(after->get()) != cudaSuccess) return -1;
+    float t = 0;
+    cudaEventElapsedTime(&t, before->get(), after->get());
+    if (i >= warmup) ms.push_back(t);
+  }
+  return median(ms);
 }
 
 }  // namespace matserve::bench

@@ -1,11 +1,12 @@
 // Device helpers for the benchmarks: random non-zero fills (values in [-1, -0.01] U [0.01, 1],
-// like the tests), the relative L2 difference of two device arrays, accumulated in float64, and
-// the operands of one square GEMM.
+// like the tests), the relative L2 difference of two device arrays, accumulated in float64, the
+// operands of one square GEMM, and the median event time of repeated device work.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/resources.h"
@@ -31,5 +32,10 @@ struct SquareGemm {
 };
 absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype,
                                             kernels::Precision precision, cudaStream_t stream);
+
+// Median (upper) milliseconds of `reps` calls of `call`, each between two CUDA events on `stream`
+// and waited for, after `warmup` untimed ones; negative when `call` returns false or an event
+// fails.
+double event_time_ms(cudaStream_t stream, int warmup, int reps, const std::function<bool()>& call);
 
 }  // namespace matserve::bench

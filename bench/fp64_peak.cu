@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,24 +88,6 @@ bool parse(int argc, char** argv, Options* o) {
   return true;
 }
 
-// Median milliseconds of `reps` event-timed calls after `warmup`; negative on failure.
-double time_ms(cudaStream_t stream, int warmup, int reps, const std::function<bool()>& call) {
-  auto before = kernels::create_event();
-  auto after = kernels::create_event();
-  if (!before.ok() || !after.ok()) return -1;
-  std::vector<double> ms;
-  for (int i = 0; i < warmup + reps; ++i) {
-    cudaEventRecord(before->get(), stream);
-    if (!call()) return -1;
-    cudaEventRecord(after->get(), stream);
-    if (cudaEventSynchronize(after->get()) != cudaSuccess) return -1;
-    float t = 0;
-    cudaEventElapsedTime(&t, before->get(), after->get());
-    if (i >= warmup) ms.push_back(t);
-  }
-  return median(ms);
-}
-
 std::string fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -141,7 +122,7 @@ int run(int argc, char** argv) {
   const int blocks = prop.multiProcessorCount * 8;
   const int threads = 256;
   const int outer = 64;
-  const double peak_ms = time_ms(stream, o.warmup, o.reps, [&] {
+  const double peak_ms = event_time_ms(stream, o.warmup, o.reps, [&] {
     dfma_peak_kernel<<<blocks, threads, 0, stream>>>(outer, 0.999999, 1e-7,
                                                      static_cast<double*>(sink->data()));
     return cudaGetLastError() == cudaSuccess;
@@ -163,7 +144,7 @@ int run(int argc, char** argv) {
       auto* handle = static_cast<cublasHandle_t>(resources->context().cublas);
       const double alpha = 1.0, beta = 0.0;
       const int ni = static_cast<int>(n);
-      const double ms = time_ms(stream, o.warmup, o.reps, [&] {
+      const double ms = event_time_ms(stream, o.warmup, o.reps, [&] {
         return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &alpha, p.b, CUDA_R_64F,
                             ni, p.a, CUDA_R_64F, ni, &beta, p.c, CUDA_R_64F, ni,
                             CUBLAS_COMPUTE_64F_PEDANTIC,
@@ -184,8 +165,8 @@ int run(int argc, char** argv) {
                      static_cast<long long>(n));
         continue;
       }
-      const double ms = time_ms(stream, o.warmup, o.reps,
-                                [&] { return v->launch(p, resources->context()).ok(); });
+      const double ms = event_time_ms(stream, o.warmup, o.reps,
+                                      [&] { return v->launch(p, resources->context()).ok(); });
       if (ms <= 0) return 1;
       rows.push_back({name, n, 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12});
       std::fprintf(stderr, "[fp64_peak] %lld^3 %-12s %.2f TFLOP/s\n", static_cast<long long>(n),

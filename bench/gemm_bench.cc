@@ -166,22 +166,13 @@ double copy_bandwidth_gbps(cudaStream_t stream) {
   const std::size_t bytes = std::size_t{1} << 30;
   auto a = kernels::allocate_device(bytes);
   auto b = kernels::allocate_device(bytes);
-  auto start = kernels::create_event();
-  auto stop = kernels::create_event();
-  if (!a.ok() || !b.ok() || !start.ok() || !stop.ok()) return 0.0;
+  if (!a.ok() || !b.ok()) return 0.0;
   cudaMemsetAsync(a->data(), 1, bytes, stream);
-  std::vector<double> ms;
-  for (int i = 0; i < 8; ++i) {
-    cudaEventRecord(start->get(), stream);
-    cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, stream);
-    cudaEventRecord(stop->get(), stream);
-    cudaEventSynchronize(stop->get());
-    float x = 0;
-    cudaEventElapsedTime(&x, start->get(), stop->get());
-    if (i > 0) ms.push_back(x);
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+  const double ms = event_time_ms(stream, 1, 7, [&] {
+    return cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, stream) ==
+           cudaSuccess;
+  });
+  return ms > 0 ? 2.0 * bytes / (ms * 1e-3) / 1e9 : 0.0;
 }
 
 std::string today() {
