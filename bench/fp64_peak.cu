@@ -1,15 +1,16 @@
 // fp64_peak: how far the fp64 CUDA-core target of the kernel ladder (best fp64 CUDA-core variant
 // >= 50% of cuBLAS DGEMM, issue 4) sits from what the CUDA cores can do at all. In one run it
 // measures:
-//   dfma peak   - a kernel of nothing but independent DFMAs in registers, at full occupancy: the
-//                 fp64 rate of the CUDA cores at the clock the device holds under load (no loads,
-//                 no shared memory, no barriers: no GEMM can beat it);
+//   ceilings    - the fp64 rates of the CUDA cores with no global memory work (fp64_ceilings.h):
+//                 DFMA with constant-bank operands (the datasheet rate), DFMA with register
+//                 operands (what a GEMM's DFMAs read), and simt_tuned's inner loop alone;
 //   cublas      - cuBLAS DGEMM (fp64 tensor cores, DMMA) at each size;
 //   cublas_pedantic - cublasGemmEx with CUBLAS_COMPUTE_64F_PEDANTIC, to see whether NVIDIA's
 //                 library has a CUDA-core DGEMM path and how fast it is;
 //   variants    - the ladder's fp64 CUDA-core variants (default simt_tuned, warptile).
-// and prints each GEMM as a share of the DFMA peak and of DGEMM, and what the target asks for as
-// a share of the DFMA peak. Medians of --reps after --warmup, CUDA events.
+// and prints each GEMM as a share of the register-operand ceiling, of the inner loop and of DGEMM,
+// and what the target asks for as shares of the same. Medians of --reps after --warmup, CUDA
+// events.
 //
 // usage: fp64_peak [--sizes=4096,8192] [--variants=simt_tuned,warptile] [--warmup=3] [--reps=15]
 //                  [--md=FILE]
@@ -24,35 +25,13 @@
 
 #include "bench/bench_args.h"
 #include "bench/bench_device.h"
+#include "bench/fp64_ceilings.h"
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 
 namespace matserve::bench {
 namespace {
-
-constexpr int kChains = 8;          // independent accumulators per thread (hide DFMA latency)
-constexpr int kInnerRepeats = 256;  // DFMAs per chain per outer iteration
-
-// Each thread runs kChains independent chains a = a * x + y; x slightly below 1 keeps the values
-// bounded. The sum is stored only when it equals a sentinel it never reaches, so the compiler
-// keeps every DFMA but the kernel writes nothing.
-__global__ void dfma_peak_kernel(int outer, double x, double y, double* sink) {
-  double acc[kChains];
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) acc[c] = threadIdx.x + c;
-  for (int i = 0; i < outer; ++i) {
-#pragma unroll
-    for (int r = 0; r < kInnerRepeats; ++r) {
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], x, y);
-    }
-  }
-  double sum = 0;
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) sum += acc[c];
-  if (sum == -12345.678) *sink = sum;
-}
 
 struct Options {
   std::vector<std::int64_t> sizes = {4096, 8192};
@@ -114,24 +93,16 @@ int run(int argc, char** argv) {
   // Hopper and Ampere data-centre parts: 64 fp64 lanes per SM, one FMA = 2 flops.
   const double datasheet_tflops = prop.multiProcessorCount * 64.0 * 2.0 * clock_khz * 1e3 / 1e12;
   auto resources = kernels::StreamResources::create();
-  auto sink = kernels::allocate_device(sizeof(double));
-  if (!resources.ok() || !sink.ok()) return 1;
+  if (!resources.ok()) return 1;
   cudaStream_t stream = resources->stream();
 
-  // DFMA peak: 8 blocks of 256 threads per SM (full occupancy at this kernel's register count).
-  const int blocks = prop.multiProcessorCount * 8;
-  const int threads = 256;
-  const int outer = 64;
-  const double peak_ms = event_time_ms(stream, o.warmup, o.reps, [&] {
-    dfma_peak_kernel<<<blocks, threads, 0, stream>>>(outer, 0.999999, 1e-7,
-                                                     static_cast<double*>(sink->data()));
-    return cudaGetLastError() == cudaSuccess;
-  });
-  if (peak_ms <= 0) return 1;
-  const double peak_flops = 2.0 * kChains * kInnerRepeats * outer * double(blocks) * threads;
-  const double peak_tflops = peak_flops / (peak_ms * 1e-3) / 1e12;
-  std::fprintf(stderr, "[fp64_peak] dfma peak %.2f TFLOP/s (datasheet at %d MHz: %.2f)\n",
-               peak_tflops, clock_khz / 1000, datasheet_tflops);
+  Fp64Ceilings ceil;
+  if (!measure_fp64_ceilings(stream, o.warmup, o.reps, &ceil)) return 1;
+  std::fprintf(stderr,
+               "[fp64_peak] DFMA constant-bank operands %.2f, register operands %.2f, simt_tuned "
+               "inner loop %.2f TFLOP/s (datasheet at %d MHz: %.2f)\n",
+               ceil.constant_bank_tflops, ceil.registers_tflops, ceil.inner_loop_tflops,
+               clock_khz / 1000, datasheet_tflops);
 
   std::vector<Row> rows;
   for (const std::int64_t n : o.sizes) {
@@ -175,26 +146,37 @@ int run(int argc, char** argv) {
   }
 
   std::ostringstream md;
-  md << "# fp64_peak: " << prop.name << "\n\nDFMA peak (registers only, full occupancy): **"
-     << fixed(peak_tflops, 2) << " TFLOP/s** (datasheet rate at the " << clock_khz / 1000
-     << " MHz boost clock: " << fixed(datasheet_tflops, 2) << "). Medians of " << o.reps
-     << " runs after " << o.warmup << ", CUDA events.\n\n"
-     << "| n | kernel | TFLOP/s | % of DFMA peak | % of cuBLAS DGEMM "
-        "|\n|---:|---|---:|---:|---:|\n";
+  auto pct = [](double part, double whole) {
+    return whole > 0 ? fixed(100 * part / whole, 1) : "-";
+  };
+  md << "# fp64_peak: " << prop.name << "\n\nMedians of " << o.reps << " runs after " << o.warmup
+     << ", CUDA events. Ceilings of the CUDA cores (no global memory work):\n\n"
+     << "| ceiling | TFLOP/s | % of datasheet (" << clock_khz / 1000 << " MHz) |\n|---|---:|---:|\n"
+     << "| DFMA, constant-bank operands | " << fixed(ceil.constant_bank_tflops, 2) << " | "
+     << pct(ceil.constant_bank_tflops, datasheet_tflops) << " |\n"
+     << "| DFMA, register operands (as in a GEMM) | " << fixed(ceil.registers_tflops, 2) << " | "
+     << pct(ceil.registers_tflops, datasheet_tflops) << " |\n"
+     << "| simt_tuned's inner loop alone (LDS.128 fragments, barrier per k-tile) | "
+     << fixed(ceil.inner_loop_tflops, 2) << " | " << pct(ceil.inner_loop_tflops, datasheet_tflops)
+     << " |\n\n"
+     << "| n | kernel | TFLOP/s | % of register DFMA | % of inner loop | % of cuBLAS DGEMM "
+        "|\n|---:|---|---:|---:|---:|---:|\n";
   double dgemm = 0;
   for (const Row& r : rows) {
     if (r.what == "cublas") dgemm = r.tflops;
     if (r.what == "cublas_pedantic") {
       md << "| " << r.n << " | cuBLAS, CUBLAS_COMPUTE_64F_PEDANTIC | " << fixed(r.tflops, 2)
-         << " | " << fixed(100 * r.tflops / peak_tflops, 1) << " | - |\n";
+         << " | " << pct(r.tflops, ceil.registers_tflops) << " | - | - |\n";
       continue;
     }
     md << "| " << r.n << " | " << (r.what == "cublas" ? "cuBLAS DGEMM (fp64 tensor cores)" : r.what)
-       << " | " << fixed(r.tflops, 2) << " | " << fixed(100 * r.tflops / peak_tflops, 1) << " | "
-       << (dgemm > 0 ? fixed(100 * r.tflops / dgemm, 1) : "-") << " |\n";
+       << " | " << fixed(r.tflops, 2) << " | " << pct(r.tflops, ceil.registers_tflops) << " | "
+       << (r.what == "cublas" ? "-" : pct(r.tflops, ceil.inner_loop_tflops)) << " | "
+       << pct(r.tflops, dgemm) << " |\n";
     if (r.what == "cublas") {
       md << "| " << r.n << " | *target: 50% of DGEMM* | " << fixed(dgemm / 2, 2) << " | "
-         << fixed(100 * dgemm / 2 / peak_tflops, 1) << " | 50.0 |\n";
+         << pct(dgemm / 2, ceil.registers_tflops) << " | " << pct(dgemm / 2, ceil.inner_loop_tflops)
+         << " | 50.0 |\n";
     }
   }
   emit_report(md.str(), o.md);
