@@ -26,7 +26,6 @@
 #include "bench/bench_args.h"
 #include "bench/bench_device.h"
 #include "bench/fp64_ceilings.h"
-#include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 
