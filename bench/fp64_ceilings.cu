@@ -1,6 +1,8 @@
 // The three fp64 ceilings of fp64_ceilings.h. Each kernel keeps its results alive by storing their
 // sum only when it equals a sentinel it never reaches, so the compiler keeps every DFMA while the
 // kernel writes nothing.
+#include <type_traits>
+
 #include "bench/bench_device.h"
 #include "bench/fp64_ceilings.h"
 #include "kernels/cuda/resources.h"
