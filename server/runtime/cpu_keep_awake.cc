@@ -12,7 +12,7 @@
 namespace matserve::server {
 namespace {
 
-std::int64_t now_ns() {
+std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -42,18 +42,22 @@ inline void relax() {
 
 }  // namespace
 
-CpuKeepAwake::CpuKeepAwake(absl::Duration window, int max_calls_in_flight)
-    : max_calls_in_flight_(max_calls_in_flight),
-      window_ns_(absl::ToInt64Nanoseconds(window)),
+CpuKeepAwake::CpuKeepAwake(const Options& options)
+    : max_calls_in_flight_(options.max_calls_in_flight),
+      window_ns_(absl::ToInt64Nanoseconds(options.window)),
+      clock_ns_(options.clock_ns != nullptr ? options.clock_ns : &steady_now_ns),
       // Parked until the first activity: no spinning right after start.
       last_activity_ns_(std::numeric_limits<std::int64_t>::min() / 2) {}
 
-absl::StatusOr<std::unique_ptr<CpuKeepAwake>> CpuKeepAwake::start(absl::Duration window,
-                                                                  int max_calls_in_flight) {
-  if (window <= absl::ZeroDuration()) {
+std::int64_t CpuKeepAwake::now_ns() const {
+  return clock_ns_();
+}
+
+absl::StatusOr<std::unique_ptr<CpuKeepAwake>> CpuKeepAwake::start(const Options& options) {
+  if (options.window <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("keep_cpus_awake: the window must be positive");
   }
-  if (max_calls_in_flight < 1) {
+  if (options.max_calls_in_flight < 1) {
     return absl::InvalidArgumentError("keep_cpus_awake: max_calls_in_flight must be >= 1");
   }
   cpu_set_t allowed;
@@ -62,13 +66,26 @@ absl::StatusOr<std::unique_ptr<CpuKeepAwake>> CpuKeepAwake::start(absl::Duration
     return absl::InternalError("keep_cpus_awake: sched_getaffinity failed");
   }
   std::unique_ptr<CpuKeepAwake> k(  // NOLINT: private constructor
-      new CpuKeepAwake(window, max_calls_in_flight));
+      new CpuKeepAwake(options));
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &allowed)) k->threads_.emplace_back([p = k.get(), cpu] { p->spin(cpu); });
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    std::thread& t = k->threads_.emplace_back([p = k.get()] { p->spin(); });
+    // Pinned, named and at idle priority from here, not from the thread itself: an idle-priority
+    // thread on a busy machine may wait long for its first turn, and start() must not wait for
+    // it. Until its first turn it runs nothing: it counts as parked. Best effort each.
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(t.native_handle(), sizeof(one), &one);
+    pthread_setname_np(t.native_handle(), "keep-awake");  // what top -H and ps show
+    // Idle priority: the scheduler runs the thread only when its CPU has nothing else to do, and
+    // a thread that wakes there preempts it at once.
+    sched_param param{};
+    if (options.idle_priority &&
+        pthread_setschedparam(t.native_handle(), SCHED_IDLE, &param) == 0) {
+      ++k->idle_priority_;
+    }
   }
-  // Every spinner pinned and at its priority before start() returns, so stats() tells the truth.
-  const int n = static_cast<int>(k->threads_.size());
-  for (int r = k->ready_.load(); r < n; r = k->ready_.load()) k->ready_.wait(r);
   return k;
 }
 
@@ -101,10 +118,10 @@ void CpuKeepAwake::call_started(bool heavy) {
     last_overload_ns_.store(now, std::memory_order_relaxed);
     return;  // the spinners would only rest
   }
-  // A spinner about to park counts itself in parked_, reads the epoch, then re-checks the
+  // A spinner about to wait counts itself in waiting_, reads the epoch, then re-checks the
   // window (all sequentially consistent): it either sees this call, or is seen here and finds
   // the epoch changed (its wait returns at once) or is woken by the notify.
-  if (parked_.load() > 0) wake_parked();
+  if (waiting_.load() > 0) wake_parked();
 }
 
 void CpuKeepAwake::call_finished(bool heavy) {
@@ -119,40 +136,27 @@ void CpuKeepAwake::call_finished(bool heavy) {
   calls_in_flight_.fetch_sub(1);
 }
 
-void CpuKeepAwake::spin(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  pthread_setaffinity_np(pthread_self(), sizeof(one), &one);  // best effort
-  pthread_setname_np(pthread_self(), "keep-awake");  // what top -H and ps show for its CPU time
-  // Idle priority: the scheduler runs this thread only when the CPU has nothing else to do, and
-  // a thread that wakes there preempts it at once.
-  sched_param param{};
-  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0) idle_priority_.fetch_add(1);
-  ready_.fetch_add(1);
-  ready_.notify_all();
+void CpuKeepAwake::spin() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (!in_window()) {
-      parked_.fetch_add(1);
+      waiting_.fetch_add(1);
       bool waited = false;
       for (std::uint32_t epoch = wake_epoch_.load(); !stopping_.load() && !in_window();
            epoch = wake_epoch_.load()) {
         wake_epoch_.wait(epoch);
         waited = true;
       }
-      parked_.fetch_sub(1);
+      waiting_.fetch_sub(1);
       if (waited && !stopping_.load()) wakes_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (under_load()) {
-      paused_.fetch_add(1);
       std::this_thread::sleep_for(kLoadPause);
-      paused_.fetch_sub(1);
       continue;
     }
     spinning_.fetch_add(1, std::memory_order_relaxed);
     // With the PAUSE hint: it leaves an SMT sibling the core's execution units and saves power.
-    // Measured on the lent KVM guests, the latency gain is the same with it as without it (the
+    // Measured on H100 KVM guests, the latency gain is the same with it as without it (the
     // hypervisor's pause-loop exiting did not deschedule the spinning vCPUs).
     int turns = 0;
     while (!stopping_.load(std::memory_order_relaxed)) {
@@ -167,10 +171,12 @@ void CpuKeepAwake::spin(int cpu) {
 }
 
 CpuKeepAwake::Stats CpuKeepAwake::stats() const {
-  return Stats{.threads = static_cast<int>(threads_.size()),
-               .idle_priority = idle_priority_.load(),
-               .spinning = spinning_.load(),
-               .parked = parked_.load() + paused_.load(),
+  const int threads = static_cast<int>(threads_.size());
+  const int spinning = spinning_.load();
+  return Stats{.threads = threads,
+               .idle_priority = idle_priority_,
+               .spinning = spinning,
+               .parked = threads - spinning,
                .calls_in_flight = calls_in_flight_.load(),
                .wakes = wakes_.load()};
 }

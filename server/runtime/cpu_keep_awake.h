@@ -1,7 +1,7 @@
 // Keeps the host's CPUs out of their idle state while requests are arriving, so that the wake-ups
 // on a request's path (gRPC's poller reading the call, the handler's thread, the CUDA driver's
 // waits) do not wait for a halted CPU. In a virtual machine a halted vCPU leaves the guest (a
-// VM exit) and its next wake-up costs tens of microseconds; measured on the lent H100 microVMs
+// VM exit) and its next wake-up costs tens of microseconds; measured on H100 virtual machines
 // (docs/benchmarks.md, "CPUs kept awake"), a resident 256^3 multiply at concurrency 1 took
 // 110-155 us end to end with this on and 148-246 us without, in the same rounds.
 //
@@ -38,15 +38,30 @@ class CpuKeepAwake {
   struct Stats {
     int threads = 0;        // one per CPU in the process's affinity mask
     int idle_priority = 0;  // of those, how many run at SCHED_IDLE (all, unless refused)
-    int spinning = 0;       // keeping their CPU awake now
-    int parked = 0;         // waiting for the next call, or resting under load
+    int spinning = 0;       // in their spin loop: keeping their CPU awake when they have it
+    int parked = 0;         // the others: waiting for the next call, or resting under load
     int calls_in_flight = 0;
     std::int64_t wakes = 0;  // times the spinners were woken from parking
   };
 
-  // Starts the spinners, parked until the first call. `window` > 0, `max_calls_in_flight` >= 1.
+  struct Options {
+    absl::Duration window;        // > 0: how long after a call the spinners keep spinning
+    int max_calls_in_flight = 1;  // >= 1: more at once than this, and the spinners rest
+    bool idle_priority = true;    // SCHED_IDLE; false only in tests (see below)
+    // The clock windows and holds are measured on, in nanoseconds; nullptr: steady_clock.
+    // Tests pass a clock they move by hand, and run the spinners at normal priority, so that
+    // what the spinners do depends only on the calls and the clock, never on whether a loaded
+    // machine gives an idle-priority thread a CPU within some time.
+    std::int64_t (*clock_ns)() = nullptr;
+  };
+
+  // Starts the spinners, parked until the first call; each is pinned, named and at its priority
+  // before this returns (set from this thread, so start() never waits for a spinner to run).
+  static absl::StatusOr<std::unique_ptr<CpuKeepAwake>> start(const Options& options);
   static absl::StatusOr<std::unique_ptr<CpuKeepAwake>> start(absl::Duration window,
-                                                             int max_calls_in_flight);
+                                                             int max_calls_in_flight) {
+    return start(Options{.window = window, .max_calls_in_flight = max_calls_in_flight});
+  }
   ~CpuKeepAwake();  // stops and joins every spinner
   CpuKeepAwake(const CpuKeepAwake&) = delete;
   CpuKeepAwake& operator=(const CpuKeepAwake&) = delete;
@@ -83,26 +98,26 @@ class CpuKeepAwake {
   Stats stats() const;
 
  private:
-  CpuKeepAwake(absl::Duration window, int max_calls_in_flight);
-  void spin(int cpu);
+  explicit CpuKeepAwake(const Options& options);
+  std::int64_t now_ns() const;
+  void spin();
   bool in_window() const;   // the last call started or finished within the window
   bool under_load() const;  // calls overlapped (over the limit), or a heavy one ran, lately
   void wake_parked();
 
   const int max_calls_in_flight_;
   const std::int64_t window_ns_;
+  std::int64_t (*const clock_ns_)();
   std::atomic<std::int64_t> last_activity_ns_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint32_t> wake_epoch_{0};  // parked spinners wait for it to change
-  std::atomic<int> parked_{0};
   std::atomic<int> calls_in_flight_{0};
   std::atomic<int> heavy_in_flight_{0};
   std::atomic<std::int64_t> last_overload_ns_{std::numeric_limits<std::int64_t>::min() / 2};
-  std::atomic<int> paused_{0};  // resting while under load
+  std::atomic<int> waiting_{0};  // parked on wake_epoch_ (call_started wakes them)
   std::atomic<int> spinning_{0};
-  std::atomic<int> idle_priority_{0};
+  int idle_priority_ = 0;  // set by start() before any caller sees the object
   std::atomic<std::int64_t> wakes_{0};
-  std::atomic<int> ready_{0};  // spinners pinned and at their priority
   std::vector<std::thread> threads_;
 };
 
