@@ -112,9 +112,13 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     }
     absl::StatusOr<int> device = placement("colocate_with", request->colocate_with(), *owner);
     if (!device.ok()) return device.status();
+    const Waiter waiter = waiter_of(*context);
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
-        runtime_.upload(*m, *owner, *device, waiter_of(*context));
+        runtime_.begin_upload(m->rows, m->cols, m->dtype, m->layout, *owner, *device, waiter);
     if (!r.ok()) return r.status();
+    if (absl::Status s = runtime_.write(**r, 0, m->data, waiter); !s.ok()) return s;
+    if (absl::Status s = abandoned(*context, "the upload"); !s.ok()) return s;
+    runtime_.publish(*r);
     fill_resident(**r, reply->mutable_resident());
     return absl::OkStatus();
   }();
@@ -176,11 +180,11 @@ grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
       offset += data.size();
       first = false;
     } while (reader->Read(&chunk));
-    if (context->IsCancelled()) return absl::CancelledError("the client cancelled the upload");
-    if (offset != expected) {
+    if (offset != expected && !context->IsCancelled()) {
       return absl::InvalidArgumentError(absl::StrCat("data: the stream ended after ", offset,
                                                      " of ", expected, " bytes (truncated)"));
     }
+    if (absl::Status s = abandoned(*context, "the upload"); !s.ok()) return s;
     runtime_.publish(*m);
     fill_resident(**m, reply->mutable_resident());
     return absl::OkStatus();

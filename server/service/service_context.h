@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/runtime/device_scheduler.h"
 
@@ -31,6 +32,23 @@ inline Waiter waiter_of(grpc::ServerContext& context) {
 inline absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
   if (context.deadline() <= std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError("the request's deadline passed before it started");
+  }
+  return absl::OkStatus();
+}
+
+// Before a result is published as a resident matrix: a call the client cancelled, or whose
+// deadline passed while it ran, gets no reply, so a handle made now would be known to nobody and
+// its memory held until the idle TTL, against the owner's quota. Such a result is dropped instead
+// (its memory returns at once). A reply already sent may still reach the client after the client's
+// own deadline; that handle is listed by ListResident for its owner and expires with the TTL.
+inline absl::Status abandoned(grpc::ServerContext& context, const char* what) {
+  if (context.IsCancelled()) {
+    return absl::CancelledError(
+        absl::StrCat("the client cancelled the call; ", what, " was released, not kept"));
+  }
+  if (context.deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed while it ran; ",
+                                                    what, " was released, not kept"));
   }
   return absl::OkStatus();
 }
