@@ -77,8 +77,9 @@ ABSL_FLAG(std::string, autotune_table, "",
           "tables built in from kernels/autotune/*.tsv; 'none': `auto` takes cuBLAS on a GPU. "
           "On a device no table has rows for, `auto` takes cuBLAS");
 ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, one '<token> <name> [info,compute,resident]' per line; also read from "
-          "$MATSERVE_AUTH_TOKENS (lines separated by ';'). Without either, no authentication");
+          "bearer tokens, '<token> <name> [info,compute,resident]' one per line or separated by "
+          "';', '#' comment lines; or the same in $MATSERVE_AUTH_TOKENS (not both). A source that "
+          "holds no token stops the server. Without either, no authentication");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -155,13 +156,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials() {
 }
 
 absl::StatusOr<Authenticator> authenticator() {
-  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {
-    return Authenticator::from_file(path);
-  }
-  if (const char* env = std::getenv("MATSERVE_AUTH_TOKENS"); env != nullptr && *env != '\0') {
-    return Authenticator::parse(env, ';');
-  }
-  return Authenticator();
+  return Authenticator::from_sources(absl::GetFlag(FLAGS_auth_tokens_file),
+                                     std::getenv("MATSERVE_AUTH_TOKENS"));
 }
 
 bool is_loopback(const std::string& listen) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/cli/commands.h"
 #include "client/cpp/matrix.h"
 #include "grpcpp/security/credentials.h"
@@ -40,13 +41,14 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(
   if (!g.token_file.empty()) {
     absl::StatusOr<std::string> token = ReadTextFile("--token-file", g.token_file);
     if (!token.ok()) return token.status();
-    options.bearer_token = FirstLine(*token);
+    options.bearer_token = FirstToken(*token);
     if (options.bearer_token.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--token-file: ", g.token_file, " holds no token on its first line"));
+          absl::StrCat("--token-file: ", g.token_file,
+                       " holds no token (its first line that is not blank or a '#' comment)"));
     }
   } else if (const char* env = std::getenv("MATSERVE_TOKEN"); env != nullptr) {
-    options.bearer_token = FirstLine(env);
+    options.bearer_token = FirstToken(env);
   }
   if (!g.tls_ca.empty()) {
     grpc::SslCredentialsOptions ssl;
@@ -72,9 +74,12 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::str
   return text.str();
 }
 
-std::string FirstLine(const std::string& text) {
-  const std::size_t end = text.find_first_of("\r\n");
-  return std::string(absl::StripAsciiWhitespace(absl::string_view(text).substr(0, end)));
+std::string FirstToken(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, absl::ByAnyChar("\r\n"))) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line[0] != '#') return std::string(line);
+  }
+  return "";
 }
 
 absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernels::DType> dtype) {

@@ -32,7 +32,7 @@ global options (before or after the command):
   --json                 print one JSON object instead of the aligned text block
   --deadline-ms N        deadline of each call (default 120000)
   --max-message-mb N     largest message sent or received (default 1024)
-  --token-file F         send the bearer token on F's first line (default: $MATSERVE_TOKEN, if set)
+  --token-file F         bearer token: F's first line not blank or '#' (default: $MATSERVE_TOKEN)
   --tls-ca F             TLS, trusting the PEM roots in F
   --tls-cert F --tls-key F   client certificate and key (mutual TLS)
   --tls-server-name N    name in the server's certificate, when the target's host differs

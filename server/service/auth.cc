@@ -27,37 +27,42 @@ std::string permission_names(unsigned p) {
 
 }  // namespace
 
-absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text, char line_separator) {
+absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text,
+                                                   const std::string& source) {
   Authenticator a;
   int number = 0;
-  for (absl::string_view line : absl::StrSplit(text, line_separator)) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (fields.size() < 2 || fields.size() > 3 || fields[0].size() < 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("auth tokens, line ", number,
-                       ": expected '<token of 16+ characters> <name> [info,compute,resident]'"));
-    }
-    Token t{fields[1], fields.size() == 3 ? 0u : kAll};
-    if (fields.size() == 3) {
-      for (absl::string_view p : absl::StrSplit(fields[2], ',')) {
-        if (p == "info")
-          t.permissions |= static_cast<unsigned>(Permission::kInfo);
-        else if (p == "compute")
-          t.permissions |= static_cast<unsigned>(Permission::kCompute);
-        else if (p == "resident")
-          t.permissions |= static_cast<unsigned>(Permission::kResident);
-        else {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "auth tokens, line ", number, ": unknown permission '", std::string(p), "'"));
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) continue;
+    for (absl::string_view entry : absl::StrSplit(line, ';')) {
+      entry = absl::StripAsciiWhitespace(entry);
+      if (entry.empty()) continue;
+      std::vector<std::string> fields =
+          absl::StrSplit(entry, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      if (fields.size() < 2 || fields.size() > 3 || fields[0].size() < 16) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ", line ", number,
+                         ": expected '<token of 16+ characters> <name> [info,compute,resident]'"));
+      }
+      Token t{fields[1], fields.size() == 3 ? 0u : kAll};
+      if (fields.size() == 3) {
+        for (absl::string_view p : absl::StrSplit(fields[2], ',')) {
+          if (p == "info")
+            t.permissions |= static_cast<unsigned>(Permission::kInfo);
+          else if (p == "compute")
+            t.permissions |= static_cast<unsigned>(Permission::kCompute);
+          else if (p == "resident")
+            t.permissions |= static_cast<unsigned>(Permission::kResident);
+          else {
+            return absl::InvalidArgumentError(absl::StrCat(
+                source, ", line ", number, ": unknown permission '", std::string(p), "'"));
+          }
         }
       }
-    }
-    if (!a.tokens_.emplace(fields[0], t).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("auth tokens, line ", number, ": the same token appears twice"));
+      if (!a.tokens_.emplace(fields[0], t).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ", line ", number, ": the same token appears twice"));
+      }
     }
   }
   return a;
@@ -68,7 +73,27 @@ absl::StatusOr<Authenticator> Authenticator::from_file(const std::string& path) 
   if (!f) return absl::NotFoundError(absl::StrCat("auth_tokens_file: cannot read ", path));
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse(ss.str());
+  if (f.bad()) return absl::DataLossError(absl::StrCat("auth_tokens_file: cannot read ", path));
+  return parse(ss.str(), absl::StrCat("auth_tokens_file ", path));
+}
+
+absl::StatusOr<Authenticator> Authenticator::from_sources(const std::string& file,
+                                                          const char* env) {
+  if (!file.empty() && env != nullptr) {
+    return absl::InvalidArgumentError(
+        "auth tokens: both --auth_tokens_file and $MATSERVE_AUTH_TOKENS are set; set one");
+  }
+  if (file.empty() && env == nullptr) return Authenticator();
+  const std::string source =
+      !file.empty() ? absl::StrCat("auth_tokens_file ", file) : "$MATSERVE_AUTH_TOKENS";
+  absl::StatusOr<Authenticator> a = !file.empty() ? from_file(file) : parse(env, source);
+  if (a.ok() && !a->enabled()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(source,
+                     ": holds no token (only blank or comment lines); refusing to serve without "
+                     "authentication (remove the setting to serve without tokens)"));
+  }
+  return a;
 }
 
 absl::StatusOr<std::string> Authenticator::authenticate(const grpc::ServerContext& context,

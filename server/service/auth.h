@@ -1,7 +1,11 @@
-// Bearer-token authentication and per-RPC permissions. Tokens come from a file (one
-// "<token> <name> [permissions]" per line) or an environment variable with the same lines
-// separated by ';'. With no tokens configured every caller is the anonymous owner "". The
-// token's name becomes the owner of the resident matrices it creates: no other token sees them.
+// Bearer-token authentication and per-RPC permissions. Tokens come from a file or an environment
+// variable in one format: entries "<token> <name> [permissions]", one per line or separated by
+// ';' (a Kubernetes Secret holds lines, a shell variable is easier with ';'); a line whose first
+// non-blank character is '#' is a comment, and blank lines and entries are skipped, alike in
+// both. A configured source that yields no token is an error: the server refuses to start rather
+// than serve without authentication. With no source configured every caller is the anonymous
+// owner "". The token's name becomes the owner of the resident matrices it creates: no other
+// token sees them.
 #pragma once
 
 #include <grpcpp/server_context.h>
@@ -19,9 +23,16 @@ enum class Permission : unsigned { kInfo = 1, kCompute = 2, kResident = 4 };
 class Authenticator {
  public:
   Authenticator() = default;  // authentication off
-  // Parses the lines described above; INVALID_ARGUMENT naming the line when one is malformed.
-  static absl::StatusOr<Authenticator> parse(const std::string& text, char line_separator = '\n');
+  // Parses the entries described above; INVALID_ARGUMENT naming `source` and the line when one is
+  // malformed. Text with no entry gives an Authenticator with authentication off.
+  static absl::StatusOr<Authenticator> parse(const std::string& text,
+                                             const std::string& source = "auth tokens");
   static absl::StatusOr<Authenticator> from_file(const std::string& path);
+
+  // The server's sources: the --auth_tokens_file flag (empty: none) and $MATSERVE_AUTH_TOKENS
+  // (nullptr: unset). Neither: authentication off. One of them: its tokens, and an error
+  // (naming the source) when it cannot be read or holds no token. Both: an error.
+  static absl::StatusOr<Authenticator> from_sources(const std::string& file, const char* env);
 
   bool enabled() const { return !tokens_.empty(); }
   std::size_t size() const { return tokens_.size(); }

@@ -1,0 +1,107 @@
+// Token sources: one format for the file and the environment variable (entries one per line or
+// separated by ';', '#' comment lines, blank lines), and sources that fail closed: a configured
+// source that cannot be read or holds no token is an error, never "authentication off".
+#include "server/service/auth.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace matserve::server {
+namespace {
+
+constexpr char kAlice[] = "alice-token-0123456789";
+constexpr char kBob[] = "bob-token-0123456789ab";
+
+std::string temp_file(const std::string& text) {
+  char path[] = "/tmp/matserve_auth_test_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(AuthenticatorTest, SecretStyleLinesWithCommentsAndBlankLines) {
+  const std::string text = std::string("# matserve tokens\n\n  # indented comment\n") + kAlice +
+                           " alice\n\n" + kBob + " bob info,compute\n# trailing comment";
+  absl::StatusOr<Authenticator> a = Authenticator::parse(text);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size(), 2u);
+}
+
+TEST(AuthenticatorTest, SemicolonsAndLinesMixAndCrLfIsAccepted) {
+  const std::string text = std::string(kAlice) + " alice; " + kBob + " bob\r\n";
+  absl::StatusOr<Authenticator> a = Authenticator::parse(text);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size(), 2u);
+}
+
+TEST(AuthenticatorTest, ACommentRunsToTheEndOfItsLineEvenWithSemicolons) {
+  // Were the ';' split first, "rotate monthly" would become an entry.
+  const std::string text = std::string("# tokens; rotate monthly\n") + kAlice + " alice";
+  absl::StatusOr<Authenticator> a = Authenticator::parse(text);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size(), 1u);
+}
+
+TEST(AuthenticatorTest, MalformedEntryNamesTheSourceAndLine) {
+  absl::StatusOr<Authenticator> a =
+      Authenticator::parse(std::string("# c\n") + kAlice + " alice\nshort bob\n", "tokens.txt");
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.status().message(),
+            "tokens.txt, line 3: expected '<token of 16+ characters> <name> "
+            "[info,compute,resident]'");
+}
+
+TEST(AuthenticatorTest, NoSourceMeansAuthenticationOff) {
+  absl::StatusOr<Authenticator> a = Authenticator::from_sources("", nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->enabled());
+}
+
+TEST(AuthenticatorTest, FileAndEnvironmentReadTheSameFormat) {
+  const std::string text = std::string("# c\n") + kAlice + " alice\n" + kBob + " bob\n";
+  const std::string path = temp_file(text);
+  absl::StatusOr<Authenticator> from_file = Authenticator::from_sources(path, nullptr);
+  absl::StatusOr<Authenticator> from_env = Authenticator::from_sources("", text.c_str());
+  std::remove(path.c_str());
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_file->size(), 2u);
+  EXPECT_EQ(from_env->size(), 2u);
+}
+
+TEST(AuthenticatorTest, AConfiguredSourceWithNoTokenFailsClosed) {
+  for (const std::string text : {"", "\n\n", "# only a comment\n", "  ;  ; \n# x; y\n"}) {
+    absl::StatusOr<Authenticator> env = Authenticator::from_sources("", text.c_str());
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kFailedPrecondition) << "'" << text << "'";
+    EXPECT_NE(env.status().message().find("$MATSERVE_AUTH_TOKENS: holds no token"),
+              std::string::npos)
+        << env.status();
+    const std::string path = temp_file(text);
+    absl::StatusOr<Authenticator> file = Authenticator::from_sources(path, nullptr);
+    std::remove(path.c_str());
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition) << "'" << text << "'";
+    EXPECT_NE(file.status().message().find("holds no token"), std::string::npos) << file.status();
+  }
+}
+
+TEST(AuthenticatorTest, AnUnreadableFileFailsClosed) {
+  absl::StatusOr<Authenticator> a =
+      Authenticator::from_sources("/nonexistent/matserve/tokens", nullptr);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(a.status().message(), "auth_tokens_file: cannot read /nonexistent/matserve/tokens");
+}
+
+TEST(AuthenticatorTest, BothSourcesAtOnceAreRefused) {
+  const std::string env = std::string(kAlice) + " alice";
+  absl::StatusOr<Authenticator> a = Authenticator::from_sources("/some/file", env.c_str());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace matserve::server
