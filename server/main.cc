@@ -23,6 +23,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -36,6 +37,7 @@
 #include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
 #include "server/runtime/cpu_keep_awake.h"
+#include "server/runtime/host_limits.h"
 #include "server/runtime/message_memory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
@@ -58,8 +60,9 @@ ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to use, comma-separate
 ABSL_FLAG(int, streams_per_device, 4, "concurrent requests per GPU (one stream each)");
 ABSL_FLAG(int, copy_threads, -1,
           "CUDA: helper threads that copy inline request and reply bytes through pinned staging "
-          "(0: the request's own thread only; -1: three quarters of the cores less one, at most "
-          "11, which bench/staging_bench measured fastest on a 16-core host)");
+          "(0: the request's own thread only; -1: three quarters of the CPUs the process may use "
+          "(affinity and cgroup CPU limit) less one, at most 11, which bench/staging_bench "
+          "measured fastest on a 16-core host)");
 ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
           "CUDA: pinned host memory in which large request and reply buffers are placed as gRPC "
           "parses and sends them, so they reach the GPU by DMA with no staging copy (blocks that "
@@ -67,7 +70,8 @@ ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
-          "(0: 90% of a GPU's memory, a quarter of host memory on the CPU backend)");
+          "(0: 90% of a GPU's memory, a quarter of the process's memory limit (host or cgroup) on "
+          "the CPU backend); at most 90% of either: a larger value is clamped, with a warning");
 ABSL_FLAG(int, max_queue_per_device, 256,
           "requests that may wait for a device before new ones "
           "are refused with RESOURCE_EXHAUSTED");
@@ -199,9 +203,11 @@ int run() {
   options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options.cpu_concurrency = absl::GetFlag(FLAGS_cpu_concurrency);
   options.copy_threads = absl::GetFlag(FLAGS_copy_threads);
+  const HostLimits host_limits = read_host_limits();
   if (options.copy_threads == -1) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    options.copy_threads = std::clamp(cores * 3 / 4 - 1, 1, 11);
+    // From the CPUs this process may use (its affinity and its cgroup's CPU quota, as a
+    // container's CPU limit sets it), not the host's cores.
+    options.copy_threads = std::clamp(host_limits.cpus * 3 / 4 - 1, 1, 11);
   } else if (options.copy_threads < 0 || options.copy_threads > 64) {
     return fail(absl::InvalidArgumentError("copy_threads: must be -1 or in [0, 64]"));
   }
@@ -305,6 +311,22 @@ int run() {
       "matserve: serving gRPC on %s:%d (%s, %s)\n", host.c_str(), port,
       tls ? (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS") : "plaintext",
       auth->enabled() ? absl::StrCat(auth->size(), " bearer tokens").c_str() : "no authentication");
+  std::printf("matserve: %d CPUs usable%s, %d copy threads\n", host_limits.cpus,
+              host_limits.cpu_quota
+                  ? absl::StrFormat(" (cgroup CPU limit %.2f)", *host_limits.cpu_quota).c_str()
+                  : "",
+              options.copy_threads);
+  for (const DeviceDescription& d : devs) {
+    std::printf("matserve: device %d memory budget %.2f GiB\n", d.index,
+                static_cast<double>(d.memory_budget_bytes) / (1 << 30));
+    if (d.budget_requested_bytes > 0) {
+      std::printf(
+          "matserve: WARNING: --memory_budget_bytes=%lld is more than 90%% of device %d's "
+          "memory; clamped to %lld\n",
+          static_cast<long long>(d.budget_requested_bytes), d.index,
+          static_cast<long long>(d.memory_budget_bytes));
+    }
+  }
   if (!tls && !is_loopback(listen)) {
     std::printf(
         "matserve: WARNING: plaintext gRPC on a non-loopback address; use --tls_cert/"

@@ -28,6 +28,8 @@ struct DeviceDescription {
   std::int64_t memory_total_bytes = 0;
   std::int64_t memory_free_bytes = 0;
   int multiprocessors = 0;
+  std::int64_t memory_budget_bytes = 0;     // what requests and resident matrices may use
+  std::int64_t budget_requested_bytes = 0;  // --memory_budget_bytes when it was clamped, else 0
 };
 
 // Per-device runtime numbers, for metrics and tests.

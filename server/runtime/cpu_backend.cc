@@ -28,11 +28,10 @@ std::string read_cpu_model() {
   return "cpu";
 }
 
-std::int64_t default_budget() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 4
-                               : std::int64_t{1} << 32;
+// A quarter of the memory the process may use (the host's, or its cgroup's limit) by default,
+// at most 90% of it.
+MemoryBudget host_budget(std::int64_t requested, const HostLimits& host) {
+  return choose_memory_budget(requested, host.memory_bytes, 0.25, 0.9);
 }
 
 RawAllocator host_allocator() {
@@ -55,16 +54,20 @@ const void* bytes_of(const Operand& o) {
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : cpu_name_(read_cpu_model()),
-      pool_(host_allocator(),
-            options.memory_budget_bytes > 0 ? options.memory_budget_bytes : default_budget()),
+      host_(read_host_limits()),
+      budget_(host_budget(options.memory_budget_bytes, host_)),
+      budget_requested_(budget_.clamped ? options.memory_budget_bytes : 0),
+      pool_(host_allocator(), budget_.bytes),
       scheduler_("cpu", options.concurrency, options.max_queue, pool_) {}
 
 std::vector<DeviceDescription> CpuBackend::devices() const {
   DeviceDescription d;
   d.index = 0;
-  d.name = absl::StrCat(cpu_name_, " (", std::thread::hardware_concurrency(), " threads)");
+  d.name = absl::StrCat(cpu_name_, " (", host_.cpus, " threads)");
   d.memory_total_bytes = pool_.budget();
   d.memory_free_bytes = pool_.budget() - pool_.stats().in_use_bytes;
+  d.memory_budget_bytes = pool_.budget();
+  d.budget_requested_bytes = budget_requested_;
   return {d};
 }
 

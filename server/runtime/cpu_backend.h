@@ -5,6 +5,7 @@
 
 #include "server/runtime/backend.h"
 #include "server/runtime/device_scheduler.h"
+#include "server/runtime/host_limits.h"
 #include "server/runtime/memory_pool.h"
 
 namespace matserve::server {
@@ -37,6 +38,9 @@ class CpuBackend final : public Backend {
 
  private:
   std::string cpu_name_;
+  HostLimits host_;
+  MemoryBudget budget_;
+  std::int64_t budget_requested_;
   MemoryPool pool_;
   DeviceScheduler scheduler_;
 };

@@ -19,6 +19,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_staging.h"
+#include "server/runtime/host_limits.h"
 #include "server/runtime/message_memory.h"
 #include "server/runtime/problem_builder.h"
 
@@ -120,9 +121,14 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
     d->description.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
     d->description.memory_total_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
     d->description.multiprocessors = prop.multiProcessorCount;
-    const std::int64_t budget = options.memory_budget_bytes > 0
-                                    ? options.memory_budget_bytes
-                                    : static_cast<std::int64_t>(prop.totalGlobalMem) / 10 * 9;
+    // 90% of the device by default and at most: the rest holds the CUDA context, cuBLAS
+    // workspaces and kernel modules. A larger --memory_budget_bytes (a manifest written for a
+    // larger GPU) is clamped, and the server says so at start.
+    const MemoryBudget chosen = choose_memory_budget(
+        options.memory_budget_bytes, static_cast<std::int64_t>(prop.totalGlobalMem), 0.9, 0.9);
+    const std::int64_t budget = chosen.bytes;
+    d->description.memory_budget_bytes = budget;
+    if (chosen.clamped) d->description.budget_requested_bytes = options.memory_budget_bytes;
     d->pool = std::make_unique<MemoryPool>(
         RawAllocator{
             .name = absl::StrCat(d->label, " device memory"),

@@ -362,5 +362,19 @@ class OutOfMemoryTest(FaultTestBase):
         stub.Release(pb.ReleaseRequest(handle=r.result.handle), timeout=30)
 
 
+class BudgetClampTest(unittest.TestCase):
+    def test_a_budget_larger_than_memory_is_clamped_and_logged(self):
+        with ServerProcess("--memory_budget_bytes=%d" % (1 << 50)) as server:
+            out = server.output()
+            self.assertIn("WARNING: --memory_budget_bytes=%d is more than 90%% of device 0's "
+                          "memory; clamped to" % (1 << 50), out)
+            budget = int(out.split("clamped to ", 1)[1].split()[0])
+            self.assertLess(budget, 1 << 50)
+            self.assertRegex(out, r"matserve: \d+ CPUs usable")
+            info = server.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=30)
+            self.assertEqual(info.devices[0].memory_total_bytes, budget)
+            self.assertEqual(server.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
