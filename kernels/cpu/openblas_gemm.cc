@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/element.h"
@@ -45,6 +46,13 @@ std::int64_t span(std::int64_t rows_stored, std::int64_t ld, std::int64_t cols_s
 }
 
 }  // namespace
+
+int set_openblas_threads(int threads) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    openblas_set_num_threads(std::max(1, threads));
+  }
+  return openblas_get_num_threads();
+}
 
 absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
   const int m = static_cast<int>(p.m);

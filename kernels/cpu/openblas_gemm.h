@@ -10,4 +10,9 @@ namespace matserve::kernels {
 
 absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& ctx);
 
+// OpenBLAS's thread count for every later call, unless $OPENBLAS_NUM_THREADS or
+// $OMP_NUM_THREADS chose it (OpenBLAS itself counts the host's cores, not a container's CPU
+// limit). Returns the count in force.
+int set_openblas_threads(int threads);
+
 }  // namespace matserve::kernels

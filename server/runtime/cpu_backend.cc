@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/openblas_gemm.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
@@ -58,12 +59,14 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       budget_(host_budget(options.memory_budget_bytes, host_)),
       budget_requested_(budget_.clamped ? options.memory_budget_bytes : 0),
       pool_(host_allocator(), budget_.bytes),
-      scheduler_("cpu", options.concurrency, options.max_queue, pool_) {}
+      scheduler_("cpu", options.concurrency, options.max_queue, pool_) {
+  blas_threads_ = kernels::set_openblas_threads(host_.cpus);
+}
 
 std::vector<DeviceDescription> CpuBackend::devices() const {
   DeviceDescription d;
   d.index = 0;
-  d.name = absl::StrCat(cpu_name_, " (", host_.cpus, " threads)");
+  d.name = absl::StrCat(cpu_name_, " (", blas_threads_, " threads)");
   d.memory_total_bytes = pool_.budget();
   d.memory_free_bytes = pool_.budget() - pool_.stats().in_use_bytes;
   d.memory_budget_bytes = pool_.budget();

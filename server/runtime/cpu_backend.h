@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   HostLimits host_;
   MemoryBudget budget_;
   std::int64_t budget_requested_;
+  int blas_threads_ = 1;
   MemoryPool pool_;
   DeviceScheduler scheduler_;
 };
