@@ -153,6 +153,7 @@ matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timin
   matserve::v1::Timing out;
   out.set_queue_us(median_of(&matserve::v1::Timing::queue_us));
   out.set_host_to_device_us(median_of(&matserve::v1::Timing::host_to_device_us));
+  out.set_launch_us(median_of(&matserve::v1::Timing::launch_us));
   out.set_kernel_us(median_of(&matserve::v1::Timing::kernel_us));
   out.set_device_to_host_us(median_of(&matserve::v1::Timing::device_to_host_us));
   out.set_total_us(median_of(&matserve::v1::Timing::total_us));

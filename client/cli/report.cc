@@ -43,9 +43,9 @@ std::string Bytes(std::int64_t b) {
 // The timing block, right-aligned so the decimal points line up.
 void TimingLines(std::ostream& out, const v1::Timing& t, double rpc_us) {
   const std::pair<std::string_view, double> rows[] = {
-      {"queue_us", t.queue_us()},   {"h2d_us", t.host_to_device_us()},
-      {"kernel_us", t.kernel_us()}, {"d2h_us", t.device_to_host_us()},
-      {"total_us", t.total_us()},   {"client_rpc_us", rpc_us}};
+      {"queue_us", t.queue_us()},   {"h2d_us", t.host_to_device_us()}, {"launch_us", t.launch_us()},
+      {"kernel_us", t.kernel_us()}, {"d2h_us", t.device_to_host_us()}, {"total_us", t.total_us()},
+      {"client_rpc_us", rpc_us}};
   std::size_t width = 0;
   for (const auto& [key, v] : rows) width = std::max(width, Fixed(v).size());
   for (const auto& [key, v] : rows) {
@@ -58,6 +58,7 @@ std::string TimingJson(const v1::Timing& t, double rpc_us) {
   return JsonObject()
       .Add("queue", t.queue_us())
       .Add("h2d", t.host_to_device_us())
+      .Add("launch", t.launch_us())
       .Add("kernel", t.kernel_us())
       .Add("d2h", t.device_to_host_us())
       .Add("total", t.total_us())

@@ -96,6 +96,7 @@ struct TransposeJob {
 struct StageTimes {
   double queue_us = 0;
   double host_to_device_us = 0;
+  double launch_us = 0;  // host time to enqueue the device work (CUDA); not part of kernel_us
   double kernel_us = 0;
   double device_to_host_us = 0;
   double total_us = 0;

@@ -50,6 +50,7 @@ void fill_timing(const StageTimes& t, v1::Timing* out) {
   out->set_queue_us(t.queue_us);
   out->set_host_to_device_us(t.host_to_device_us);
   out->set_kernel_us(t.kernel_us);
+  out->set_launch_us(t.launch_us);
   out->set_device_to_host_us(t.device_to_host_us);
   out->set_total_us(t.total_us);
 }

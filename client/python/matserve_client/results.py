@@ -28,10 +28,12 @@ class Timing:
     kernel_us: float
     device_to_host_us: float
     total_us: float
+    launch_us: float = 0.0  # host time to enqueue the device work (CUDA); not in kernel_us
 
     @classmethod
     def from_proto(cls, t: "pb.Timing") -> "Timing":
-        return cls(t.queue_us, t.host_to_device_us, t.kernel_us, t.device_to_host_us, t.total_us)
+        return cls(t.queue_us, t.host_to_device_us, t.kernel_us, t.device_to_host_us, t.total_us,
+                   t.launch_us)
 
 
 @dataclass(frozen=True)
