@@ -12,15 +12,15 @@ same GPU, timed with CUDA events around each call.
 
 What is compared (docs/benchmarks.md, "Service against PyTorch"):
 - Service: `timing.kernel_us` (CUDA events around the call's device work, measured by the server;
-  the host's time to enqueue it is `timing.launch_us`, reported beside it). The
+  the host's time to enqueue that work is `timing.launch_us`, reported beside it). The
   client-observed round trip of each Multiply (gRPC on loopback, the server's own work) is reported
   beside it for information.
 - torch: one torch.matmul(A, B, out=C) per measurement, an event recorded before and after it and
-  the end event waited for. The events and the call are enqueued behind torch.cuda._sleep, so the
-  interval is the device's time alone, as the server's kernel_us is (the server holds its stream
-  behind a gate until the call's device work is enqueued): neither side counts the host's launch
-  work. The same events around `reps` calls in a row (launches queued back to back) are reported
-  as `baseline_stream_us` for information.
+  the end event waited for, so the GPU is idle when each call starts, as it is for a service
+  request: on both sides the interval includes whatever part of the host's launch work the device
+  waits for (the server reports its host enqueue time as launch_us). The same events around `reps`
+  calls in a row (launches queued back to back) are reported as `baseline_stream_us` for
+  information.
 - Inputs are not rotated on either side: the service's resident operands are the same device buffers
   on every call, so torch reuses its A and B too (equal L2 conditions on both sides).
 - Precisions: fp32 = IEEE fp32 on both sides (service COMPUTE_FP32; torch with TF32 off);
@@ -80,10 +80,6 @@ QUICK = dict(shapes="256,1024,4096,4096x64x4096,1000x999x1001", precisions="fp32
              reps=10, transpose_shapes="8192x8192,4096x12288")
 CHUNK = 16 << 20  # bytes per UploadStream / DownloadStream message
 MAX_MESSAGE = 1 << 30
-
-# torch.cuda._sleep before each timed call: about 100 us at the H100's boost clock (more while
-# the clock ramps up), longer than torch's host-side work for one matmul.
-GATE_CYCLES = 200_000
 
 
 def log(*a):
@@ -392,8 +388,8 @@ class TorchBaseline:
                     getattr(m, "allow_fp16_reduced_precision_reduction", None),
                 "allow_bf16_reduced_precision_reduction":
                     getattr(m, "allow_bf16_reduced_precision_reduction", None),
-                "timing": "CUDA events around each call, enqueued behind torch.cuda._sleep so the "
-                          "interval is device time only; end event waited for; median"}
+                "timing": "CUDA events around each call on an idle GPU, end event waited for; "
+                          "median"}
 
     def label(self, precision):
         return {"fp32": "torch fp32 (TF32 off)", "tf32": "torch fp32 with TF32 on",
@@ -427,10 +423,6 @@ class TorchBaseline:
             reps = min(reps, max(min_reps, int(case_seconds * 1e3 / max(s.elapsed_time(e), 1e-3))))
         times = []
         for _ in range(reps):
-            # The GPU sleeps while the host enqueues the start event, the call and the end event:
-            # the interval is device time alone, as the server's gated kernel_us is (its stream
-            # waits behind a gate until the host has enqueued everything).
-            t.cuda._sleep(GATE_CYCLES)
             s.record()
             fn()
             e.record()
@@ -826,12 +818,11 @@ def markdown(doc):
          f"Command: `{doc['command']}`",
          "",
          f"ratio = {bname} median / service median kernel time (> 1: the service is faster). "
-         "Service: `timing.kernel_us` (device time of the call's device work: CUDA events "
-         "enqueued behind the server's stream gate, so the host's launch work, `launch_us`, is "
-         "not counted; the host clock on the CPU backend), resident operands, median of the "
-         f"timed calls. {bname}: "
-         + ("CUDA events around each call, enqueued behind torch.cuda._sleep so that the "
-            "interval is device time only (the end event waited for)."
+         "Service: `timing.kernel_us` (CUDA events around the call's device work on the GPU "
+         "backend, including any wait for the host's enqueue, whose host time is `launch_us`; "
+         "the host clock on the CPU backend), resident operands, median of the timed calls. "
+         f"{bname}: "
+         + ("CUDA events around each call, GPU idle at each start (the end event waited for)."
             if is_torch else "wall time of each call.")
          + " Round trip: client-observed Multiply over gRPC on loopback (information).",
          ""]

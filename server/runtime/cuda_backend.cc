@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/stream_gate.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_staging.h"
@@ -71,13 +70,12 @@ absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
 
 }  // namespace
 
-// One stream with its library handles, the events that bracket a request's stages, its pinned
-// staging ring, and the gate that holds the stream while a request's device work is enqueued.
+// One stream with its library handles, the events that bracket a request's stages (H2D start,
+// kernel start, kernel end, H2D end), and its pinned staging ring.
 struct CudaBackend::StreamSlot {
   kernels::StreamResources resources;
-  kernels::Event events[4];  // kH2dStart, kKernelStart, kKernelEnd, kH2dEnd
+  kernels::Event events[4];
   StagingRing staging;
-  kernels::StreamGate gate;
 };
 
 struct CudaBackend::Device {
@@ -158,9 +156,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
       absl::StatusOr<StagingRing> ring =
           StagingRing::create(options.staging_chunk_bytes, staging_chunks(options));
       if (!ring.ok()) return ring.status();
-      absl::StatusOr<kernels::StreamGate> gate = kernels::StreamGate::create();
-      if (!gate.ok()) return gate.status();
-      StreamSlot slot{*std::move(r), {}, *std::move(ring), *std::move(gate)};
+      StreamSlot slot{*std::move(r), {}, *std::move(ring)};
       for (kernels::Event& e : slot.events) {
         absl::StatusOr<kernels::Event> ev = kernels::create_event();
         if (!ev.ok()) return ev.status();
@@ -342,11 +338,11 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   }
   if (stages) cudaEventRecord(slot.events[3].get(), s);
   marks.mark("stage_in");
-  // The device work (conversions, the kernels) is enqueued behind the closed gate and timed by
-  // events 1 and 2 on the device alone; the host's time to enqueue it is the launch stage.
+  // Events 1 and 2 bracket the device work (conversions, the kernels); the host's time to enqueue
+  // it is the launch stage. The device may wait for the host within that interval (docs/api.md):
+  // holding the stream until everything is enqueued would deadlock with CUDA's lazy loading of a
+  // kernel's module, which can wait for the device to be idle.
   const absl::Time launch_start = absl::Now();
-  absl::StatusOr<kernels::StreamGate::Hold> gate = slot.gate.close(s);
-  if (!gate.ok()) return gate.status();
   cudaEventRecord(slot.events[1].get(), s);
   if (convert) {
     if (absl::Status st = cuda_status(
@@ -363,12 +359,10 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
     }
   }
   if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) {
-    gate->open();
     (void)finish(s, d.healthy);
     return st;
   }
   cudaEventRecord(slot.events[2].get(), s);
-  gate->open();
   outcome.times.launch_us = micros_since(launch_start);
   marks.mark("launch");
   if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
@@ -451,16 +445,12 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     cudaEventRecord(slot.events[3].get(), s);
   }
   const absl::Time launch_start = absl::Now();
-  absl::StatusOr<kernels::StreamGate::Hold> gate = slot.gate.close(s);
-  if (!gate.ok()) return gate.status();
   cudaEventRecord(slot.events[1].get(), s);
   if (absl::Status st = (*v)->launch(p, context); !st.ok()) {
-    gate->open();
     (void)finish(s, d.healthy);
     return st;
   }
   cudaEventRecord(slot.events[2].get(), s);
-  gate->open();
   outcome.times.launch_us = micros_since(launch_start);
   if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
       !st.ok()) {

@@ -109,7 +109,7 @@ class GpuServiceTest(unittest.TestCase):
         t = r.timing
         for stage in (t.host_to_device_us, t.launch_us, t.kernel_us, t.device_to_host_us):
             self.assertGreater(stage, 0)
-        # The host's launch work is its own stage: the kernel window is device time only.
+        # The host's time to enqueue the device work is its own stage.
         self.assertGreaterEqual(t.total_us, t.host_to_device_us + t.launch_us + t.kernel_us +
                                 t.device_to_host_us)
         self.assertGreater(r.gflops, 100)
