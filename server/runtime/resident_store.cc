@@ -49,7 +49,9 @@ std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int6
                                               std::int64_t cols, kernels::DType dtype,
                                               kernels::Layout layout, const std::string& owner,
                                               int device, const std::string& label) {
+  static std::atomic<std::uint64_t> next_serial{1};
   auto m = std::make_shared<ResidentMatrix>();
+  m->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
   m->owner = owner;
   m->device = device;
   m->device_label = label;

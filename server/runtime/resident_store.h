@@ -33,6 +33,11 @@ struct ResidentMatrix {
   kernels::DType dtype = kernels::DType::kF32;
   kernels::Layout layout = kernels::Layout::kRowMajor;
   std::atomic<std::int64_t> last_used_ms{0};
+  // Creation order (make_resident numbers matrices from 1): a request naming several matrices
+  // locks them in this order. A new matrix is locked while its operands are held (its creation
+  // and its reply), so locking in address order could close a cycle that absl's deadlock
+  // detector aborts on; creation order never does.
+  std::uint64_t serial = 0;
 
   std::size_t bytes() const { return block.size(); }
 };

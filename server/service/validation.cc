@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -90,7 +91,8 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
 }
 
 // The resident matrices a request names, resolved and locked (shared, or exclusive for an
-// in-place transpose) in address order so that concurrent requests cannot deadlock.
+// in-place transpose) in creation order (ResidentMatrix::serial) so that concurrent requests
+// cannot deadlock.
 class ResidentOperands {
  public:
   explicit ResidentOperands(const HandleResolver& resolve) : resolve_(resolve) {}
@@ -105,7 +107,9 @@ class ResidentOperands {
   }
 
   std::vector<ResidentLock> lock(bool exclusive) {
-    std::sort(all_.begin(), all_.end());
+    std::sort(all_.begin(), all_.end(), [](const auto& x, const auto& y) {
+      return std::pair(x->serial, x.get()) < std::pair(y->serial, y.get());
+    });
     all_.erase(std::unique(all_.begin(), all_.end()), all_.end());
     std::vector<ResidentLock> locks;
     for (const auto& m : all_) locks.emplace_back(m, exclusive);
