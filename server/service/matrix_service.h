@@ -40,6 +40,13 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
                         v1::DownloadReply* reply) override;
   grpc::Status DownloadStream(grpc::ServerContext* context, const v1::DownloadRequest* request,
                               grpc::ServerWriter<v1::DownloadChunk>* writer) override;
+  // The two streaming handlers on gRPC's stream interfaces (the overrides above call them), so
+  // that the fuzzer can drive them without a gRPC server in between.
+  grpc::Status upload_stream(grpc::ServerContext* context,
+                             grpc::ServerReaderInterface<v1::UploadChunk>* reader,
+                             v1::UploadReply* reply);
+  grpc::Status download_stream(grpc::ServerContext* context, const v1::DownloadRequest* request,
+                               grpc::ServerWriterInterface<v1::DownloadChunk>* writer);
   grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                        v1::ReleaseReply* reply) override;
   grpc::Status ListResident(grpc::ServerContext* context, const v1::ListResidentRequest* request,

@@ -131,6 +131,12 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
 grpc::Status MatrixServiceImpl::UploadStream(grpc::ServerContext* context,
                                              grpc::ServerReader<v1::UploadChunk>* reader,
                                              v1::UploadReply* reply) {
+  return upload_stream(context, reader, reply);
+}
+
+grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
+                                              grpc::ServerReaderInterface<v1::UploadChunk>* reader,
+                                              v1::UploadReply* reply) {
   const absl::Time start = absl::Now();
   const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t received = 0;
@@ -231,6 +237,12 @@ grpc::Status MatrixServiceImpl::Download(grpc::ServerContext* context,
 grpc::Status MatrixServiceImpl::DownloadStream(grpc::ServerContext* context,
                                                const v1::DownloadRequest* request,
                                                grpc::ServerWriter<v1::DownloadChunk>* writer) {
+  return download_stream(context, request, writer);
+}
+
+grpc::Status MatrixServiceImpl::download_stream(
+    grpc::ServerContext* context, const v1::DownloadRequest* request,
+    grpc::ServerWriterInterface<v1::DownloadChunk>* writer) {
   const absl::Time start = absl::Now();
   const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t sent = 0;
