@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Writes the fuzz seed corpus (tests/fuzz/corpus): valid and invalid MultiplyRequest,
 TransposeRequest and UploadChunk messages, each prefixed by the selector byte the fuzz target
-reads (0 multiply, 1 transpose, 2 upload header). Rerun after a proto change:
+reads (0 multiply, 1 transpose, 2 upload header), and service sessions (selector 3; the format is
+described in service_session.h): streams, resident matrices, owners, quotas. Rerun after a proto
+change:
   PYTHONPATH=<build>/python /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import os
@@ -17,6 +19,111 @@ SIZE = {pb.FP64: 8, pb.FP32: 4, pb.FP16: 2, pb.BF16: 2}
 def mat(rows, cols, dtype=pb.FP32, layout=pb.ROW_MAJOR, nbytes=None, fill=b"\x3f"):
     n = rows * cols * SIZE.get(dtype, 4) if nbytes is None else nbytes
     return pb.Matrix(rows=rows, cols=cols, dtype=dtype, layout=layout, data=fill * max(n, 0))
+
+
+# Service sessions: callers (the op byte's high nibble) and RPCs (its low nibble).
+ALICE, BOB, CAROL, NOBODY = 0, 10, 13, 15
+RPC = {"multiply": 0, "transpose": 1, "upload": 2, "upload_stream": 3, "download": 4,
+       "download_stream": 5, "release": 6, "list": 7, "info": 8, "kernels": 9,
+       "upload_stream_grpc": 14, "download_stream_grpc": 15}
+
+
+def call(rpc, msg=b"", who=ALICE):
+    payload = msg if isinstance(msg, bytes) else msg.SerializeToString()
+    return bytes([who << 4 | RPC[rpc]]) + struct.pack("<H", len(payload)) + payload
+
+
+def stream(*chunks):
+    return b"".join(struct.pack("<H", len(c.SerializeToString())) + c.SerializeToString()
+                    for c in chunks)
+
+
+def ref(i):
+    """A one-byte handle: the session's i-th handle."""
+    return chr(i)
+
+
+def header(rows, cols, dtype=pb.FP32, layout=pb.ROW_MAJOR):
+    return pb.Matrix(rows=rows, cols=cols, dtype=dtype, layout=layout)
+
+
+def up(rows, cols, dtype=pb.FP32, who=ALICE, **kw):
+    return call("upload", pb.UploadRequest(matrix=mat(rows, cols, dtype, fill=b"\x11"), **kw), who)
+
+
+def sessions():
+    chunk = pb.UploadChunk
+    return {
+        "upload_download": [
+            up(4, 4), call("download", pb.DownloadRequest(handle=ref(0))),
+            call("download_stream", pb.DownloadRequest(handle=ref(0), chunk_bytes=4096)),
+            call("list"), call("release", pb.ReleaseRequest(handle=ref(0))),
+            call("release", pb.ReleaseRequest(handle=ref(0))),
+            call("download", pb.DownloadRequest(handle=ref(0)))],
+        "stream_big": [
+            call("upload_stream", stream(chunk(header=header(64, 48)), chunk(data=b"\x01" * 4096),
+                                         chunk(data=b"\x02" * 4096), chunk(data=b"\x03" * 4096))),
+            call("download", pb.DownloadRequest(handle=ref(0))),
+            call("download_stream", pb.DownloadRequest(handle=ref(0), chunk_bytes=5000)),
+            call("download_stream", pb.DownloadRequest(handle=ref(0))),
+            call("download_stream", pb.DownloadRequest(handle=ref(0), chunk_bytes=100))],
+        "stream_bad": [
+            call("upload_stream", stream(chunk(header=header(2, 2)), chunk(data=b"\x01" * 15))),
+            call("upload_stream", stream(chunk(header=header(2, 2)), chunk(data=b"\x01" * 17))),
+            call("upload_stream", stream(chunk(header=mat(2, 2)))),
+            call("upload_stream", stream(chunk(header=header(2, 2)), chunk(header=header(2, 2)))),
+            call("upload_stream", stream(chunk(header=header(1, 2, pb.FP64), data=b"\x00" * 16),
+                                         chunk(colocate_with="x"))),
+            call("upload_stream", b""),
+            call("upload_stream", stream(chunk(data=b"\x00" * 16))),
+            call("upload_stream", stream(chunk(header=header(99, 2)))),
+            call("upload_stream", stream(chunk(header=header(2, 2), colocate_with="nope")))],
+        "resident_ops": [
+            up(8, 4), up(4, 8),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b_handle=ref(1), keep_result=True)),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b_handle=ref(1), c_handle=ref(2),
+                                                beta=1.0, verify=True)),
+            call("transpose", pb.TransposeRequest(a_handle=ref(0), in_place=True, verify=True)),
+            call("transpose", pb.TransposeRequest(a_handle=ref(1), keep_result=True, scale=2.0)),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b=mat(4, 3), transpose_a=True,
+                                                keep_result=True, output_dtype=pb.FP32)),
+            call("download", pb.DownloadRequest(handle=ref(0))), call("list"),
+            call("release", pb.ReleaseRequest(handle=ref(2))),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b_handle=ref(2)))],
+        "owners": [
+            up(4, 4), call("download", pb.DownloadRequest(handle=ref(0)), BOB),
+            call("release", pb.ReleaseRequest(handle=ref(0)), BOB),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b=mat(4, 2)), CAROL),
+            call("multiply", pb.MultiplyRequest(a=mat(2, 4), b=mat(4, 2)), CAROL),
+            call("multiply", pb.MultiplyRequest(a=mat(2, 4), b=mat(4, 2), keep_result=True), CAROL),
+            call("list", b"", NOBODY), call("upload", pb.UploadRequest(matrix=mat(2, 2)), NOBODY),
+            up(2, 2, who=BOB), call("list", b"", BOB),
+            call("transpose", pb.TransposeRequest(a_handle=ref(0), in_place=True), BOB),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(1), b_handle=ref(0))),
+            call("info"), call("kernels", b"", CAROL), call("info", b"", NOBODY)],
+        "quota": [up(32, 64) for _ in range(6)] + [up(32, 64, who=BOB) for _ in range(4)] + [
+            call("multiply", pb.MultiplyRequest(a=mat(64, 1), b=mat(1, 64), keep_result=True,
+                                                ), BOB),
+            call("release", pb.ReleaseRequest(handle=ref(0))), up(32, 64, who=BOB)],
+        "grpc_streams": [
+            call("upload_stream_grpc", stream(chunk(header=header(64, 64)),
+                                              *[chunk(data=b"\x05" * 4096) for _ in range(4)])),
+            call("download_stream_grpc", pb.DownloadRequest(handle=ref(0), chunk_bytes=6144)),
+            call("download_stream_grpc", pb.DownloadRequest(handle=ref(0), chunk_bytes=6145)),
+            # A chunk larger than a message after all the bytes: gRPC ends the stream.
+            call("upload_stream", stream(chunk(header=header(16, 64)), chunk(data=b"\x06" * 4096),
+                                         chunk(data=b"\x07" * 13000))),
+            call("upload_stream_grpc", stream(chunk(header=header(2, 2)))),
+            call("download_stream_grpc", pb.DownloadRequest(handle="unknown"), BOB)],
+        "colocate": [
+            up(3, 3, pb.FP64),
+            call("upload", pb.UploadRequest(matrix=mat(3, 3, pb.FP64), colocate_with=ref(0))),
+            call("upload_stream", stream(chunk(header=header(1, 1, pb.BF16), colocate_with=ref(1)),
+                                         chunk(data=b"\x80\x3f"))),
+            call("upload", pb.UploadRequest(matrix=mat(3, 3), colocate_with=ref(0)), BOB),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(2), b_handle=ref(2), c_handle=ref(2),
+                                                beta=0.5, keep_result=True))],
+    }
 
 
 def main():
@@ -76,6 +183,8 @@ def main():
     for k, v in up.items():
         seeds[k] = b"\x02" + v.SerializeToString()
     seeds["garbage"] = b"\x00\xff\xff\xff\xff\x0f"
+    for k, v in sessions().items():
+        seeds["svc_" + k] = b"\x03" + b"".join(v)
     for name, data in seeds.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)

@@ -1,7 +1,9 @@
-// libFuzzer target over request decoding and validation: the first byte picks the message
-// (MultiplyRequest, TransposeRequest or the first UploadChunk of a stream), the rest is parsed as
-// that protobuf and validated against small limits with a resolver that knows one fake handle.
-// Invariants checked on success: every byte span lies inside the request, sizes match the shapes.
+// libFuzzer target over matserve's requests. The first byte picks the mode (modulo 4): 0, 1, 2
+// parse the rest as a MultiplyRequest, TransposeRequest or the first UploadChunk of a stream and
+// validate it against small limits with a resolver that knows one fake handle (invariants on
+// success: every byte span lies inside the request, sizes match the shapes); 3 runs the rest as a
+// session of calls on the real service in process (service_session.h: streams, resident
+// matrices, permissions, and the server back to zero resident bytes after each input).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -10,11 +12,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/stubs/logging.h"
 #include "matserve/v1/matrix_service.pb.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
 #include "server/service/limits.h"
 #include "server/service/validation.h"
+#include "tests/fuzz/service_session.h"
 
 namespace {
 
@@ -126,15 +130,30 @@ void fuzz_upload_header(const std::uint8_t* data, std::size_t size, const Servic
   }
 }
 
+// Protobuf logs every string field with invalid UTF-8 that it parses, as most mutated inputs
+// have one: those lines are dropped, every other message still goes to stderr.
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
+                  const std::string& message) {
+  if (level == google::protobuf::LOGLEVEL_ERROR &&
+      message.find("invalid UTF-8") != std::string::npos) {
+    return;
+  }
+  std::fprintf(stderr, "[libprotobuf %d %s:%d] %s\n", static_cast<int>(level), file, line,
+               message.c_str());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const bool quiet = (google::protobuf::SetLogHandler(protobuf_log), true);
+  (void)quiet;
   if (size < 1) return 0;
   static const ServiceLimits limits = fuzz_limits();
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: fuzz_multiply(data + 1, size - 1, limits); break;
     case 1: fuzz_transpose(data + 1, size - 1, limits); break;
-    default: fuzz_upload_header(data + 1, size - 1, limits); break;
+    case 2: fuzz_upload_header(data + 1, size - 1, limits); break;
+    default: matserve::fuzz::fuzz_service_session(data + 1, size - 1); break;
   }
   return 0;
 }
