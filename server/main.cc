@@ -194,6 +194,7 @@ int run() {
   if (limits.max_message_bytes < 1024 || limits.max_message_bytes > 2147483647) {
     return fail(absl::InvalidArgumentError("max_message_bytes: must be in [1024, 2147483647]"));
   }
+  if (absl::Status s = check_limits(limits); !s.ok()) return fail(s);
 
   BackendOptions options;
   options.backend = absl::GetFlag(FLAGS_backend);

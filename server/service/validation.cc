@@ -1,11 +1,13 @@
-// Request validation: see validation.h. Checks run in an order that never overflows: enums, then
-// each dimension against [1, max_dimension] (so rows * cols * 8 fits in 64 bits), then byte
-// lengths, then agreement between operands.
+// Request validation: see validation.h. Checks run in this order: enums, then each dimension
+// against [1, max_dimension], then byte sizes (products checked for 64-bit overflow, so even a
+// --max_dimension near 2^31 cannot wrap a size into a small number), then byte lengths, then
+// agreement between operands.
 #include "server/service/validation.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,9 +40,24 @@ absl::Status check_dimension(const std::string& field, std::int64_t v,
   return absl::OkStatus();
 }
 
-absl::Status check_size(const std::string& field, std::int64_t bytes, const ServiceLimits& limits) {
-  if (bytes > limits.max_matrix_bytes) {
-    return absl::ResourceExhaustedError(StrCat(field, ": ", bytes, " bytes exceeds the limit of ",
+// rows * cols * elem, or nullopt when it does not fit in 64 bits.
+std::optional<std::int64_t> checked_bytes(std::int64_t rows, std::int64_t cols, std::int64_t elem) {
+  std::int64_t elements = 0;
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(rows, cols, &elements) ||
+      __builtin_mul_overflow(elements, elem, &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+absl::Status check_size(const std::string& field, std::int64_t rows, std::int64_t cols,
+                        std::int64_t elem, const ServiceLimits& limits) {
+  const std::optional<std::int64_t> bytes = checked_bytes(rows, cols, elem);
+  if (!bytes.has_value() || *bytes > limits.max_matrix_bytes) {
+    const std::string size =
+        bytes.has_value() ? StrCat(*bytes) : StrCat(rows, " * ", cols, " * ", elem, " (over 2^63)");
+    return absl::ResourceExhaustedError(StrCat(field, ": ", size, " bytes exceeds the limit of ",
                                                limits.max_matrix_bytes,
                                                " bytes per matrix (--max_matrix_bytes)"));
   }
@@ -64,7 +81,7 @@ absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matr
   if (absl::Status s = check_dimension(field + ".rows", m.rows(), limits); !s.ok()) return s;
   if (absl::Status s = check_dimension(field + ".cols", m.cols(), limits); !s.ok()) return s;
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(*dtype));
-  if (absl::Status s = check_size(field, m.rows() * m.cols() * elem, limits); !s.ok()) return s;
+  if (absl::Status s = check_size(field, m.rows(), m.cols(), elem, limits); !s.ok()) return s;
   HostMatrix h;
   h.rows = m.rows();
   h.cols = m.cols();
@@ -236,7 +253,8 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (absl::Status s = check_finite("beta", job.beta); !s.ok()) return s;
   // The output obeys the same limits as the inputs (m and n are already within max_dimension).
   if (absl::Status s =
-          check_size("c (the result)", static_cast<std::int64_t>(job.out_bytes()), limits);
+          check_size("c (the result)", job.m(), job.n(),
+                     static_cast<std::int64_t>(kernels::dtype_size(job.out_dtype)), limits);
       !s.ok()) {
     return s;
   }
@@ -295,6 +313,25 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
 }  // namespace matserve::server
 
 namespace matserve::server {
+
+absl::Status check_limits(const ServiceLimits& limits) {
+  constexpr std::int64_t kMaxInt32 = 2147483647;
+  if (limits.max_dimension < 1 || limits.max_dimension > kMaxInt32) {
+    return absl::InvalidArgumentError(StrCat("max_dimension: must be in [1, ", kMaxInt32,
+                                             "] (the kernels take 32-bit dimensions; got ",
+                                             limits.max_dimension, ")"));
+  }
+  if (limits.max_matrix_bytes < 1) {
+    return absl::InvalidArgumentError(
+        StrCat("max_matrix_bytes: must be >= 1 (got ", limits.max_matrix_bytes, ")"));
+  }
+  if (limits.max_resident_bytes_per_owner < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("max_resident_bytes_per_owner: must be >= 0 (0: no per-caller limit; got ",
+               limits.max_resident_bytes_per_owner, ")"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
                                            const ServiceLimits& limits) {

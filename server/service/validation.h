@@ -29,6 +29,10 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
                                                 const ServiceLimits& limits,
                                                 const HandleResolver& resolve);
 
+// The limits themselves, checked once at startup: INVALID_ARGUMENT naming the flag when one is
+// out of its range (e.g. --max_dimension above 2^31 - 1: the kernels take 32-bit dimensions).
+absl::Status check_limits(const ServiceLimits& limits);
+
 // A whole matrix (Upload), named `field` in messages.
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
                                            const ServiceLimits& limits);

@@ -104,6 +104,62 @@ TEST(ValidateMultiply, DimensionsAreCheckedBeforeAnyProductCanOverflow) {
                absl::StatusCode::kInvalidArgument, "a.rows: 1099511627776 exceeds the limit");
 }
 
+// With a --max_dimension near 2^31, rows * cols * size overflows 64 bits: the size check must
+// see the overflow, not a wrapped (small) product that an empty `data` would then match.
+TEST(ValidateMultiply, SizeProductsThatOverflowAreRefused) {
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_dimension = std::int64_t{1} << 62;  // only check_limits keeps this out of a server
+  v1::MultiplyRequest req;
+  req.mutable_a()->set_rows(std::int64_t{1} << 32);
+  req.mutable_a()->set_cols(std::int64_t{1} << 32);  // 2^64 elements: wraps to 0 bytes
+  req.mutable_a()->set_dtype(v1::FP32);
+  *req.mutable_b() = matrix(2, 2);
+  expect_error(validate_multiply(req, limits, r.fn()).status(),
+               absl::StatusCode::kResourceExhausted, "(over 2^63) bytes exceeds the limit");
+  v1::Matrix header;
+  header.set_rows(std::int64_t{1} << 40);
+  header.set_cols(std::int64_t{1} << 23);  // 2^63 elements * 1 byte: one past INT64_MAX
+  header.set_dtype(v1::FP8_E4M3);
+  expect_error(validate_header("header", header, limits).status(),
+               absl::StatusCode::kResourceExhausted, "--max_matrix_bytes");
+  // The result's size: m x n (resident operands, so no bytes are needed here) with m and n
+  // within the limit but m * n * 8 past 2^63.
+  auto tall = std::make_shared<ResidentMatrix>();
+  {
+    absl::MutexLock lock(&tall->mu);
+    tall->rows = std::int64_t{1} << 31;
+    tall->cols = 1;
+    tall->dtype = kernels::DType::kF64;
+  }
+  HandleResolver giant = [&](const std::string&, const std::string&) {
+    return absl::StatusOr<std::shared_ptr<ResidentMatrix>>(tall);
+  };
+  v1::MultiplyRequest outer;
+  outer.set_a_handle("t");
+  outer.set_b_handle("t");
+  outer.set_transpose_b(true);  // (2^31 x 1) * (1 x 2^31)
+  limits.max_matrix_bytes = std::int64_t{1} << 62;
+  expect_error(validate_multiply(outer, limits, giant).status(),
+               absl::StatusCode::kResourceExhausted, "c (the result): 2147483648 * 2147483648 * 8");
+}
+
+TEST(CheckLimits, RefusesLimitsTheKernelsCannotHonour) {
+  EXPECT_TRUE(check_limits(ServiceLimits{}).ok());
+  ServiceLimits l;
+  l.max_dimension = std::int64_t{1} << 31;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument,
+               "max_dimension: must be in [1, 2147483647]");
+  l.max_dimension = 0;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_dimension");
+  l = ServiceLimits{};
+  l.max_matrix_bytes = 0;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_matrix_bytes");
+  l = ServiceLimits{};
+  l.max_resident_bytes_per_owner = -1;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_resident_bytes_per_owner");
+}
+
 TEST(ValidateMultiply, SizeLimitIsResourceExhausted) {
   Resolver r;
   ServiceLimits limits;
