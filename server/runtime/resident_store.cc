@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 namespace {
@@ -39,8 +40,8 @@ std::string new_handle() {
 }
 
 absl::Status not_found(const std::string& field, const std::string& handle) {
-  return absl::NotFoundError(absl::StrCat(field, ": no resident matrix '", handle,
-                                          "' (never created, released, or expired)"));
+  return absl::NotFoundError(absl::StrCat(field, ": no resident matrix ", quote(handle),
+                                          " (never created, released, or expired)"));
 }
 
 }  // namespace

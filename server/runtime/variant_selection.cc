@@ -4,6 +4,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 namespace {
@@ -38,12 +39,11 @@ absl::StatusOr<const kernels::GemmVariant*> lookup_gemm_variant(std::string_view
   const kernels::GemmVariant* v = kernels::find_gemm_variant(requested);
   if (v == nullptr) {
     if (kernels::find_transpose_variant(requested) != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("variant: '", std::string(requested),
-                                                     "' is a transpose kernel, not a GEMM kernel"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant: ", quote(requested), " is a transpose kernel, not a GEMM kernel"));
     }
-    return absl::InvalidArgumentError(absl::StrCat("variant: unknown GEMM kernel '",
-                                                   std::string(requested),
-                                                   "' (see ListKernels, or 'auto')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variant: unknown GEMM kernel ", quote(requested), " (see ListKernels, or 'auto')"));
   }
   if (v->backend != backend) return wrong_backend(*v, backend);
   return v;
@@ -85,12 +85,11 @@ absl::StatusOr<const kernels::TransposeVariant*> lookup_transpose_variant(
   const kernels::TransposeVariant* v = kernels::find_transpose_variant(requested);
   if (v == nullptr) {
     if (kernels::find_gemm_variant(requested) != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("variant: '", std::string(requested),
-                                                     "' is a GEMM kernel, not a transpose kernel"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant: ", quote(requested), " is a GEMM kernel, not a transpose kernel"));
     }
-    return absl::InvalidArgumentError(absl::StrCat("variant: unknown transpose kernel '",
-                                                   std::string(requested),
-                                                   "' (see ListKernels, or 'auto')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variant: unknown transpose kernel ", quote(requested), " (see ListKernels, or 'auto')"));
   }
   if (v->backend != backend) return wrong_backend(*v, backend);
   return v;

@@ -228,6 +228,37 @@ class ServiceTest(unittest.TestCase):
         r = self.multiply(a=matrix(a), b=matrix(b))
         self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
 
+    def test_garbage_strings_are_quoted_short_in_errors(self):
+        """A handle or variant of 200 KB is echoed cut short: the status itself stays receivable."""
+        a = matrix(rand(2, 2))
+        junk = "\x01'" + "x" * 200000
+        NF, IA = grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT
+        for code, fragment, call, req in [
+            (NF, "handle: no resident matrix", self.stub.Release, pb.ReleaseRequest(handle=junk)),
+            (NF, "handle: no resident matrix", self.stub.Download, pb.DownloadRequest(handle=junk)),
+            (NF, "a_handle: no resident matrix", self.stub.Multiply,
+             pb.MultiplyRequest(a_handle=junk, b=a)),
+            (NF, "colocate_with: no resident matrix", self.stub.Upload,
+             pb.UploadRequest(matrix=a, colocate_with=junk)),
+            (IA, "variant: unknown GEMM kernel", self.stub.Multiply,
+             pb.MultiplyRequest(a=a, b=a, variant=junk)),
+            (IA, "variant: unknown transpose kernel", self.stub.Transpose,
+             pb.TransposeRequest(a=a, variant=junk)),
+        ]:
+            with self.subTest(fragment=fragment):
+                details = self.assert_code(code, fragment, call, req)
+                self.assertIn("\\x01\\'xxx", details)
+                self.assertIn("...' (200002 bytes)", details)
+                self.assertLess(len(details), 300)
+        # A handle that is not UTF-8 fails to parse (gRPC answers for the server); nothing breaks.
+        raw = self.server.channel.unary_unary("/matserve.v1.MatrixService/Release",
+                                              request_serializer=lambda b: b,
+                                              response_deserializer=lambda b: b)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            raw(b"\x0a\x02\xff\xfe", timeout=10)
+        self.assertNotEqual(ctx.exception.code(), grpc.StatusCode.OK)
+        self.assertEqual(self.stub.ListResident(pb.ListResidentRequest()).total_bytes, 0)
+
     def test_message_over_the_limit_is_resource_exhausted(self):
         with ServerProcess("--max_message_bytes=65536") as small:
             big = rand(200, 200)  # 160 KB

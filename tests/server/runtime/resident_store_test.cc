@@ -41,6 +41,18 @@ TEST(ResidentStore, OtherOwnersSeeNothing) {
   EXPECT_EQ(store.list("alice").size(), 1u);
 }
 
+// A garbage handle is quoted short and escaped in the message, never echoed whole.
+TEST(ResidentStore, GarbageHandlesAreQuotedShort) {
+  ResidentStore store(absl::Minutes(1));
+  const std::string garbage = std::string("\x01\xff'\n", 4) + std::string(100000, 'x');
+  const absl::Status s = store.release(garbage, "").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(s.message().size(), 200u) << s;
+  EXPECT_NE(s.message().find("'\\x01\\xff\\'\\n"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("(100004 bytes)"), absl::string_view::npos) << s;
+  EXPECT_EQ(store.get("a_handle", "", "").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(ResidentStore, ReleaseForgetsTheHandle) {
   ResidentStore store(absl::Minutes(1));
   const std::string h = store.add(matrix(""));
