@@ -90,6 +90,12 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require and verify client certificates (mutual TLS)");
 ABSL_FLAG(int64_t, max_resident_bytes_per_owner, 0,
           "resident bytes one caller (token) may hold; 0: only the device budget limits it");
+ABSL_FLAG(double, max_verify_flops, 2.0 * 4096 * 4096 * 4096,
+          "largest GEMM (2*m*n*k) whose `verify` float64 reference the server computes on its "
+          "CPU; larger ones are refused (0: verify refused)");
+ABSL_FLAG(int64_t, max_verify_bytes, int64_t{1} << 30,
+          "host memory that the float64 references of `verify` may hold, one request's and all "
+          "at once (others wait for their turn); a request needing more is refused");
 ABSL_FLAG(int, max_concurrent_streams, 256, "concurrent RPCs per client connection");
 ABSL_FLAG(int, grpc_min_pollers, 8,
           "gRPC threads kept waiting for calls: a call that finds none pays a thread creation");
@@ -187,6 +193,8 @@ int run() {
   limits.max_dimension = absl::GetFlag(FLAGS_max_dimension);
   limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
   limits.max_resident_bytes_per_owner = absl::GetFlag(FLAGS_max_resident_bytes_per_owner);
+  limits.max_verify_flops = absl::GetFlag(FLAGS_max_verify_flops);
+  limits.max_verify_bytes = absl::GetFlag(FLAGS_max_verify_bytes);
   absl::StatusOr<Authenticator> auth = authenticator();
   if (!auth.ok()) return fail(auth.status());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server_credentials();
@@ -236,6 +244,7 @@ int run() {
   }
   Runtime runtime(*std::move(backend), std::move(tuned),
                   absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
+  runtime.verify_budget().set_limit(limits.max_verify_bytes);
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
 
   std::unique_ptr<CpuKeepAwake> keep_awake;

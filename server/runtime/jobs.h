@@ -68,6 +68,7 @@ struct GemmJob {
   kernels::DType out_dtype = kernels::DType::kF32;
   kernels::Layout out_layout = kernels::Layout::kRowMajor;
   bool verify = false;
+  std::int64_t verify_bytes = 0;    // host memory the float64 reference takes (with verify)
   bool keep_result = false;         // the result stays on the device (Outcome::result)
   std::string owner;                // who the resident result belongs to
   std::vector<ResidentLock> locks;  // held for the whole operation
@@ -84,6 +85,7 @@ struct TransposeJob {
   Operand a;
   double scale = 1.0;
   bool verify = false;
+  std::int64_t verify_bytes = 0;  // host memory the float64 reference takes (with verify)
   bool keep_result = false;
   bool in_place = false;  // a is resident and is overwritten by its transpose
   std::string owner;

@@ -55,6 +55,8 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
   };
   if (absl::Status s = backend_->multiply(job, choose, out, waiter, outcome); !s.ok()) return s;
   if (job.verify) {
+    absl::StatusOr<HostBudget::Lease> lease = verify_budget_.acquire(job.verify_bytes, waiter);
+    if (!lease.ok()) return lease.status();
     std::vector<std::byte> a_storage, b_storage, c_storage;
     absl::StatusOr<std::span<const std::byte>> a = host_bytes(job.a, a_storage, waiter);
     if (!a.ok()) return a.status();
@@ -90,7 +92,11 @@ absl::Status Runtime::transpose(const TransposeJob& job, std::string_view varian
   // The input for verify, taken before the run (an in-place transpose overwrites it).
   std::vector<std::byte> a_storage;
   std::span<const std::byte> before;
+  HostBudget::Lease lease;
   if (job.verify) {
+    absl::StatusOr<HostBudget::Lease> got = verify_budget_.acquire(job.verify_bytes, waiter);
+    if (!got.ok()) return got.status();
+    lease = *std::move(got);
     absl::StatusOr<std::span<const std::byte>> a = host_bytes(job.a, a_storage, waiter);
     if (!a.ok()) return a.status();
     before = *a;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/host_budget.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
 #include "server/runtime/stage_trace.h"
@@ -48,6 +49,9 @@ class Runtime {
                     const Waiter& waiter);
 
   ResidentStore& residents() { return residents_; }
+  // Host memory the float64 references of `verify` may hold at once (--max_verify_bytes); each
+  // verifying job takes its verify_bytes from it before the reference runs, waiting its turn.
+  HostBudget& verify_budget() { return verify_budget_; }
   // The host-side stage trace (MATSERVE_TRACE_STAGES=1), off by default.
   StageTrace& trace() { return trace_; }
   Backend& backend() { return *backend_; }
@@ -63,6 +67,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;
   ResidentStore residents_;
+  HostBudget verify_budget_{"--max_verify_bytes"};
   StageTrace trace_{StageTrace::enabled_by_env()};
   absl::Notification stopping_;
   std::thread sweeper_;

@@ -11,6 +11,11 @@ struct ServiceLimits {
   std::int64_t max_dimension = 65536;                      // --max_dimension
   std::int64_t max_matrix_bytes = std::int64_t{16} << 30;  // --max_matrix_bytes
   std::int64_t max_resident_bytes_per_owner = 0;           // 0: only the device budget
+  // `verify`: the float64 reference runs on the server's CPU. A GEMM whose 2*m*n*k exceeds
+  // max_verify_flops, or any job whose reference needs more host memory than max_verify_bytes,
+  // is refused; all references at once hold at most max_verify_bytes (others wait).
+  double max_verify_flops = 2.0 * 4096 * 4096 * 4096;     // --max_verify_flops
+  std::int64_t max_verify_bytes = std::int64_t{1} << 30;  // --max_verify_bytes
 };
 
 }  // namespace matserve::server

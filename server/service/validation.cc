@@ -178,6 +178,52 @@ absl::Status check_finite(const std::string& field, double v) {
   return absl::OkStatus();
 }
 
+// The host memory of a job's float64 reference, against --max_verify_bytes. Sizes are in double:
+// with dimensions up to 2^31, 8 * m * n can pass 2^63.
+absl::StatusOr<std::int64_t> verify_bytes(double bytes, const ServiceLimits& limits) {
+  if (bytes > static_cast<double>(limits.max_verify_bytes)) {
+    return absl::InvalidArgumentError(StrCat(
+        "verify: the float64 reference needs ", bytes, " bytes of server memory, above the ",
+        "limit of ", limits.max_verify_bytes,
+        " (--max_verify_bytes); check the result on the client or verify a smaller problem"));
+  }
+  return static_cast<std::int64_t>(bytes);
+}
+
+double resident_bytes(const Operand& o) {
+  return o.is_resident() ? static_cast<double>(o.bytes()) : 0.0;
+}
+
+// A GEMM reference: op(A), op(B) and the m x n result as dense doubles, host copies of resident
+// operands (and of a kept result), and 2*m*n*k flops of one CPU's time.
+absl::StatusOr<std::int64_t> gemm_verify_bytes(const GemmJob& job, const ServiceLimits& limits) {
+  const auto m = static_cast<double>(job.m());
+  const auto n = static_cast<double>(job.n());
+  const auto k = static_cast<double>(job.k());
+  const double flops = 2.0 * m * n * k;
+  if (flops > limits.max_verify_flops) {
+    return absl::InvalidArgumentError(StrCat(
+        "verify: the float64 reference of this ", dims(job.m(), job.n()), "x", job.k(),
+        " product is ", flops, " flops of server CPU, above the limit of ", limits.max_verify_flops,
+        " (--max_verify_flops); check the result on the client or verify a smaller "
+        "problem"));
+  }
+  double bytes = 8.0 * (m * k + k * n + m * n) + resident_bytes(job.a) + resident_bytes(job.b);
+  if (job.c.has_value() && job.beta != 0.0) bytes += resident_bytes(*job.c);
+  if (job.keep_result) bytes += static_cast<double>(job.out_bytes());
+  return verify_bytes(bytes, limits);
+}
+
+// A transpose reference: the result as dense doubles, plus host copies of a resident input and of
+// a result kept on the device (or transposed in place).
+absl::StatusOr<std::int64_t> transpose_verify_bytes(const TransposeJob& job,
+                                                    const ServiceLimits& limits) {
+  double bytes = 8.0 * static_cast<double>(job.a.rows) * static_cast<double>(job.a.cols) +
+                 resident_bytes(job.a);
+  if (job.keep_result || job.in_place) bytes += static_cast<double>(job.out_bytes());
+  return verify_bytes(bytes, limits);
+}
+
 }  // namespace
 
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
@@ -278,6 +324,11 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   }
   job.verify = request.verify();
   job.keep_result = request.keep_result();
+  if (job.verify) {
+    absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits);
+    if (!bytes.ok()) return bytes.status();
+    job.verify_bytes = *bytes;
+  }
   return job;
 }
 
@@ -307,6 +358,11 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
   job.verify = request.verify();
+  if (job.verify) {
+    absl::StatusOr<std::int64_t> bytes = transpose_verify_bytes(job, limits);
+    if (!bytes.ok()) return bytes.status();
+    job.verify_bytes = *bytes;
+  }
   return job;
 }
 
@@ -329,6 +385,14 @@ absl::Status check_limits(const ServiceLimits& limits) {
     return absl::InvalidArgumentError(
         StrCat("max_resident_bytes_per_owner: must be >= 0 (0: no per-caller limit; got ",
                limits.max_resident_bytes_per_owner, ")"));
+  }
+  if (!(limits.max_verify_flops >= 0)) {
+    return absl::InvalidArgumentError(StrCat(
+        "max_verify_flops: must be >= 0 (0: verify refused; got ", limits.max_verify_flops, ")"));
+  }
+  if (limits.max_verify_bytes < 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "max_verify_bytes: must be >= 0 (0: verify refused; got ", limits.max_verify_bytes, ")"));
   }
   return absl::OkStatus();
 }

@@ -259,6 +259,41 @@ class ServiceTest(unittest.TestCase):
         self.assertNotEqual(ctx.exception.code(), grpc.StatusCode.OK)
         self.assertEqual(self.stub.ListResident(pb.ListResidentRequest()).total_bytes, 0)
 
+    def test_verify_is_bounded(self):
+        """verify's float64 reference runs on the server's CPU: a problem past the default
+        --max_verify_flops (2 * 4096^3) is refused at once, before anything runs, and never
+        takes minutes (a 16384^3 reference would take hours); the same problem runs without
+        verify's reference being asked."""
+        n = 4100  # 2 * 4100^3 = 1.378e11, just past the default
+        big = pb.Matrix(rows=n, cols=n, dtype=pb.FP16, data=bytes(n * n * 2))
+        start = time.monotonic()
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT,
+                         "verify: the float64 reference of this 4100x4100x4100 product is "
+                         "1.37842e+11 flops of server CPU, above the limit of 1.37439e+11 "
+                         "(--max_verify_flops)", self.stub.Multiply,
+                         pb.MultiplyRequest(a=big, b=big, verify=True))
+        self.assertLess(time.monotonic() - start, 10)
+        with ServerProcess("--max_verify_flops=1e6", "--max_verify_bytes=100000") as tight:
+            ok = tight.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(50, 50)), b=matrix(rand(50, 50)),
+                                                        verify=True), timeout=30)
+            self.assertLess(ok.verification.rel_l2_error, 1e-5)
+            for call, req, fragment in [
+                (tight.stub.Multiply, pb.MultiplyRequest(a=matrix(rand(80, 80)), b=matrix(rand(80, 80)),
+                                                         verify=True), "(--max_verify_flops)"),
+                (tight.stub.Multiply, pb.MultiplyRequest(a=matrix(rand(2, 4000)), b=matrix(rand(4000, 2)),
+                                                         verify=True), "(--max_verify_bytes)"),
+                (tight.stub.Transpose, pb.TransposeRequest(a=matrix(rand(120, 120)), verify=True),
+                 "needs 115200 bytes of server memory, above the limit of 100000 (--max_verify_bytes)"),
+            ]:
+                with self.subTest(fragment=fragment):
+                    with self.assertRaises(grpc.RpcError) as ctx:
+                        call(req, timeout=30)
+                    self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                    self.assertIn(fragment, ctx.exception.details())
+            # Without verify the same problems run.
+            r = tight.stub.Transpose(pb.TransposeRequest(a=matrix(rand(120, 120))), timeout=30)
+            self.assertEqual(r.b.rows, 120)
+
     def test_message_over_the_limit_is_resource_exhausted(self):
         with ServerProcess("--max_message_bytes=65536") as small:
             big = rand(200, 200)  # 160 KB

@@ -156,6 +156,12 @@ TEST(CheckLimits, RefusesLimitsTheKernelsCannotHonour) {
   l.max_matrix_bytes = 0;
   expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_matrix_bytes");
   l = ServiceLimits{};
+  l.max_verify_flops = -1;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_verify_flops");
+  l = ServiceLimits{};
+  l.max_verify_bytes = -1;
+  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_verify_bytes");
+  l = ServiceLimits{};
   l.max_resident_bytes_per_owner = -1;
   expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_resident_bytes_per_owner");
 }
@@ -169,6 +175,72 @@ TEST(ValidateMultiply, SizeLimitIsResourceExhausted) {
   *req.mutable_b() = matrix(20, 20);
   expect_error(validate_multiply(req, limits, r.fn()).status(),
                absl::StatusCode::kResourceExhausted, "--max_matrix_bytes");
+}
+
+// `verify` runs a float64 reference on the server's CPU: a 16384^3 product (hours) is refused
+// before anything runs, naming the limit; so is a reference that needs too much host memory.
+TEST(ValidateMultiply, VerifyIsBoundedInFlopsAndMemory) {
+  auto big = std::make_shared<ResidentMatrix>();
+  {
+    absl::MutexLock lock(&big->mu);
+    big->rows = 16384;
+    big->cols = 16384;
+  }
+  HandleResolver resolve = [&](const std::string&, const std::string&) {
+    return absl::StatusOr<std::shared_ptr<ResidentMatrix>>(big);
+  };
+  v1::MultiplyRequest req;
+  req.set_a_handle("big");
+  req.set_b_handle("big");
+  EXPECT_TRUE(validate_multiply(req, ServiceLimits{}, resolve).ok());  // without verify: fine
+  req.set_verify(true);
+  expect_error(validate_multiply(req, ServiceLimits{}, resolve).status(),
+               absl::StatusCode::kInvalidArgument,
+               "verify: the float64 reference of this 16384x16384x16384 product is 8.79609e+12 "
+               "flops of server CPU, above the limit of 1.37439e+11 (--max_verify_flops)");
+
+  Resolver r;
+  v1::MultiplyRequest small;
+  *small.mutable_a() = matrix(64, 64);
+  *small.mutable_b() = matrix(64, 64);
+  small.set_verify(true);
+  auto job = validate_multiply(small, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->verify_bytes, 8 * 3 * 64 * 64);  // A, B and C as doubles
+  ServiceLimits tight;
+  tight.max_verify_bytes = 8 * 3 * 64 * 64 - 1;
+  expect_error(validate_multiply(small, tight, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "--max_verify_bytes");
+  tight = ServiceLimits{};
+  tight.max_verify_flops = 0;  // verify switched off
+  expect_error(validate_multiply(small, tight, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "--max_verify_flops");
+  // A resident operand is copied to the host for the reference: it counts.
+  v1::MultiplyRequest mixed;
+  mixed.set_a_handle("r1");  // 3 x 4 fp32
+  *mixed.mutable_b() = matrix(4, 2);
+  mixed.set_verify(true);
+  job = validate_multiply(mixed, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->verify_bytes, 8 * (3 * 4 + 4 * 2 + 3 * 2) + 3 * 4 * 4);
+}
+
+TEST(ValidateTranspose, VerifyIsBoundedInMemory) {
+  Resolver r;
+  v1::TransposeRequest req;
+  *req.mutable_a() = matrix(100, 100);
+  req.set_verify(true);
+  ServiceLimits limits;
+  limits.max_verify_bytes = 80000;
+  auto job = validate_transpose(req, limits, r.fn());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->verify_bytes, 80000);
+  limits.max_verify_bytes = 79999;
+  expect_error(validate_transpose(req, limits, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "verify: the float64 reference needs 80000 bytes of server memory, above the limit "
+               "of 79999 (--max_verify_bytes)");
+  req.set_verify(false);
+  EXPECT_TRUE(validate_transpose(req, limits, r.fn()).ok());
 }
 
 TEST(ValidateTranspose, InPlaceRules) {
