@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/runtime/quote.h"
@@ -145,11 +146,63 @@ ResidentStats ResidentStore::stats() const {
 
 std::int64_t ResidentStore::bytes_of(const std::string& owner) const {
   absl::MutexLock lock(&mu_);
+  return bytes_of_locked(owner);
+}
+
+std::int64_t ResidentStore::bytes_of_locked(const std::string& owner) const {
   std::int64_t total = 0;
   for (const auto& [handle, m] : by_handle_) {
     if (m->owner == owner) total += static_cast<std::int64_t>(m->block.capacity());
   }
   return total;
+}
+
+absl::StatusOr<QuotaReservation> ResidentStore::reserve(const std::string& owner,
+                                                        std::int64_t bytes, std::int64_t limit) {
+  if (limit <= 0 || bytes <= 0) return QuotaReservation();
+  const auto counted =
+      static_cast<std::int64_t>(MemoryPool::size_class(static_cast<std::size_t>(bytes)));
+  absl::MutexLock lock(&mu_);
+  const std::int64_t held = bytes_of_locked(owner);
+  auto it = reserved_.find(owner);
+  const std::int64_t pending = it == reserved_.end() ? 0 : it->second;
+  if (held + pending + counted > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "resident matrices of this caller would take ", held + pending + counted,
+        " bytes, over the limit of ", limit, " per caller (--max_resident_bytes_per_owner; ", held,
+        " held now, ", pending, " reserved by requests in progress)"));
+  }
+  reserved_[owner] += counted;
+  return QuotaReservation(this, owner, counted);
+}
+
+void ResidentStore::unreserve(const std::string& owner, std::int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  auto it = reserved_.find(owner);
+  if (it == reserved_.end()) return;
+  it->second -= bytes;
+  if (it->second <= 0) reserved_.erase(it);
+}
+
+QuotaReservation::QuotaReservation(QuotaReservation&& o) noexcept
+    : store_(std::exchange(o.store_, nullptr)),
+      owner_(std::move(o.owner_)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+
+QuotaReservation& QuotaReservation::operator=(QuotaReservation&& o) noexcept {
+  if (this != &o) {
+    reset();
+    store_ = std::exchange(o.store_, nullptr);
+    owner_ = std::move(o.owner_);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void QuotaReservation::reset() {
+  if (store_ != nullptr) store_->unreserve(owner_, bytes_);
+  store_ = nullptr;
+  bytes_ = 0;
 }
 
 std::int64_t ResidentStore::expires_in_ms(const ResidentMatrix& m) const {

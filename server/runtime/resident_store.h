@@ -48,6 +48,31 @@ struct ResidentStats {
   std::int64_t expired_total = 0;
 };
 
+class ResidentStore;
+
+// Bytes of an owner's quota held for a resident matrix being made (an upload in progress, a result
+// being computed), from the moment the request is accepted until it ends; then the published
+// matrix counts instead (both count for an instant, never neither). Move-only; empty when no
+// quota applies.
+class QuotaReservation {
+ public:
+  QuotaReservation() = default;
+  QuotaReservation(QuotaReservation&& o) noexcept;
+  QuotaReservation& operator=(QuotaReservation&& o) noexcept;
+  QuotaReservation(const QuotaReservation&) = delete;
+  QuotaReservation& operator=(const QuotaReservation&) = delete;
+  ~QuotaReservation() { reset(); }
+  void reset();
+
+ private:
+  friend class ResidentStore;
+  QuotaReservation(ResidentStore* store, std::string owner, std::int64_t bytes)
+      : store_(store), owner_(std::move(owner)), bytes_(bytes) {}
+  ResidentStore* store_ = nullptr;
+  std::string owner_;
+  std::int64_t bytes_ = 0;
+};
+
 class ResidentStore {
  public:
   explicit ResidentStore(absl::Duration idle_ttl);
@@ -67,8 +92,14 @@ class ResidentStore {
   void clear();
 
   ResidentStats stats() const;
-  // Bytes of the resident matrices `owner` holds.
+  // Bytes of the resident matrices `owner` holds (published ones).
   std::int64_t bytes_of(const std::string& owner) const;
+  // Reserves a new matrix of `bytes` (counted as its pool size class, as published ones are)
+  // against `owner`'s `limit`, atomically with every other reservation: RESOURCE_EXHAUSTED naming
+  // --max_resident_bytes_per_owner when held + reserved + this would pass it. `limit` <= 0 or
+  // `bytes` == 0: no quota, an empty reservation.
+  absl::StatusOr<QuotaReservation> reserve(const std::string& owner, std::int64_t bytes,
+                                           std::int64_t limit);
   absl::Duration ttl() const { return ttl_; }
   // Milliseconds until `m` expires if it stays idle.
   std::int64_t expires_in_ms(const ResidentMatrix& m) const;
@@ -78,6 +109,11 @@ class ResidentStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ResidentMatrix>> by_handle_ ABSL_GUARDED_BY(mu_);
   std::int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::int64_t> reserved_ ABSL_GUARDED_BY(mu_);  // by owner
+
+  friend class QuotaReservation;
+  void unreserve(const std::string& owner, std::int64_t bytes);
+  std::int64_t bytes_of_locked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 // A resident matrix over `block` (not yet published: no handle).

@@ -90,9 +90,9 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     if (marks.enabled()) {
       marks.relabel(absl::StrCat(marks.label(), " ", job->m(), "x", job->n(), "x", job->k()));
     }
-    if (absl::Status s = check_quota(*owner, job->keep_result ? job->out_bytes() : 0); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<QuotaReservation> quota =
+        reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
+    if (!quota.ok()) return quota.status();
     rec.precision = std::string(kernels::precision_name(job->precision));
     rec.problem_size = static_cast<double>(job->m()) * static_cast<double>(job->n()) *
                        static_cast<double>(job->k());
@@ -147,9 +147,9 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(*owner));
     if (!job.ok()) return job.status();
     job->owner = *owner;
-    if (absl::Status s = check_quota(*owner, job->keep_result ? job->out_bytes() : 0); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<QuotaReservation> quota =
+        reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
+    if (!quota.ok()) return quota.status();
     rec.precision = std::string(kernels::dtype_name(job->a.dtype));
     rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
     if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;

@@ -69,8 +69,9 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // result on the device.
   absl::StatusOr<std::string> authorize_compute(const grpc::ServerContext& context, bool resident,
                                                 const char* rpc) const;
-  // RESOURCE_EXHAUSTED when `owner` would hold more than --max_resident_bytes_per_owner.
-  absl::Status check_quota(const std::string& owner, std::size_t more_bytes);
+  // Reserves `more_bytes` of `owner`'s --max_resident_bytes_per_owner for a matrix the call will
+  // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
+  absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
   // The device index a new resident matrix goes to: that of `colocate_with` (a handle of
   // `owner`'s, NOT_FOUND otherwise), or -1 (least-loaded) when it is empty.

@@ -43,18 +43,10 @@ absl::StatusOr<std::string> MatrixServiceImpl::authorize_compute(const grpc::Ser
   return authorize(context, Permission::kResident, rpc);
 }
 
-absl::Status MatrixServiceImpl::check_quota(const std::string& owner, std::size_t more) {
-  const std::int64_t limit = limits_.max_resident_bytes_per_owner;
-  const auto more_bytes = static_cast<std::int64_t>(more);
-  if (limit <= 0 || more_bytes == 0) return absl::OkStatus();
-  const std::int64_t held = runtime_.residents().bytes_of(owner);
-  if (held + more_bytes > limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("resident matrices of this caller would take ", held + more_bytes,
-                     " bytes, over the limit of ", limit,
-                     " per caller (--max_resident_bytes_per_owner; ", held, " held now)"));
-  }
-  return absl::OkStatus();
+absl::StatusOr<QuotaReservation> MatrixServiceImpl::reserve_quota(const std::string& owner,
+                                                                  std::size_t more) {
+  return runtime_.residents().reserve(owner, static_cast<std::int64_t>(more),
+                                      limits_.max_resident_bytes_per_owner);
 }
 
 absl::StatusOr<int> MatrixServiceImpl::placement(const std::string& field,
@@ -107,9 +99,8 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     if (!request->has_matrix()) return absl::InvalidArgumentError("matrix: missing");
     absl::StatusOr<HostMatrix> m = validate_matrix("matrix", request->matrix(), limits_);
     if (!m.ok()) return m.status();
-    if (absl::Status s = check_quota(*owner, m->bytes()); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<QuotaReservation> quota = reserve_quota(*owner, m->bytes());
+    if (!quota.ok()) return quota.status();
     absl::StatusOr<int> device = placement("colocate_with", request->colocate_with(), *owner);
     if (!device.ok()) return device.status();
     const Waiter waiter = waiter_of(*context);
@@ -155,9 +146,8 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
     }
     absl::StatusOr<HostMatrix> h = validate_header("header", chunk.header(), limits_);
     if (!h.ok()) return h.status();
-    if (absl::Status s = check_quota(*owner, h->bytes()); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<QuotaReservation> quota = reserve_quota(*owner, h->bytes());
+    if (!quota.ok()) return quota.status();
     absl::StatusOr<int> device = placement("colocate_with", chunk.colocate_with(), *owner);
     if (!device.ok()) return device.status();
     // Memory is taken only now, after the header passed every limit.

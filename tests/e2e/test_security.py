@@ -5,6 +5,8 @@ Certificates are made for the test with the `openssl` command.
 import os
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import grpc
@@ -28,6 +30,7 @@ def run_cli(target, *args, env_token=None):
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789ab"
 READER = "reader-token-0123456789"
+CAROL = "carol-token-0123456789"
 
 
 def call(stub_method, request, token=None):
@@ -41,7 +44,7 @@ class TokenTest(unittest.TestCase):
         cls.dir = tempfile.TemporaryDirectory()
         path = os.path.join(cls.dir.name, "tokens")
         with open(path, "w") as f:
-            f.write(f"# test tokens\n{ALICE} alice\n{BOB} bob\n{READER} reader info,compute\n")
+            f.write(f"# test tokens\n{ALICE} alice\n{BOB} bob\n{READER} reader info,compute\n{CAROL} carol\n")
         cls.server = ServerProcess(f"--auth_tokens_file={path}",
                                    "--max_resident_bytes_per_owner=100000")
         cls.stub = cls.server.stub
@@ -132,6 +135,35 @@ class TokenTest(unittest.TestCase):
         h2 = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(100, 100))), ALICE).resident.handle
         call(self.stub.Release, pb.ReleaseRequest(handle=h), BOB)
         call(self.stub.Release, pb.ReleaseRequest(handle=h2), ALICE)
+
+    def test_concurrent_uploads_cannot_overrun_the_quota(self):
+        """An upload's bytes count against the quota from the moment its header is accepted, so
+        concurrent streams of one caller cannot all pass the check and together exceed it."""
+        go = threading.Event()
+
+        def chunks():  # 100 x 100 fp32: 40 KB (40960 counted), two fit in 100000
+            yield pb.UploadChunk(header=pb.Matrix(rows=100, cols=100, dtype=pb.FP32))
+            go.wait(30)
+            yield pb.UploadChunk(data=bytes(40000))
+        md = [("authorization", f"Bearer {CAROL}")]
+        futures = [self.stub.UploadStream.future(chunks(), metadata=md, timeout=60) for _ in range(4)]
+        deadline = time.monotonic() + 20  # the refused ones end at their header
+        while time.monotonic() < deadline and sum(f.done() for f in futures) < 2:
+            time.sleep(0.02)
+        go.set()
+        handles, refused = [], []
+        for f in futures:
+            try:
+                handles.append(f.result().resident.handle)
+            except grpc.RpcError as e:
+                refused.append(e)
+        self.assertEqual(len(handles), 2, [e.details() for e in refused])
+        for e in refused:
+            self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("--max_resident_bytes_per_owner", e.details())
+        self.assertLessEqual(call(self.stub.ListResident, pb.ListResidentRequest(), CAROL).total_bytes, 100000)
+        for h in handles:
+            call(self.stub.Release, pb.ReleaseRequest(handle=h), CAROL)
 
 
 def make_pki(d):

@@ -53,6 +53,26 @@ TEST(ResidentStore, GarbageHandlesAreQuotedShort) {
   EXPECT_EQ(store.get("a_handle", "", "").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Reservations count against the quota together with published matrices, per owner, until
+// they end: two requests in progress cannot both take the last free bytes.
+TEST(ResidentStore, QuotaReservationsAddUpWithPublishedMatrices) {
+  ResidentStore store(absl::Minutes(1));
+  const std::int64_t limit = 3 * 4096;
+  absl::StatusOr<QuotaReservation> first = store.reserve("alice", 4096, limit);
+  absl::StatusOr<QuotaReservation> second = store.reserve("alice", 100, limit);  // 4096 counted
+  absl::StatusOr<QuotaReservation> third = store.reserve("alice", 4096, limit);  // the limit
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  const absl::Status refused = store.reserve("alice", 1, limit).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("12288 reserved by requests in progress"),
+            absl::string_view::npos)
+      << refused;
+  EXPECT_TRUE(store.reserve("bob", 4096, limit).ok());  // another owner's quota is its own
+  first->reset();                                       // a request ended: its bytes come back
+  EXPECT_TRUE(store.reserve("alice", 4096, limit).ok());
+  EXPECT_TRUE(store.reserve("alice", 1 << 30, 0).ok());  // no limit: nothing reserved
+}
+
 TEST(ResidentStore, ReleaseForgetsTheHandle) {
   ResidentStore store(absl::Minutes(1));
   const std::string h = store.add(matrix(""));
