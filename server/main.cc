@@ -96,6 +96,9 @@ ABSL_FLAG(double, max_verify_flops, 2.0 * 4096 * 4096 * 4096,
 ABSL_FLAG(int64_t, max_verify_bytes, int64_t{1} << 30,
           "host memory that the float64 references of `verify` may hold, one request's and all "
           "at once (others wait for their turn); a request needing more is refused");
+ABSL_FLAG(int64_t, stream_idle_timeout_seconds, 60,
+          "an UploadStream or DownloadStream that moves no chunk for this long is cancelled and "
+          "its memory freed (0: never)");
 ABSL_FLAG(int, max_concurrent_streams, 256, "concurrent RPCs per client connection");
 ABSL_FLAG(int, grpc_min_pollers, 8,
           "gRPC threads kept waiting for calls: a call that finds none pays a thread creation");
@@ -195,6 +198,7 @@ int run() {
   limits.max_resident_bytes_per_owner = absl::GetFlag(FLAGS_max_resident_bytes_per_owner);
   limits.max_verify_flops = absl::GetFlag(FLAGS_max_verify_flops);
   limits.max_verify_bytes = absl::GetFlag(FLAGS_max_verify_bytes);
+  limits.stream_idle_timeout_seconds = absl::GetFlag(FLAGS_stream_idle_timeout_seconds);
   absl::StatusOr<Authenticator> auth = authenticator();
   if (!auth.ok()) return fail(auth.status());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server_credentials();

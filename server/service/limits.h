@@ -16,6 +16,8 @@ struct ServiceLimits {
   // is refused; all references at once hold at most max_verify_bytes (others wait).
   double max_verify_flops = 2.0 * 4096 * 4096 * 4096;     // --max_verify_flops
   std::int64_t max_verify_bytes = std::int64_t{1} << 30;  // --max_verify_bytes
+  // UploadStream/DownloadStream calls that move no chunk for this long are cancelled (0: never).
+  std::int64_t stream_idle_timeout_seconds = 60;  // --stream_idle_timeout_seconds
 };
 
 }  // namespace matserve::server

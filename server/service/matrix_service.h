@@ -73,6 +73,9 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
   absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
+  // Streams that move no chunk for this long are cancelled (--stream_idle_timeout_seconds).
+  absl::Duration stream_idle_timeout() const;
+  absl::Status stream_idle_error(const char* field) const;
   // The device index a new resident matrix goes to: that of `colocate_with` (a handle of
   // `owner`'s, NOT_FOUND otherwise), or -1 (least-loaded) when it is empty.
   absl::StatusOr<int> placement(const std::string& field, const std::string& colocate_with,

@@ -10,6 +10,7 @@
 #include "server/service/proto_convert.h"
 #include "server/service/service_context.h"
 #include "server/service/status_mapping.h"
+#include "server/service/stream_idle_timer.h"
 #include "server/service/validation.h"
 
 namespace matserve::server {
@@ -47,6 +48,16 @@ absl::StatusOr<QuotaReservation> MatrixServiceImpl::reserve_quota(const std::str
                                                                   std::size_t more) {
   return runtime_.residents().reserve(owner, static_cast<std::int64_t>(more),
                                       limits_.max_resident_bytes_per_owner);
+}
+
+absl::Duration MatrixServiceImpl::stream_idle_timeout() const {
+  return absl::Seconds(limits_.stream_idle_timeout_seconds);
+}
+
+absl::Status MatrixServiceImpl::stream_idle_error(const char* field) const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      field, ": no chunk moved for ", limits_.stream_idle_timeout_seconds,
+      " s (--stream_idle_timeout_seconds); the stream was cancelled and its memory freed"));
 }
 
 absl::StatusOr<int> MatrixServiceImpl::placement(const std::string& field,
@@ -134,8 +145,10 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "UploadStream");
     if (!owner.ok()) return owner.status();
+    StreamIdleTimer idle(*context, stream_idle_timeout());
     v1::UploadChunk chunk;
     if (!reader->Read(&chunk)) {
+      if (idle.fired()) return stream_idle_error("header");
       return absl::InvalidArgumentError("header: the stream ended before its first chunk");
     }
     if (!chunk.has_header()) {
@@ -175,7 +188,9 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
       if (absl::Status s = runtime_.write(**m, offset, bytes, waiter); !s.ok()) return s;
       offset += data.size();
       first = false;
+      idle.touch();
     } while (reader->Read(&chunk));
+    if (idle.fired()) return stream_idle_error("data");
     if (offset != expected && !context->IsCancelled()) {
       return absl::InvalidArgumentError(absl::StrCat("data: the stream ended after ", offset,
                                                      " of ", expected, " bytes (truncated)"));
@@ -253,6 +268,7 @@ grpc::Status MatrixServiceImpl::download_stream(
     if (!m.ok()) return m.status();
     ResidentLock lock(*m, /*exclusive=*/false);
     const Waiter waiter = waiter_of(*context);
+    StreamIdleTimer idle(*context, stream_idle_timeout());
     const std::size_t total = (*m)->bytes();
     std::size_t offset = 0;
     bool first = true;
@@ -275,7 +291,11 @@ grpc::Status MatrixServiceImpl::download_stream(
         return s;
       }
       sent += static_cast<std::int64_t>(chunk.ByteSizeLong());
-      if (!writer->Write(chunk)) return absl::CancelledError("the client went away mid-download");
+      if (!writer->Write(chunk)) {
+        if (idle.fired()) return stream_idle_error("data");
+        return absl::CancelledError("the client went away mid-download");
+      }
+      idle.touch();
       offset += len;
       first = false;
     }

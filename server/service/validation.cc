@@ -390,6 +390,11 @@ absl::Status check_limits(const ServiceLimits& limits) {
     return absl::InvalidArgumentError(StrCat(
         "max_verify_flops: must be >= 0 (0: verify refused; got ", limits.max_verify_flops, ")"));
   }
+  if (limits.stream_idle_timeout_seconds < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("stream_idle_timeout_seconds: must be >= 0 (0: never; got ",
+               limits.stream_idle_timeout_seconds, ")"));
+  }
   if (limits.max_verify_bytes < 0) {
     return absl::InvalidArgumentError(StrCat(
         "max_verify_bytes: must be >= 0 (0: verify refused; got ", limits.max_verify_bytes, ")"));

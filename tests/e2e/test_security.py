@@ -166,6 +166,82 @@ class TokenTest(unittest.TestCase):
             call(self.stub.Release, pb.ReleaseRequest(handle=h), CAROL)
 
 
+def pool_in_use(server):
+    """The server's pool bytes in use (matserve_device_pool_bytes{state="in_use"})."""
+    from test_faults import metric
+    return metric(server, "matserve_device_pool_bytes", state="in_use")
+
+
+class StalledStreamTest(unittest.TestCase):
+    """gRPC's synchronous reads and writes have no timeout: a stream that stops moving is
+    cancelled after --stream_idle_timeout_seconds, freeing its memory and its matrix's lock."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--stream_idle_timeout_seconds=1")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def test_upload_that_stops_sending_is_cancelled_and_freed(self):
+        baseline = pool_in_use(self.server)
+        resume = threading.Event()
+
+        def stalled():  # a 64 MiB header, one chunk, then nothing
+            yield pb.UploadChunk(header=pb.Matrix(rows=4096, cols=4096, dtype=pb.FP32))
+            yield pb.UploadChunk(data=bytes(1 << 20))
+            resume.wait(30)
+        start = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.UploadStream(stalled(), timeout=60)
+        elapsed = time.monotonic() - start
+        resume.set()
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.CANCELLED)
+        self.assertLess(elapsed, 20)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and pool_in_use(self.server) > baseline:
+            time.sleep(0.05)
+        self.assertLessEqual(pool_in_use(self.server), baseline)
+        self.assertEqual(len(self.stub.ListResident(pb.ListResidentRequest()).matrices), 0)
+        # Slow but moving streams are unaffected: a chunk every half second.
+        def slow():
+            yield pb.UploadChunk(header=pb.Matrix(rows=4, cols=4, dtype=pb.FP32))
+            for _ in range(4):
+                time.sleep(0.5)
+                yield pb.UploadChunk(data=bytes(16))
+        info = self.stub.UploadStream(slow(), timeout=60).resident
+        self.assertEqual(info.bytes, 64)
+        self.stub.Release(pb.ReleaseRequest(handle=info.handle))
+
+    def test_download_that_stops_reading_releases_its_matrix(self):
+        n = 4096  # 64 MiB: far more than the transport buffers for a reader that stops
+        h = self.upload(n)
+        stream = self.stub.DownloadStream(pb.DownloadRequest(handle=h, chunk_bytes=1 << 16), timeout=120)
+        next(stream)  # one chunk, then the client stops reading
+        # An in-place transpose needs the matrix exclusively: it proceeds once the stalled
+        # download was cancelled.
+        start = time.monotonic()
+        r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True), timeout=30)
+        self.assertEqual((r.result.rows, r.result.cols), (n, n))
+        self.assertLess(time.monotonic() - start, 20)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            for _ in stream:
+                pass
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.CANCELLED)
+        self.stub.Release(pb.ReleaseRequest(handle=h))
+
+    def upload(self, n):
+        data = bytes(n * n * 4)
+
+        def chunks():
+            yield pb.UploadChunk(header=pb.Matrix(rows=n, cols=n, dtype=pb.FP32))
+            for off in range(0, len(data), 4 << 20):
+                yield pb.UploadChunk(data=data[off:off + (4 << 20)])
+        return self.stub.UploadStream(chunks(), timeout=60).resident.handle
+
+
 def make_pki(d):
     """A CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
     def run(*args):
