@@ -119,7 +119,8 @@ int ResidentStore::sweep() {
   absl::MutexLock lock(&mu_);
   int removed = 0;
   for (auto it = by_handle_.begin(); it != by_handle_.end();) {
-    if (now - it->second->last_used_ms.load() > ttl) {
+    const ResidentMatrix& m = *it->second;
+    if (m.users.load() == 0 && now - m.last_used_ms.load() > ttl) {
       by_handle_.erase(it++);
       ++removed;
     } else {
@@ -217,6 +218,7 @@ namespace matserve::server {
 
 ResidentLock::ResidentLock(std::shared_ptr<ResidentMatrix> m, bool exclusive)
     : m_(std::move(m)), exclusive_(exclusive) {
+  m_->users.fetch_add(1);
   if (exclusive_) {
     m_->mu.WriterLock();
   } else {
@@ -234,6 +236,9 @@ ResidentLock::~ResidentLock() {
   } else {
     m_->mu.ReaderUnlock();
   }
+  // Idle from now on: the clock restarts before the use count can let the sweep see it.
+  m_->last_used_ms.store(monotonic_ms());
+  m_->users.fetch_sub(1);
 }
 
 }  // namespace matserve::server

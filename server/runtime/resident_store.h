@@ -38,6 +38,9 @@ struct ResidentMatrix {
   // and its reply), so locking in address order could close a cycle that absl's deadlock
   // detector aborts on; creation order never does.
   std::uint64_t serial = 0;
+  // Operations holding a ResidentLock on it now: a matrix in use is not idle, so the TTL sweep
+  // skips it, and its idle time starts again when the last use ends.
+  std::atomic<int> users{0};
 
   std::size_t bytes() const { return block.size(); }
 };
@@ -86,7 +89,7 @@ class ResidentStore {
   // Forgets the handle; its memory returns to the pool once no operation uses it. Bytes freed.
   absl::StatusOr<std::int64_t> release(const std::string& handle, const std::string& owner);
   std::vector<std::shared_ptr<ResidentMatrix>> list(const std::string& owner) const;
-  // Releases matrices idle longer than the TTL; returns how many.
+  // Releases matrices idle longer than the TTL and not in use; returns how many.
   int sweep();
   // Releases everything (shutdown).
   void clear();

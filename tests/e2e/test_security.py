@@ -242,6 +242,77 @@ class StalledStreamTest(unittest.TestCase):
         return self.stub.UploadStream(chunks(), timeout=60).resident.handle
 
 
+class ResidentUseTest(unittest.TestCase):
+    """A resident matrix in use by one call while another expires, releases or transposes it in
+    place. The use is a DownloadStream whose client stops reading (no idle timeout here): it
+    holds the matrix for as long as the test wants."""
+    N = 4096  # 64 MiB of fp32: far more than the transport buffers for a reader that stops
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--resident_ttl_seconds=1", "--stream_idle_timeout_seconds=0")
+        cls.stub = cls.server.stub
+        cls.a = np.arange(cls.N * cls.N, dtype=np.float32).reshape(cls.N, cls.N)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def upload(self):
+        return self.stub.Upload(pb.UploadRequest(matrix=matrix(self.a)), timeout=60).resident.handle
+
+    def stalled_download(self, h):
+        stream = self.stub.DownloadStream(pb.DownloadRequest(handle=h, chunk_bytes=1 << 16), timeout=120)
+        first = next(stream)
+        return stream, first.data
+
+    @staticmethod
+    def finish(stream, first):
+        return first + b"".join(c.data for c in stream)
+
+    def listed(self):
+        return {m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices}
+
+    def test_a_matrix_in_use_does_not_expire(self):
+        h = self.upload()
+        stream, first = self.stalled_download(h)
+        time.sleep(2.5)  # past the 1 s TTL (and the sweep period) while the download holds it
+        self.assertIn(h, self.listed())
+        self.assertEqual(self.finish(stream, first), self.a.tobytes())
+        # Its idle time starts when the use ends: still there now, gone after the TTL.
+        self.assertIn(h, self.listed())
+        time.sleep(2.5)
+        self.assertNotIn(h, self.listed())
+
+    def test_release_of_a_matrix_in_use_frees_it_after_the_use(self):
+        baseline = pool_in_use(self.server)
+        h = self.upload()
+        stream, first = self.stalled_download(h)
+        self.assertGreater(self.stub.Release(pb.ReleaseRequest(handle=h)).bytes_freed, 0)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.Download(pb.DownloadRequest(handle=h))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertGreaterEqual(pool_in_use(self.server), baseline + self.a.nbytes)  # still in use
+        self.assertEqual(self.finish(stream, first), self.a.tobytes())  # the use completes intact
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and pool_in_use(self.server) > baseline:
+            time.sleep(0.05)
+        self.assertLessEqual(pool_in_use(self.server), baseline)
+
+    def test_in_place_transpose_waits_for_the_matrix_in_use(self):
+        h = self.upload()
+        stream, first = self.stalled_download(h)
+        with self.assertRaises(grpc.RpcError) as ctx:  # cannot start while the download reads
+            self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True), timeout=1)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertEqual(self.finish(stream, first), self.a.tobytes())  # never half-transposed
+        r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True), timeout=60)
+        self.assertEqual((r.result.rows, r.result.cols), (self.N, self.N))
+        stream, first = self.stalled_download(h)
+        self.assertEqual(self.finish(stream, first), np.ascontiguousarray(self.a.T).tobytes())
+        self.stub.Release(pb.ReleaseRequest(handle=h))
+
+
 def make_pki(d):
     """A CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
     def run(*args):

@@ -95,6 +95,30 @@ TEST(ResidentStore, IdleMatricesExpireAndUseKeepsThemAlive) {
   EXPECT_EQ(store.stats().expired_total, 1);
 }
 
+// A matrix in use (an operation holds its lock) does not expire however long the use lasts,
+// and its idle time starts when the use ends: a long Multiply never loses its operand's handle.
+TEST(ResidentStore, MatricesInUseDoNotExpire) {
+  ResidentStore store(absl::Milliseconds(50));
+  auto m = matrix("");
+  const std::string h = store.add(m);
+  {
+    ResidentLock use(m, /*exclusive=*/false);
+    absl::SleepFor(absl::Milliseconds(120));
+    EXPECT_EQ(store.sweep(), 0);
+    EXPECT_EQ(m->users.load(), 1);
+  }
+  EXPECT_EQ(store.sweep(), 0);  // idle for an instant only
+  EXPECT_TRUE(store.get("h", h, "").ok());
+  {
+    ResidentLock in_place(m, /*exclusive=*/true);
+    absl::SleepFor(absl::Milliseconds(120));
+    EXPECT_EQ(store.sweep(), 0);
+  }
+  absl::SleepFor(absl::Milliseconds(120));
+  EXPECT_EQ(store.sweep(), 1);  // idle past the TTL: gone
+  EXPECT_FALSE(store.get("h", h, "").ok());
+}
+
 TEST(ResidentStore, MemoryReturnsWhenTheLastUserLetsGo) {
   RawAllocator raw{.name = "t",
                    .allocate = [](std::size_t b) { return std::malloc(b); },
