@@ -11,9 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +40,7 @@
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
 #include "server/service/matrix_service.h"
+#include "server/service/tls_files.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address (host:port; port 0 picks a free one)");
@@ -132,14 +131,6 @@ absl::StatusOr<std::vector<int>> parse_devices(const std::string& list) {
   return out;
 }
 
-absl::StatusOr<std::string> read_file(const std::string& flag, const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Plaintext unless --tls_cert/--tls_key are given; mutual TLS with --tls_client_ca.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
@@ -153,19 +144,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials() {
   if (cert.empty() || key.empty()) {
     return absl::InvalidArgumentError("tls_cert, tls_key: give both or neither");
   }
-  grpc::SslServerCredentialsOptions options;
-  absl::StatusOr<std::string> cert_pem = read_file("tls_cert", cert);
-  absl::StatusOr<std::string> key_pem = read_file("tls_key", key);
-  if (!cert_pem.ok()) return cert_pem.status();
-  if (!key_pem.ok()) return key_pem.status();
-  options.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
-  if (!ca.empty()) {
-    absl::StatusOr<std::string> ca_pem = read_file("tls_client_ca", ca);
-    if (!ca_pem.ok()) return ca_pem.status();
-    options.pem_root_certs = *ca_pem;
-    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(options);
+  // Every file is read and checked (PEM content, the key belongs to the certificate) here, so
+  // that a misconfiguration stops the server with a message naming the flag.
+  absl::StatusOr<grpc::SslServerCredentialsOptions> options = load_tls_options(cert, key, ca);
+  if (!options.ok()) return options.status();
+  return grpc::SslServerCredentials(*options);
 }
 
 absl::StatusOr<Authenticator> authenticator() {

@@ -387,5 +387,53 @@ class TlsTest(unittest.TestCase):
             self.assertEqual(mtls.stop(), 0)
 
 
+class TlsStartupTest(unittest.TestCase):
+    """A TLS misconfiguration stops the server at startup (exit 2) with a message naming the flag
+    and the file; it never serves plaintext, or mutual TLS without a usable CA, instead."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        make_pki(cls.dir.name)
+        for name, text in [("garbage.pem", "not a certificate\n"), ("empty.pem", "")]:
+            with open(os.path.join(cls.dir.name, name), "w") as f:
+                f.write(text)
+        subprocess.run(["openssl", "rsa", "-in", "server.key", "-aes256", "-passout", "pass:x",
+                        "-out", "encrypted.key"], cwd=cls.dir.name, check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_misconfigurations_refuse_to_start(self):
+        d = self.dir.name
+        p = lambda name: os.path.join(d, name)  # noqa: E731
+        cert, key, ca = f"--tls_cert={p('server.pem')}", f"--tls_key={p('server.key')}", p("ca.pem")
+        cases = [
+            ([cert], "tls_cert, tls_key: give both or neither"),
+            ([f"--tls_key={p('server.key')}"], "tls_cert, tls_key: give both or neither"),
+            ([f"--tls_client_ca={ca}"], "tls_client_ca: needs --tls_cert and --tls_key"),
+            ([cert, f"--tls_key={p('absent.key')}"], "tls_key: cannot read"),
+            ([cert, f"--tls_key={d}"], "is not a regular file"),
+            ([cert, f"--tls_key={p('empty.pem')}"], "is empty"),
+            ([cert, f"--tls_key={p('garbage.pem')}"], "tls_key: no unencrypted PEM private key"),
+            ([cert, f"--tls_key={p('encrypted.key')}"], "tls_key: no unencrypted PEM private key"),
+            ([f"--tls_cert={p('garbage.pem')}", key], "tls_cert: no PEM certificate"),
+            ([cert, f"--tls_key={p('client.key')}"], "does not belong to the certificate"),
+            ([cert, key, f"--tls_client_ca={p('garbage.pem')}"], "tls_client_ca: no PEM certificate"),
+            ([cert, key, f"--tls_client_ca={d}"], "tls_client_ca: " + d + " is not a regular file"),
+            ([cert, key, f"--tls_client_ca={p('empty.pem')}"], "tls_client_ca: " + p("empty.pem") + " is empty"),
+        ]
+        binary = os.environ.get("MATSERVE_SERVER", "matserve")
+        for args, fragment in cases:
+            with self.subTest(args=args):
+                p_ = subprocess.run([binary, "--backend=cpu", "--listen=127.0.0.1:0",
+                                     "--metrics_listen=", *args], capture_output=True, text=True,
+                                    timeout=30, stdin=subprocess.DEVNULL)
+                self.assertEqual(p_.returncode, 2, p_.stdout + p_.stderr)
+                self.assertIn(fragment, p_.stderr)
+                self.assertNotIn("serving gRPC", p_.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
