@@ -130,7 +130,62 @@ class ResidentTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as ctx:
             self.stub.UploadStream(no_header())
         self.assertIn("header: missing", ctx.exception.details())
+
+        # Chunks carry no offsets: bytes land in arrival order, so chunks cannot be sent out of
+        # order or overlap; a second header (a different shape mid-stream) is refused.
+        def second_header():
+            yield pb.UploadChunk(header=pb.Matrix(rows=2, cols=2, dtype=pb.FP32), data=bytes(8))
+            yield pb.UploadChunk(header=pb.Matrix(rows=1, cols=1, dtype=pb.FP32), data=bytes(8))
+
+        def header_with_data():
+            yield pb.UploadChunk(header=pb.Matrix(rows=1, cols=1, dtype=pb.FP32, data=bytes(4)))
+
+        def header_over_the_size_limit():  # refused before anything is allocated
+            yield pb.UploadChunk(header=pb.Matrix(rows=65536, cols=65536, dtype=pb.FP64))
+
+        def header_over_the_budget():  # 64 MiB announced, 18 MiB budget: refused at the header
+            yield pb.UploadChunk(header=pb.Matrix(rows=4096, cols=4096, dtype=pb.FP32))
+
+        def header_out_of_range():
+            yield pb.UploadChunk(header=pb.Matrix(rows=1 << 62, cols=1 << 62, dtype=pb.FP32))
+
+        def empty():
+            return iter(())
+        for stream, code, fragment in [
+            (second_header, grpc.StatusCode.INVALID_ARGUMENT, "header: only the first chunk may carry one"),
+            (header_with_data, grpc.StatusCode.INVALID_ARGUMENT, "header.data: must be empty"),
+            (header_over_the_size_limit, grpc.StatusCode.RESOURCE_EXHAUSTED, "header: 34359738368 bytes exceeds"),
+            (header_over_the_budget, grpc.StatusCode.RESOURCE_EXHAUSTED, "budget"),
+            (header_out_of_range, grpc.StatusCode.INVALID_ARGUMENT, "header.rows: 4611686018427387904 exceeds"),
+            (empty, grpc.StatusCode.INVALID_ARGUMENT, "header: the stream ended before its first chunk"),
+        ]:
+            with self.subTest(fragment=fragment):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    self.stub.UploadStream(stream(), timeout=30)
+                self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+                self.assertIn(fragment, ctx.exception.details())
         self.assertEqual(len(self.stub.ListResident(pb.ListResidentRequest()).matrices), 0)
+
+    def test_download_chunk_sizes_out_of_range(self):
+        h = self.stub.Upload(pb.UploadRequest(matrix=matrix(rand(64, 64)))).resident.handle
+        for chunk in (-1, 1, 4095, 512 * 1024 + 1, 1 << 62, -(1 << 63)):
+            with self.subTest(chunk_bytes=chunk):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    list(self.stub.DownloadStream(pb.DownloadRequest(handle=h, chunk_bytes=chunk), timeout=30))
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(f"chunk_bytes: {chunk} is outside [4096, 524288]", ctx.exception.details())
+        got, parts = download_stream(self.stub, h, chunk_bytes=4096)  # the smallest: 4 chunks
+        self.assertEqual(parts, 4)
+        # Unknown, empty and other garbage handles: NOT_FOUND naming the field, nothing else.
+        for handle in ("", "0" * 32, h.upper(), h + " ", "../" + h):
+            with self.subTest(handle=handle):
+                for call, req in [(self.stub.Download, pb.DownloadRequest(handle=handle)),
+                                  (self.stub.Release, pb.ReleaseRequest(handle=handle))]:
+                    with self.assertRaises(grpc.RpcError) as ctx:
+                        call(req, timeout=30)
+                    self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+                    self.assertIn("handle: no resident matrix", ctx.exception.details())
+        self.assertEqual([m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices], [h])
 
     def test_unknown_released_and_misused_handles(self):
         h = self.stub.Upload(pb.UploadRequest(matrix=matrix(rand(4, 4)))).resident.handle

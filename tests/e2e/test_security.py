@@ -85,6 +85,25 @@ class TokenTest(unittest.TestCase):
         self.expect(grpc.StatusCode.NOT_FOUND, "handle", self.stub.Release, pb.ReleaseRequest(handle=h), BOB)
         self.expect(grpc.StatusCode.NOT_FOUND, "colocate_with", self.stub.Upload,
                     pb.UploadRequest(matrix=matrix(rand(4, 4)), colocate_with=h), BOB)
+        # Every other way of naming it: in-place transpose (a write), C, streams.
+        self.expect(grpc.StatusCode.NOT_FOUND, "a_handle", self.stub.Transpose,
+                    pb.TransposeRequest(a_handle=h, in_place=True), BOB)
+        self.expect(grpc.StatusCode.NOT_FOUND, "a_handle", self.stub.Transpose,
+                    pb.TransposeRequest(a_handle=h, keep_result=True), BOB)
+        self.expect(grpc.StatusCode.NOT_FOUND, "c_handle", self.stub.Multiply,
+                    pb.MultiplyRequest(a=matrix(rand(4, 4)), b=matrix(rand(4, 4)), c_handle=h, beta=1.0), BOB)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            list(self.stub.DownloadStream(pb.DownloadRequest(handle=h), metadata=[("authorization", f"Bearer {BOB}")],
+                                          timeout=30))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.UploadStream(iter([pb.UploadChunk(header=pb.Matrix(rows=1, cols=1, dtype=pb.FP32), data=bytes(4),
+                                                        colocate_with=h)]),
+                                   metadata=[("authorization", f"Bearer {BOB}")], timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        # The owner's matrix is untouched by all of that.
+        got = call(self.stub.Download, pb.DownloadRequest(handle=h), ALICE).matrix
+        self.assertEqual((got.rows, got.cols), (4, 4))
         self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), BOB).matrices), 0)
         self.assertEqual(len(call(self.stub.ListResident, pb.ListResidentRequest(), ALICE).matrices), 1)
         call(self.stub.Release, pb.ReleaseRequest(handle=h), ALICE)

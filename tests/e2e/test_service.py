@@ -294,6 +294,77 @@ class ServiceTest(unittest.TestCase):
             r = tight.stub.Transpose(pb.TransposeRequest(a=matrix(rand(120, 120))), timeout=30)
             self.assertEqual(r.b.rows, 120)
 
+    def test_enums_out_of_range_and_shapes_that_lie(self):
+        """Enum numbers the API does not define (proto3 lets any int32 through) and shapes that
+        disagree with the bytes sent, each way, are refused naming the field."""
+        a, b = rand(4, 3), rand(3, 5)
+        IA, RE = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED
+        raw = a.tobytes()
+        cases = [
+            (IA, "a.layout: must be ROW_MAJOR or COL_MAJOR (got 9)",
+             dict(a=pb.Matrix(rows=4, cols=3, dtype=pb.FP32, layout=9, data=raw), b=matrix(b))),
+            (IA, "a.dtype: must be FP64, FP32, FP16, BF16 or FP8_E4M3 (got -1)",
+             dict(a=pb.Matrix(rows=4, cols=3, dtype=-1, data=raw), b=matrix(b))),
+            (IA, "output_layout: must be ROW_MAJOR or COL_MAJOR (got -7)",
+             dict(a=matrix(a), b=matrix(b), output_layout=-7)),
+            (IA, "output_dtype: unknown data type 99", dict(a=matrix(a), b=matrix(b), output_dtype=99)),
+            (IA, "compute: unknown compute mode -2", dict(a=matrix(a), b=matrix(b), compute=-2)),
+            (IA, "c.layout", dict(a=matrix(a), b=matrix(b), c=matrix(rand(4, 5), layout=pb.COL_MAJOR))),
+            (IA, "a.data: 49 bytes, expected 48",
+             dict(a=pb.Matrix(rows=4, cols=3, dtype=pb.FP32, data=raw + b"x"), b=matrix(b))),
+            (IA, "a.data: 48 bytes, expected 64000000",
+             dict(a=pb.Matrix(rows=4000, cols=4000, dtype=pb.FP32, data=raw), b=matrix(b))),
+            (RE, "a: 4294967296 bytes exceeds the limit of 67108864",
+             dict(a=pb.Matrix(rows=32768, cols=32768, dtype=pb.FP32, data=raw), b=matrix(b))),
+            (IA, "b.data: 0 bytes, expected 60", dict(a=matrix(a), b=pb.Matrix(rows=3, cols=5, dtype=pb.FP32))),
+        ]
+        for code, fragment, kw in cases:
+            with self.subTest(fragment=fragment):
+                self.assert_code(code, fragment, lambda: self.multiply(**kw))
+        for req, fragment in [
+            (pb.TransposeRequest(a=pb.Matrix(rows=4, cols=3, dtype=pb.FP32, layout=2, data=raw)), "a.layout"),
+            (pb.UploadRequest(matrix=pb.Matrix(rows=4, cols=3, dtype=42, data=raw)), "matrix.dtype"),
+            (pb.UploadRequest(matrix=pb.Matrix(rows=4, cols=3, dtype=pb.FP32, data=raw[:-4])), "matrix.data"),
+            (pb.UploadRequest(), "matrix: missing"),
+        ]:
+            call = self.stub.Transpose if isinstance(req, pb.TransposeRequest) else self.stub.Upload
+            with self.subTest(fragment=fragment):
+                self.assert_code(IA, fragment, call, req)
+
+    def test_nan_and_inf_data_are_computed_not_fatal(self):
+        """NaN and Inf in the data are legal numbers: every dtype and compute mode runs, with and
+        without verify (which reports infinite error), and so do alpha and scale that overflow
+        the output type."""
+        x = np.array([[np.nan, np.inf], [-np.inf, 1.0]])
+        for dtype in (np.float64, np.float32, np.float16):
+            computes = [pb.COMPUTE_DEFAULT] if dtype != np.float32 else [
+                pb.COMPUTE_DEFAULT, pb.COMPUTE_TF32, pb.COMPUTE_FP16, pb.COMPUTE_BF16, pb.COMPUTE_FP8]
+            for compute in computes:
+                with self.subTest(dtype=dtype.__name__, compute=compute):
+                    r = self.multiply(a=matrix(x.astype(dtype)), b=matrix(x.astype(dtype)), compute=compute,
+                                      verify=True)
+                    self.assertTrue(np.isnan(decode(r.c)).any())
+                    self.assertEqual(r.verification.max_abs_error, float("inf"))
+            t = self.stub.Transpose(pb.TransposeRequest(a=matrix(x.astype(dtype)), verify=True))
+            np.testing.assert_array_equal(decode(t.b), x.T.astype(dtype).astype(np.float64))
+        bits = np.array([[0x7FC0, 0x7F80], [0xFF80, 0x3F80]], np.uint16)  # bf16 NaN, +-Inf, 1
+        r = self.multiply(a=pb.Matrix(rows=2, cols=2, dtype=pb.BF16, data=bits.tobytes()),
+                          b=pb.Matrix(rows=2, cols=2, dtype=pb.BF16, data=bits.tobytes()), verify=True)
+        self.assertEqual(r.c.dtype, pb.BF16)
+        e4m3 = bytes([0x7F, 0x38, 0xFF, 0x7E])  # NaN, 1, -NaN, 448
+        r = self.multiply(a=pb.Matrix(rows=2, cols=2, dtype=pb.FP8_E4M3, data=e4m3),
+                          b=pb.Matrix(rows=2, cols=2, dtype=pb.FP8_E4M3, data=e4m3), output_dtype=pb.FP32,
+                          verify=True)
+        self.assertTrue(np.isnan(decode(r.c)).any())
+        big = rand(3, 3)
+        r = self.multiply(a=matrix(big), b=matrix(big), alpha=1e300, beta=-1e300, c=matrix(big))
+        self.assertFalse(np.isfinite(decode(r.c)).any())
+        t = self.stub.Transpose(pb.TransposeRequest(a=matrix(big.astype(np.float16)), scale=1e300))
+        self.assertTrue(np.isinf(decode(t.b)).all())
+        # The server is unharmed.
+        r = self.multiply(a=matrix(big), b=matrix(big))
+        self.assertLess(rel_l2(decode(r.c), big.astype(np.float64) @ big), 1e-5)
+
     def test_message_over_the_limit_is_resource_exhausted(self):
         with ServerProcess("--max_message_bytes=65536") as small:
             big = rand(200, 200)  # 160 KB
