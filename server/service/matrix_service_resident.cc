@@ -252,6 +252,9 @@ grpc::Status MatrixServiceImpl::download_stream(
   const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t sent = 0;
   const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kResident, "DownloadStream");
+    if (!owner.ok()) return owner.status();
     const std::int64_t max_chunk = limits_.max_message_bytes / 2;
     const std::int64_t chunk_bytes =
         request->chunk_bytes() == 0 ? std::min(kDefaultChunk, max_chunk) : request->chunk_bytes();
@@ -260,9 +263,6 @@ grpc::Status MatrixServiceImpl::download_stream(
                                                      kMinChunk, ", ", max_chunk,
                                                      "] (half of --max_message_bytes)"));
     }
-    absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kResident, "DownloadStream");
-    if (!owner.ok()) return owner.status();
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
         runtime_.residents().get("handle", request->handle(), *owner);
     if (!m.ok()) return m.status();

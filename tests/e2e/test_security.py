@@ -66,6 +66,13 @@ class TokenTest(unittest.TestCase):
         self.expect(grpc.StatusCode.UNAUTHENTICATED, "unknown token", self.stub.Multiply, req, "x" * 20)
         self.expect(grpc.StatusCode.UNAUTHENTICATED, "unknown token", self.stub.GetServerInfo,
                     pb.GetServerInfoRequest(), "y" * 20)
+        # Streams too, and before any of the request's fields is looked at.
+        with self.assertRaises(grpc.RpcError) as ctx:
+            list(self.stub.DownloadStream(pb.DownloadRequest(handle="h", chunk_bytes=-1), timeout=30))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.UploadStream(iter([pb.UploadChunk(header=pb.Matrix(rows=1 << 40, cols=1))]), timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
         self.assertEqual(call(self.stub.Multiply, req, ALICE).c.rows, 2)
         # Health stays open to probes without a token.
         self.assertEqual(health_check(self.server.channel), 1)
