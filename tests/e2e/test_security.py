@@ -304,9 +304,10 @@ class ResidentUseTest(unittest.TestCase):
         stream, first = self.stalled_download(h)
         time.sleep(2.5)  # past the 1 s TTL (and the sweep period) while the download holds it
         self.assertIn(h, self.listed())
-        self.assertEqual(self.finish(stream, first), self.a.tobytes())
+        data = self.finish(stream, first)
         # Its idle time starts when the use ends: still there now, gone after the TTL.
         self.assertIn(h, self.listed())
+        self.assertEqual(data, self.a.tobytes())
         time.sleep(2.5)
         self.assertNotIn(h, self.listed())
 
