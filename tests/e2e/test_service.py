@@ -266,13 +266,11 @@ class ServiceTest(unittest.TestCase):
         verify's reference being asked."""
         n = 4100  # 2 * 4100^3 = 1.378e11, just past the default
         big = pb.Matrix(rows=n, cols=n, dtype=pb.FP16, data=bytes(n * n * 2))
-        start = time.monotonic()
         self.assert_code(grpc.StatusCode.INVALID_ARGUMENT,
                          "verify: the float64 reference of this 4100x4100x4100 product is "
                          "1.37842e+11 flops of server CPU, above the limit of 1.37439e+11 "
                          "(--max_verify_flops)", self.stub.Multiply,
                          pb.MultiplyRequest(a=big, b=big, verify=True))
-        self.assertLess(time.monotonic() - start, 10)
         with ServerProcess("--max_verify_flops=1e6", "--max_verify_bytes=100000") as tight:
             ok = tight.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(50, 50)), b=matrix(rand(50, 50)),
                                                         verify=True), timeout=30)
