@@ -1,7 +1,9 @@
-// The autotune table behind the server's `auto` GEMM choice: GFLOP/s measured by gemm_bench per
-// (device, precision, shape class, variant), saved as TSV (`gemm_bench --autotune-out FILE`),
-// loaded at start; choose() returns the fastest measured variant for a problem's shape class,
-// "cublas" when nothing was measured for it. Host-only; no CUDA.
+// The autotune table behind the server's `auto` GEMM choice: GFLOP/s per (device, precision,
+// shape class, variant), saved as TSV, loaded at start; choose() returns the fastest measured
+// variant for a problem's shape class, "cublas" when nothing was measured for it. Rows come from
+// gemm_bench (`--autotune-out FILE`, kernel launches timed by the benchmark) or, for precisions
+// those do not cover, from the service itself (scripts/bench/autotune_from_service.py over a
+// service_vs_torch.py run: what a request through the server measures). Host-only; no CUDA.
 #pragma once
 
 #include <cstdint>

@@ -109,6 +109,19 @@ TEST(AutotuneTable, BuiltInTablesParseAndNameEveryVariantTheyRecommend) {
   }
 }
 
+TEST(AutotuneTable, BuiltInH100RowsPreferWhatTheServiceRanFastest) {
+  // kernels/autotune/h100-service.tsv: fp16/bf16/tf32 measured through the service. Aligned bf16
+  // goes to the wgmma kernel; a shape it cannot take falls to cuBLASLt, never below cuBLAS.
+  absl::StatusOr<AutotuneTable> t = AutotuneTable::parse(builtin_autotune_tsv());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string h100 = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(t->choose(h100, Precision::kBF16, 4096, 4096, 4096), "wgmma_tma_store");
+  EXPECT_EQ(t->choose(h100, Precision::kF16, 256, 256, 256), "wgmma_tma_store");
+  const auto no_wgmma = [](std::string_view v) { return v != "wgmma_tma_store"; };
+  EXPECT_EQ(t->choose(h100, Precision::kBF16, 4095, 4093, 4097, no_wgmma), "cublaslt");
+  EXPECT_EQ(t->choose(h100, Precision::kTF32, 8192, 8192, 8192), "cublaslt");
+}
+
 TEST(AutotuneTable, LoadReportsMissingFile) {
   EXPECT_EQ(AutotuneTable::load("/nonexistent/autotune.tsv").status().code(),
             absl::StatusCode::kNotFound);
