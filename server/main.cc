@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "kernels/autotune.h"
@@ -110,6 +111,10 @@ ABSL_FLAG(int, keep_cpus_awake_max_calls, 1,
           "with --keep_cpus_awake_ms: the spinners pause for 20 ms whenever more calls than this "
           "are running at once (with concurrent clients the CPUs rarely halt, and the spinners "
           "would get in the scheduler's way)");
+ABSL_FLAG(bool, check_lock_order, false,
+          "abort on a cycle in the order absl::Mutex locks are taken (absl's deadlock "
+          "detector). The distribution builds absl with it on, which costs every lock "
+          "acquisition a global graph update; off in production, on in the end-to-end tests");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "on SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled");
 
@@ -405,5 +410,8 @@ int main(int argc, char** argv) {
       "  matserve [--listen=0.0.0.0:50051] [--backend=auto|cuda|cpu] ...\n"
       "See docs/ for the API, deployment and metrics.");
   absl::ParseCommandLine(argc, argv);
+  absl::SetMutexDeadlockDetectionMode(absl::GetFlag(FLAGS_check_lock_order)
+                                          ? absl::OnDeadlockCycle::kAbort
+                                          : absl::OnDeadlockCycle::kIgnore);
   return matserve::server::run();
 }

@@ -1,15 +1,22 @@
-// cuBLASLt call core: see cublaslt_plan.h. The heuristic query costs about a microsecond and its
-// answer depends only on the key below, so the first answer per key is kept for the process.
+// cuBLASLt call core: see cublaslt_plan.h. A plan (the matmul and layout descriptors and the
+// heuristic's algorithm) depends only on the key below, so it is built once and kept: a request
+// then pays for one cache look-up and the cublasLtMatmul call, not for creating and destroying four
+// descriptors and querying the heuristic (about a microsecond). Plans are kept per cuBLASLt handle
+// (one per stream slot, used by one request at a time), so no plan is used by two threads at
+// once, in a cache bounded to kMaxPlans, least recently used first out.
 #include "kernels/cublaslt/cublaslt_plan.h"
 
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
 
@@ -38,11 +45,49 @@ std::uint32_t alignment(const void* ptr) {
   return a;
 }
 
-using PlanKey = std::array<std::int64_t, 18>;
+using PlanKey = std::array<std::int64_t, 19>;
 
-struct PlanCache {
-  std::mutex mu;
-  std::map<PlanKey, cublasLtMatmulAlgo_t> plans;
+// What one call needs besides its pointers and scalars. For fp8 the matmul descriptor also carries
+// the call's scale pointers, so fp8 calls build their own and use only the layouts and algorithm.
+struct Plan {
+  MatmulDesc desc;
+  MatrixLayout first, second, out;  // op1(B), op2(A), C and D (column-major view)
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// Most plans kept: a service sees a bounded set of shapes in practice; a client sweeping shapes
+// only evicts the least recently used.
+constexpr std::size_t kMaxPlans = 2048;
+
+class PlanCache {
+ public:
+  std::shared_ptr<const Plan> find(const PlanKey& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
+    return it->second->second;
+  }
+  void add(const PlanKey& key, std::shared_ptr<const Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(key) != 0) return;
+    lru_.emplace_front(key, std::move(plan));
+    index_.emplace(key, lru_.begin());
+    while (lru_.size() > kMaxPlans) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();  // a plan in use lives on in its caller's shared_ptr
+    }
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lru_.size();
+  }
+
+ private:
+  using Entry = std::pair<PlanKey, std::shared_ptr<const Plan>>;
+  std::mutex mu_;
+  std::list<Entry> lru_;
+  std::map<PlanKey, std::list<Entry>::iterator> index_;
 };
 
 PlanCache& cache() {
@@ -52,6 +97,103 @@ PlanCache& cache() {
 
 absl::Status lt(cublasStatus_t s, const char* what) {
   return cublas_status(s, what);
+}
+
+// The matmul descriptor of a call: compute type, transposes, and for fp8 its scale pointers.
+absl::StatusOr<MatmulDesc> make_desc(const LtCall& call) {
+  const GemmProblem& p = *call.p;
+  cublasLtMatmulDesc_t raw = nullptr;
+  if (absl::Status s =
+          lt(cublasLtMatmulDescCreate(&raw, call.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+      !s.ok()) {
+    return s;
+  }
+  MatmulDesc desc(raw);
+  const cublasOperation_t op1 = p.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op2 = p.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof op1);
+  cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof op2);
+  if (call.b_scale != nullptr) {  // the first Lt operand is our B
+    cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.b_scale,
+                                   sizeof call.b_scale);
+  }
+  if (call.a_scale != nullptr) {
+    cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.a_scale,
+                                   sizeof call.a_scale);
+  }
+  return desc;
+}
+
+absl::StatusOr<MatrixLayout> make_layout(cudaDataType_t type, std::uint64_t rows,
+                                         std::uint64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  if (absl::Status s =
+          lt(cublasLtMatrixLayoutCreate(&raw, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+      !s.ok()) {
+    return s;
+  }
+  return MatrixLayout(raw);
+}
+
+// Builds a plan: descriptors, then the heuristic's first choice for them.
+absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const void* a,
+                                                      const void* b, const ExecContext& ctx) {
+  const GemmProblem& p = *call.p;
+  const auto n = static_cast<std::uint64_t>(p.n);
+  const auto m = static_cast<std::uint64_t>(p.m);
+  const auto k = static_cast<std::uint64_t>(p.k);
+  auto plan = std::make_shared<Plan>();
+  // Column-major view: D^T (n x m) = op1(B) (n x k) * op2(A) (k x m).
+  absl::StatusOr<MatmulDesc> desc = make_desc(call);
+  if (!desc.ok()) return desc.status();
+  plan->desc = *std::move(desc);
+  absl::StatusOr<MatrixLayout> first =
+      make_layout(call.b_type, p.b_trans ? k : n, p.b_trans ? n : k, p.ldb);
+  if (!first.ok()) return first.status();
+  plan->first = *std::move(first);
+  absl::StatusOr<MatrixLayout> second =
+      make_layout(call.a_type, p.a_trans ? m : k, p.a_trans ? k : m, p.lda);
+  if (!second.ok()) return second.status();
+  plan->second = *std::move(second);
+  absl::StatusOr<MatrixLayout> out = make_layout(call.c_type, n, m, p.ldc);
+  if (!out.ok()) return out.status();
+  plan->out = *std::move(out);
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  if (absl::Status s =
+          lt(cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate");
+      !s.ok()) {
+    return s;
+  }
+  Preference pref(raw_pref);
+  const std::uint64_t ws = ctx.workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof ws);
+  const std::uint32_t align_b = alignment(b), align_a = alignment(a), align_c = alignment(p.c);
+  cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                       &align_b, sizeof align_b);
+  cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                       &align_a, sizeof align_a);
+  cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                       &align_c, sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                       &align_c, sizeof align_c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  if (absl::Status s = lt(cublasLtMatmulAlgoGetHeuristic(
+                              static_cast<cublasLtHandle_t>(ctx.cublaslt), plan->desc.get(),
+                              plan->first.get(), plan->second.get(), plan->out.get(),
+                              plan->out.get(), pref.get(), 1, &result, &returned),
+                          "cublasLtMatmulAlgoGetHeuristic");
+      !s.ok()) {
+    return s;
+  }
+  if (returned == 0) {
+    return absl::FailedPreconditionError(
+        "cublaslt: the heuristic found no algorithm for this shape/layout/type");
+  }
+  plan->algo = result.algo;
+  return plan;
 }
 
 }  // namespace
@@ -68,8 +210,7 @@ cudaDataType_t lt_data_type(DType t) {
 }
 
 std::size_t lt_plan_cache_size() {
-  std::lock_guard<std::mutex> lock(cache().mu);
-  return cache().plans.size();
+  return cache().size();
 }
 
 absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
@@ -79,51 +220,10 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   const void* a = call.a != nullptr ? call.a : p.a;
   const void* b = call.b != nullptr ? call.b : p.b;
-  const auto n = static_cast<std::uint64_t>(p.n);
-  const auto m = static_cast<std::uint64_t>(p.m);
-  const auto k = static_cast<std::uint64_t>(p.k);
-
-  // Column-major view: D^T (n x m) = op1(B) (n x k) * op2(A) (k x m).
-  cublasLtMatmulDesc_t raw_desc = nullptr;
-  if (absl::Status s = lt(cublasLtMatmulDescCreate(&raw_desc, call.compute, CUDA_R_32F),
-                          "cublasLtMatmulDescCreate");
-      !s.ok()) {
-    return s;
-  }
-  MatmulDesc desc(raw_desc);
-  const cublasOperation_t op1 = p.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op2 = p.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof op1);
-  cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof op2);
-  if (call.b_scale != nullptr) {  // the first Lt operand is our B
-    cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.b_scale,
-                                   sizeof call.b_scale);
-  }
-  if (call.a_scale != nullptr) {
-    cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.a_scale,
-                                   sizeof call.a_scale);
-  }
-
-  cublasLtMatrixLayout_t l1 = nullptr, l2 = nullptr, lc = nullptr;
-  absl::Status s =
-      lt(cublasLtMatrixLayoutCreate(&l1, call.b_type, p.b_trans ? k : n, p.b_trans ? n : k, p.ldb),
-         "cublasLtMatrixLayoutCreate");
-  MatrixLayout lay1(l1);
-  if (s.ok()) {
-    s = lt(
-        cublasLtMatrixLayoutCreate(&l2, call.a_type, p.a_trans ? m : k, p.a_trans ? k : m, p.lda),
-        "cublasLtMatrixLayoutCreate");
-  }
-  MatrixLayout lay2(l2);
-  if (s.ok()) {
-    s = lt(cublasLtMatrixLayoutCreate(&lc, call.c_type, n, m, p.ldc), "cublasLtMatrixLayoutCreate");
-  }
-  MatrixLayout layc(lc);
-  if (!s.ok()) return s;
-
   int device = 0;
   cudaGetDevice(&device);
   const PlanKey key = {device,
+                       reinterpret_cast<std::intptr_t>(handle),
                        p.m,
                        p.n,
                        p.k,
@@ -141,58 +241,26 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
                        alignment(p.c),
                        static_cast<std::int64_t>(ctx.workspace_bytes),
                        call.a_scale != nullptr};
-  cublasLtMatmulAlgo_t algo{};
-  bool found = false;
-  {
-    std::lock_guard<std::mutex> lock(cache().mu);
-    auto it = cache().plans.find(key);
-    if (it != cache().plans.end()) {
-      algo = it->second;
-      found = true;
-    }
+  std::shared_ptr<const Plan> plan = cache().find(key);
+  if (plan == nullptr) {
+    absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, a, b, ctx);
+    if (!made.ok()) return made.status();
+    plan = *std::move(made);
+    cache().add(key, plan);
   }
-  if (!found) {
-    cublasLtMatmulPreference_t raw_pref = nullptr;
-    if (s = lt(cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate");
-        !s.ok()) {
-      return s;
-    }
-    Preference pref(raw_pref);
-    const std::uint64_t ws = ctx.workspace_bytes;
-    cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                         sizeof ws);
-    const std::uint32_t align_b = alignment(b), align_a = alignment(a), align_c = alignment(p.c);
-    cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                         &align_b, sizeof align_b);
-    cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                         &align_a, sizeof align_a);
-    cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                         &align_c, sizeof align_c);
-    cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                         &align_c, sizeof align_c);
-    cublasLtMatmulHeuristicResult_t result{};
-    int returned = 0;
-    if (s = lt(
-            cublasLtMatmulAlgoGetHeuristic(handle, desc.get(), lay1.get(), lay2.get(), layc.get(),
-                                           layc.get(), pref.get(), 1, &result, &returned),
-            "cublasLtMatmulAlgoGetHeuristic");
-        !s.ok()) {
-      return s;
-    }
-    if (returned == 0) {
-      return absl::FailedPreconditionError(
-          "cublaslt: the heuristic found no algorithm for this shape/layout/type");
-    }
-    algo = result.algo;
-    std::lock_guard<std::mutex> lock(cache().mu);
-    cache().plans.emplace(key, algo);
+  // fp8: this call's scale pointers go in a descriptor of its own.
+  MatmulDesc own_desc;
+  if (call.a_scale != nullptr || call.b_scale != nullptr) {
+    absl::StatusOr<MatmulDesc> d = make_desc(call);
+    if (!d.ok()) return d.status();
+    own_desc = *std::move(d);
   }
-
+  cublasLtMatmulDesc_t desc = own_desc != nullptr ? own_desc.get() : plan->desc.get();
   const float alpha = static_cast<float>(p.alpha);
   const float beta = static_cast<float>(p.beta);
-  return lt(cublasLtMatmul(handle, desc.get(), &alpha, b, lay1.get(), a, lay2.get(), &beta, p.c,
-                           layc.get(), p.c, layc.get(), &algo, ctx.workspace, ctx.workspace_bytes,
-                           static_cast<cudaStream_t>(ctx.stream)),
+  return lt(cublasLtMatmul(handle, desc, &alpha, b, plan->first.get(), a, plan->second.get(), &beta,
+                           p.c, plan->out.get(), p.c, plan->out.get(), &plan->algo, ctx.workspace,
+                           ctx.workspace_bytes, static_cast<cudaStream_t>(ctx.stream)),
             "cublasLtMatmul");
 }
 

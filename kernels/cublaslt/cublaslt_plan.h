@@ -1,6 +1,7 @@
-// The shared core of the cuBLASLt variants: one cublasLtMatmul call described by LtCall, with the
-// heuristic's choice cached per (device, shape, transposes, types, pointer alignment, workspace)
-// in a mutex-protected map. Internal to kernels/cublaslt.
+// The shared core of the cuBLASLt variants: one cublasLtMatmul call described by LtCall, with its
+// plan (descriptors and the heuristic's algorithm) cached per (device, cuBLASLt handle, shape,
+// transposes, types, pointer alignment, workspace) in a bounded least-recently-used cache.
+// Internal to kernels/cublaslt.
 #pragma once
 
 #include <cublasLt.h>

@@ -224,6 +224,17 @@ absl::StatusOr<std::int64_t> transpose_verify_bytes(const TransposeJob& job,
   return verify_bytes(bytes, limits);
 }
 
+// A result returned in the reply must fit in one message: refused before any work, instead of
+// being computed and then dropped by gRPC ("Sent message larger than max"). 1 KiB of the message
+// is left for the reply's other fields.
+absl::Status check_inline_result(const char* field, std::size_t bytes,
+                                 const ServiceLimits& limits) {
+  if (static_cast<std::int64_t>(bytes) <= limits.max_message_bytes - 1024) return absl::OkStatus();
+  return absl::ResourceExhaustedError(StrCat(
+      field, ": ", bytes, " bytes do not fit in one reply of at most ", limits.max_message_bytes,
+      " bytes (--max_message_bytes): use keep_result, then DownloadStream"));
+}
+
 }  // namespace
 
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
@@ -324,6 +335,11 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   }
   job.verify = request.verify();
   job.keep_result = request.keep_result();
+  if (!job.keep_result) {
+    if (absl::Status s = check_inline_result("c (the result)", job.out_bytes(), limits); !s.ok()) {
+      return s;
+    }
+  }
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits);
     if (!bytes.ok()) return bytes.status();
@@ -357,6 +373,11 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   job.keep_result = request.keep_result();
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
+  if (!job.keep_result && !job.in_place) {
+    if (absl::Status s = check_inline_result("b (the result)", job.out_bytes(), limits); !s.ok()) {
+      return s;
+    }
+  }
   job.verify = request.verify();
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = transpose_verify_bytes(job, limits);

@@ -25,8 +25,10 @@ class ServerProcess:
     def __init__(self, *extra_args, backend=None, start_channel=True, env=None):
         binary = os.environ.get("MATSERVE_SERVER", "matserve")
         backend = backend or os.environ.get("MATSERVE_BACKEND", "cpu")
+        # --check_lock_order: absl aborts on a lock-order cycle, so e2e runs catch what the
+        # production default ignores.
         args = [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                f"--backend={backend}", *extra_args]
+                f"--backend={backend}", "--check_lock_order", *extra_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, bufsize=1,
                                      env={**os.environ, **env} if env else None)

@@ -59,6 +59,35 @@ TEST(ValidateMultiply, ValidInlineRequestBecomesAJob) {
   EXPECT_EQ(job->a.data.size(), 48u);
 }
 
+TEST(ValidateMultiply, AnInlineResultLargerThanOneReplyIsRefusedUpFront) {
+  // An outer product whose inputs fit in one message but whose result does not: refused before
+  // any work (it used to be computed, then dropped by gRPC); kept on the server it is fine.
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_message_bytes = 64 * 1024;
+  v1::MultiplyRequest req;
+  *req.mutable_a() = matrix(200, 1);
+  *req.mutable_b() = matrix(1, 200);  // a 200 x 200 fp32 result: 160000 bytes
+  expect_error(validate_multiply(req, limits, r.fn()).status(),
+               absl::StatusCode::kResourceExhausted,
+               "c (the result): 160000 bytes do not fit in one reply of at most 65536 bytes "
+               "(--max_message_bytes): use keep_result, then DownloadStream");
+  req.set_keep_result(true);
+  EXPECT_TRUE(validate_multiply(req, limits, r.fn()).ok());
+}
+
+TEST(ValidateTranspose, AnInlineResultLargerThanOneReplyIsRefusedUpFront) {
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_message_bytes = 1024 + 40;  // room for 10 fp32 values and the reply's 1 KiB
+  v1::TransposeRequest req;
+  *req.mutable_a() = matrix(3, 4);  // 48 bytes
+  expect_error(validate_transpose(req, limits, r.fn()).status(),
+               absl::StatusCode::kResourceExhausted, "b (the result): 48 bytes do not fit");
+  req.set_keep_result(true);
+  EXPECT_TRUE(validate_transpose(req, limits, r.fn()).ok());
+}
+
 TEST(ValidateMultiply, ResidentOperandsCarryTheirShapeAndAreLocked) {
   Resolver r;
   v1::MultiplyRequest req;
@@ -192,6 +221,7 @@ TEST(ValidateMultiply, VerifyIsBoundedInFlopsAndMemory) {
   v1::MultiplyRequest req;
   req.set_a_handle("big");
   req.set_b_handle("big");
+  req.set_keep_result(true);  // 1 GiB of fp32: too large to return in a reply
   EXPECT_TRUE(validate_multiply(req, ServiceLimits{}, resolve).ok());  // without verify: fine
   req.set_verify(true);
   expect_error(validate_multiply(req, ServiceLimits{}, resolve).status(),
