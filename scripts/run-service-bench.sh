@@ -18,6 +18,8 @@
 #   freshly started machine, e.g. a lent microVM, runs slower for its first minutes),
 #   SERVER_ARGS (extra server flags).
 set -uo pipefail
+# shellcheck source=lib/server-port.sh
+source "$(dirname "$0")/lib/server-port.sh"
 bundle=${1:-build/device}
 out=${OUT:-/tmp/matserve-service-bench}
 mkdir -p "$out"
@@ -44,19 +46,7 @@ backend=${MATSERVE_BACKEND:-cuda}
 "${server_cmd[@]}" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$backend" \
   ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*serving gRPC on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$out/server.log" | head -1)
-  [ -n "$port" ] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then
-  echo "run-service-bench: the server did not start:" >&2
-  cat "$out/server.log" >&2
-  kill -TERM $server 2>/dev/null
-  exit 1
-fi
+port=$(wait_for_server_port "$out/server.log" $server run-service-bench 300) || exit 1
 target=127.0.0.1:$port
 
 {

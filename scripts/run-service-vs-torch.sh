@@ -16,6 +16,8 @@
 #   unless they name a budget, leaving the rest of the GPU to torch).
 # Exit status: the Python script's (1 on a correctness failure), or 1 if the server failed.
 set -uo pipefail
+# shellcheck source=lib/server-port.sh
+source "$(dirname "$0")/lib/server-port.sh"
 bundle=build/device
 if [ $# -gt 0 ] && [[ "$1" != -* ]]; then bundle=$1; shift; fi
 out=${OUT:-/tmp/matserve-service-vs-torch}
@@ -51,19 +53,7 @@ fi
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 "${server_cmd[@]}" "${server_args[@]}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's/.*serving gRPC on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$out/server.log" | head -1)
-  [ -n "$port" ] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then
-  echo "run-service-vs-torch: the server did not start:" >&2
-  cat "$out/server.log" >&2
-  kill -TERM $server 2>/dev/null
-  exit 1
-fi
+port=$(wait_for_server_port "$out/server.log" $server run-service-vs-torch 600) || exit 1
 echo "run-service-vs-torch: server (pid $server) on 127.0.0.1:$port, backend $backend"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv \
