@@ -175,22 +175,32 @@ class CancelAndDeadlineTest(FaultTestBase):
 
     def test_kept_result_of_an_expired_call_is_released_not_published(self):
         # A keep_result multiply whose deadline passes while it runs gets DEADLINE_EXCEEDED, and
-        # its result must not stay resident under a handle nobody was told (nor count against
-        # the caller's quota). The product takes far longer than the deadline on any CPU, so
-        # the deadline passes while it is received, queued or running, never after it ends.
-        stub = self.server.stub
+        # its result must neither stay resident under a handle nobody was told nor count against
+        # the caller's quota. The operand is resident, so the request is a few bytes that the
+        # server always receives and starts; its 31 GFLOP of fp64 take far longer than the
+        # deadline on any CPU, so the deadline passes while it runs, never after it ends.
+        # The quota holds the operand and one result, not two: with the expired call's result
+        # kept, the last call below would be refused.
         a = rand(LONG_N, LONG_N, np.float64)
-        request = pb.MultiplyRequest(a=matrix(a), b=matrix(a), keep_result=True)
-        for _ in range(2):
+        with ServerProcess("--cpu_concurrency=1",
+                           "--max_resident_bytes_per_owner=%d" % (a.nbytes * 5 // 2),
+                           env=ONE_BLAS_THREAD) as server:
+            stub = server.stub
+            h = stub.Upload(pb.UploadRequest(matrix=matrix(a)), timeout=120).resident.handle
+            request = pb.MultiplyRequest(a_handle=h, b_handle=h, keep_result=True)
             with self.assertRaises(grpc.RpcError) as ctx:
                 stub.Multiply(request, timeout=0.15)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
-        # The server finishes the products it had started, then drops their results.
-        self.assertTrue(wait_until(lambda: in_flight(self.server) <= 0))
-        self.assertEqual(list(stub.ListResident(pb.ListResidentRequest(), timeout=30).matrices),
-                         [])
-        self.assertEqual(metric(self.server, "matserve_resident_bytes"), 0.0)
-        self.assert_healthy_and_correct(self.server)
+            # The server finishes the product it had started, then drops its result.
+            self.assertTrue(wait_until(lambda: in_flight(server) <= 0))
+            listed = stub.ListResident(pb.ListResidentRequest(), timeout=30)
+            self.assertEqual([m.handle for m in listed.matrices], [h])
+            self.assertEqual(metric(server, "matserve_resident_bytes"), float(a.nbytes))
+            kept = stub.Multiply(request, timeout=600).result  # fits: the quota is back
+            self.assertEqual((kept.rows, kept.cols), (LONG_N, LONG_N))
+            for handle in (kept.handle, h):
+                stub.Release(pb.ReleaseRequest(handle=handle), timeout=60)
+            self.assertEqual(server.stop(), 0)
 
     def test_deadline_expires_mid_request(self):
         baseline = metric(self.server, "matserve_device_pool_bytes", state="in_use")
