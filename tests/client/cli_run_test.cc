@@ -84,8 +84,10 @@ TEST_F(CliRun, MultiplyRandomWithClientVerify) {
   EXPECT_THAT(r.out, HasSubstr("\"variant\": \"fake_gemm\", \"variant_requested\": \"auto\""));
   EXPECT_THAT(r.out, HasSubstr("\"m\": 33, \"n\": 17, \"k\": 29, \"dtype\": \"fp64\", "
                                "\"output_dtype\": \"fp64\", \"output_layout\": \"row\""));
-  EXPECT_THAT(r.out, HasSubstr("\"timing_us\": {\"queue\": 1.5, \"h2d\": 20.25, \"launch\": 0, \"kernel\": 100, "
-                               "\"d2h\": 30, \"total\": 160, \"client_rpc\": "));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr("\"timing_us\": {\"queue\": 1.5, \"h2d\": 20.25, \"launch\": 0, \"kernel\": 100, "
+                "\"d2h\": 30, \"total\": 160, \"client_rpc\": "));
   EXPECT_THAT(r.out, HasSubstr("\"gflops\": 123.5"));
   EXPECT_THAT(r.out, HasSubstr("\"server_verification\": {\"max_abs_error\": 0, "
                                "\"rel_l2_error\": 0}"));
