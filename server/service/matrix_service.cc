@@ -111,7 +111,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
       return s;
     }
     if (outcome.result != nullptr) {
-      if (absl::Status s = abandoned(*context, "its result"); !s.ok()) return s;
+      if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
       runtime_.publish(outcome.result);
       fill_resident(*outcome.result, reply->mutable_result());
     }
@@ -168,7 +168,7 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     }
     if (outcome.result != nullptr) {
       if (!job->in_place) {
-        if (absl::Status s = abandoned(*context, "its result"); !s.ok()) return s;
+        if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
         runtime_.publish(outcome.result);
       }
       job->locks.clear();  // fill_resident reads the shape under the matrix's own lock

@@ -119,7 +119,7 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
         runtime_.begin_upload(m->rows, m->cols, m->dtype, m->layout, *owner, *device, waiter);
     if (!r.ok()) return r.status();
     if (absl::Status s = runtime_.write(**r, 0, m->data, waiter); !s.ok()) return s;
-    if (absl::Status s = abandoned(*context, "the upload"); !s.ok()) return s;
+    if (absl::Status s = abandoned(*context, "the upload", start); !s.ok()) return s;
     runtime_.publish(*r);
     fill_resident(**r, reply->mutable_resident());
     return absl::OkStatus();
@@ -195,7 +195,7 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
       return absl::InvalidArgumentError(absl::StrCat("data: the stream ended after ", offset,
                                                      " of ", expected, " bytes (truncated)"));
     }
-    if (absl::Status s = abandoned(*context, "the upload"); !s.ok()) return s;
+    if (absl::Status s = abandoned(*context, "the upload", start); !s.ok()) return s;
     runtime_.publish(*m);
     fill_resident(**m, reply->mutable_resident());
     return absl::OkStatus();

@@ -39,16 +39,21 @@ inline absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
 // Before a result is published as a resident matrix: a call the client cancelled, or whose
 // deadline passed while it ran, gets no reply, so a handle made now would be known to nobody and
 // its memory held until the idle TTL, against the owner's quota. Such a result is dropped instead
-// (its memory returns at once). A reply already sent may still reach the client after the client's
-// own deadline; that handle is listed by ListResident for its owner and expires with the TTL.
-inline absl::Status abandoned(grpc::ServerContext& context, const char* what) {
-  if (context.IsCancelled()) {
-    return absl::CancelledError(
-        absl::StrCat("the client cancelled the call; ", what, " was released, not kept"));
-  }
+// (its memory returns at once). The deadline is checked always (a clock read); cancellation only
+// for calls that ran at least kCancelCheckAfter since `received`, because IsCancelled() polls the
+// call's completion queue (see cancelled_or_expired) and a short call is rarely cancelled while it
+// runs. What slips through (a cancel during a short call, or a reply sent just before the client's
+// own deadline) is listed by ListResident for its owner and expires with the TTL.
+inline constexpr absl::Duration kCancelCheckAfter = absl::Milliseconds(2);
+
+inline absl::Status abandoned(grpc::ServerContext& context, const char* what, absl::Time received) {
   if (context.deadline() <= std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed while it ran; ",
                                                     what, " was released, not kept"));
+  }
+  if (absl::Now() - received >= kCancelCheckAfter && context.IsCancelled()) {
+    return absl::CancelledError(
+        absl::StrCat("the client cancelled the call; ", what, " was released, not kept"));
   }
   return absl::OkStatus();
 }
