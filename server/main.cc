@@ -219,6 +219,7 @@ int run() {
     options.pinned_message_bytes = static_cast<std::size_t>(pinned);
   }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.host = host_limits;
   options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(options);
   if (!backend.ok()) return fail(backend.status());

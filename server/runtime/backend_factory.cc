@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
   cpu.concurrency = options.cpu_concurrency;
   cpu.memory_budget_bytes = options.memory_budget_bytes;
   cpu.max_queue = options.max_queue;
+  cpu.host = options.host;
   if (options.backend == "cpu") return std::make_unique<CpuBackend>(cpu);
 #ifdef MATSERVE_HAVE_CUDA
   if (options.backend == "cuda" || kernels::cuda_device_count() > 0) {

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/host_limits.h"
 
 namespace matserve::server {
 
@@ -21,6 +23,7 @@ struct BackendOptions {
   int max_queue = 256;                   // waiting requests per device
   int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
   std::size_t pinned_message_bytes = 0;  // CUDA: pinned heap for large message buffers
+  std::optional<HostLimits> host;        // the process's CPU and memory limits; unset: read them
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& options);

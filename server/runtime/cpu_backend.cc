@@ -31,7 +31,7 @@ std::string read_cpu_model() {
 
 // A quarter of the memory the process may use (the host's, or its cgroup's limit) by default,
 // at most 90% of it.
-MemoryBudget host_budget(std::int64_t requested, const HostLimits& host) {
+MemoryBudget cpu_memory_budget(std::int64_t requested, const HostLimits& host) {
   return choose_memory_budget(requested, host.memory_bytes, 0.25, 0.9);
 }
 
@@ -55,8 +55,8 @@ const void* bytes_of(const Operand& o) {
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : cpu_name_(read_cpu_model()),
-      host_(read_host_limits()),
-      budget_(host_budget(options.memory_budget_bytes, host_)),
+      host_(options.host ? *options.host : read_host_limits()),
+      budget_(cpu_memory_budget(options.memory_budget_bytes, host_)),
       budget_requested_(budget_.clamped ? options.memory_budget_bytes : 0),
       pool_(host_allocator(), budget_.bytes),
       scheduler_("cpu", options.concurrency, options.max_queue, pool_) {

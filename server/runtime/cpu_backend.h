@@ -3,6 +3,8 @@
 // service runs and is tested on machines without one.
 #pragma once
 
+#include <optional>
+
 #include "server/runtime/backend.h"
 #include "server/runtime/device_scheduler.h"
 #include "server/runtime/host_limits.h"
@@ -12,8 +14,9 @@ namespace matserve::server {
 
 struct CpuBackendOptions {
   int concurrency = 2;  // operations at once (each may use several OpenBLAS threads)
-  std::int64_t memory_budget_bytes = 0;  // 0: a quarter of physical memory
+  std::int64_t memory_budget_bytes = 0;  // 0: a quarter of the process's memory limit
   int max_queue = 256;
+  std::optional<HostLimits> host;  // the process's CPU and memory limits; unset: read them
 };
 
 class CpuBackend final : public Backend {
