@@ -206,9 +206,7 @@ class CancelAndDeadlineTest(FaultTestBase):
         baseline = metric(self.server, "matserve_device_pool_bytes", state="in_use")
         a = rand(2400, 2400, np.float64)  # ~2 s each on one BLAS thread: most must expire
         payload = pb.MultiplyRequest(a=matrix(a), b=matrix(a)).SerializeToString()
-        opts = [("grpc.max_receive_message_length", MAX_MESSAGE),
-                ("grpc.max_send_message_length", MAX_MESSAGE)]
-        channels = [grpc.insecure_channel(self.server.target, options=opts) for _ in range(3)]
+        channels = [grpc.insecure_channel(self.server.target, options=OPTS) for _ in range(3)]
         futures = [multiply_call(c).future(payload, timeout=0.5) for c in channels]
         expired = 0
         for f in futures:
