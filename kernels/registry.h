@@ -43,6 +43,9 @@ struct GemmVariant {
   // otherwise FailedPrecondition naming the constraint. Null means "every problem".
   absl::Status (*can_implement)(const GemmProblem& p) = nullptr;
   absl::Status (*launch)(const GemmProblem& p, const ExecContext& ctx) = nullptr;
+  // False when launch() must talk to the host mid-call (a read-back, a synchronization): it then
+  // cannot be captured as a CUDA graph and replayed (kernels/cuda/launch_graphs.h).
+  bool capturable = true;
 
   bool supports(Precision p) const { return (precisions & precision_bit(p)) != 0; }
 };

@@ -63,6 +63,9 @@ ABSL_FLAG(int, copy_threads, -1,
           "(0: the request's own thread only; -1: three quarters of the CPUs the process may use "
           "(affinity and cgroup CPU limit) less one, at most 11, which bench/staging_bench "
           "measured fastest on a 16-core host)");
+ABSL_FLAG(int, launch_graphs_per_stream, 64,
+          "CUDA: launches kept per stream as CUDA graphs and replayed when a request repeats one "
+          "(same shape, buffers, scalars, variant); 0 = launch every request directly");
 ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
           "CUDA: pinned host memory in which large request and reply buffers are placed as gRPC "
           "parses and sends them, so they reach the GPU by DMA with no staging copy (blocks that "
@@ -217,6 +220,10 @@ int run() {
     return fail(absl::InvalidArgumentError("pinned_message_bytes: must be in [0, 2^40]"));
   } else {
     options.pinned_message_bytes = static_cast<std::size_t>(pinned);
+  }
+  options.launch_graphs_per_stream = absl::GetFlag(FLAGS_launch_graphs_per_stream);
+  if (options.launch_graphs_per_stream < 0 || options.launch_graphs_per_stream > 4096) {
+    return fail(absl::InvalidArgumentError("launch_graphs_per_stream: must be in [0, 4096]"));
   }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.host = host_limits;

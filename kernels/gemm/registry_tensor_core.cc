@@ -163,6 +163,7 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .precisions = precision_bit(Precision::kF8),
       .can_implement = &cublaslt_fp8_can_implement,
       .launch = &cublaslt_fp8_gemm,
+      .capturable = false,  // reads the quantization scales back to the host
   });
 }
 

@@ -80,6 +80,12 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                        .Name("matserve_problem_size_elements")
                        .Help("m*n*k of GEMMs and rows*cols of transposes")
                        .Register(*registry_);
+  launches_ = &BuildCounter()
+                   .Name("matserve_launches_total")
+                   .Help(
+                       "GEMMs and transposes by how their device work was enqueued "
+                       "(path=graph_replayed|graph_captured|direct)")
+                   .Register(*registry_);
   BuildGauge()
       .Name("matserve_build_info")
       .Help("Build identity (always 1)")
@@ -153,6 +159,9 @@ void Metrics::record(const RequestRecord& r) {
   s.kernel_seconds->Increment(r.times.kernel_us * 1e-6);
   s.work->Increment(r.work);
   s.problem_size->Observe(r.problem_size);
+  if (!r.launch_path.empty()) {
+    launches_->Add({{"device", r.device}, {"path", r.launch_path}}).Increment();
+  }
 }
 
 void Metrics::set_runtime_source(std::function<RuntimeSnapshot()> source) {

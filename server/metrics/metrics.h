@@ -42,6 +42,7 @@ struct RequestRecord {
   double problem_size = 0;  // m*n*k (gemm) or rows*cols (transpose)
   std::int64_t bytes_received = 0;
   std::int64_t bytes_sent = 0;
+  std::string launch_path;  // "graph_replayed", "graph_captured", "direct"; empty: not counted
 };
 
 class Metrics {
@@ -94,6 +95,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* received_;
   prometheus::Family<prometheus::Counter>* sent_;
   prometheus::Family<prometheus::Histogram>* problem_size_;
+  prometheus::Family<prometheus::Counter>* launches_;
   std::function<RuntimeSnapshot()> runtime_source_;
   std::unique_ptr<Nvml> nvml_;
   std::map<std::string, std::string> device_by_uuid_;

@@ -23,6 +23,7 @@ struct BackendOptions {
   int max_queue = 256;                   // waiting requests per device
   int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
   std::size_t pinned_message_bytes = 0;  // CUDA: pinned heap for large message buffers
+  int launch_graphs_per_stream = 64;     // CUDA: replayed launches cached per stream; 0 = off
   std::optional<HostLimits> host;        // the process's CPU and memory limits; unset: read them
 };
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/launch_graphs.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_staging.h"
@@ -68,14 +69,39 @@ absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
   return cuda_status(e, "device work");
 }
 
+// Enqueues a request's device work: `enqueue` records the kernel events and launches the kernels.
+// Through the slot's graph of this launch when it has one or can capture one, so the device runs
+// it without waiting for the host's per-kernel setup; directly otherwise. Sets the launch stage's
+// host time (capture included when it happened here) and path.
+absl::Status enqueue_device_work(kernels::LaunchGraphs& graphs, const kernels::LaunchKey& key,
+                                 bool capturable, cudaStream_t s,
+                                 absl::FunctionRef<absl::Status()> enqueue, Outcome& outcome) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<kernels::LaunchGraphs::Prepared> graph =
+      capturable ? graphs.prepare(key, s, enqueue) : kernels::LaunchGraphs::Prepared{};
+  if (!graph.ok()) return graph.status();
+  outcome.marks.mark(graph->captured_now ? "graph_capture" : "graph_lookup");
+  if (graph->exec != nullptr) {
+    if (absl::Status st = kernels::LaunchGraphs::launch(graph->exec, s); !st.ok()) return st;
+    outcome.launch_path = graph->captured_now ? "graph_captured" : "graph_replayed";
+  } else {
+    if (absl::Status st = enqueue(); !st.ok()) return st;
+    outcome.launch_path = "direct";
+  }
+  outcome.times.launch_us = micros_since(start);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // One stream with its library handles, the events that bracket a request's stages (H2D start,
-// kernel start, kernel end, H2D end), and its pinned staging ring.
+// kernel start, kernel end, H2D end), its pinned staging ring, and the graphs of its recent
+// launches (used only by the request holding the slot).
 struct CudaBackend::StreamSlot {
   kernels::StreamResources resources;
   kernels::Event events[4];
   StagingRing staging;
+  kernels::LaunchGraphs graphs;
 };
 
 struct CudaBackend::Device {
@@ -156,7 +182,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
       absl::StatusOr<StagingRing> ring =
           StagingRing::create(options.staging_chunk_bytes, staging_chunks(options));
       if (!ring.ok()) return ring.status();
-      StreamSlot slot{*std::move(r), {}, *std::move(ring)};
+      StreamSlot slot{*std::move(r),
+                      {},
+                      *std::move(ring),
+                      kernels::LaunchGraphs(
+                          static_cast<std::size_t>(std::max(0, options.launch_graphs_per_stream)))};
       for (kernels::Event& e : slot.events) {
         absl::StatusOr<kernels::Event> ev = kernels::create_event();
         if (!ev.ok()) return ev.status();
@@ -339,31 +369,39 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   if (stages) cudaEventRecord(slot.events[3].get(), s);
   marks.mark("stage_in");
   // Events 1 and 2 bracket the device work (conversions, the kernels); the host's time to enqueue
-  // it is the launch stage. The device may wait for the host within that interval (docs/api.md):
-  // holding the stream until everything is enqueued would deadlock with CUDA's lazy loading of a
-  // kernel's module, which can wait for the device to be idle.
-  const absl::Time launch_start = absl::Now();
-  cudaEventRecord(slot.events[1].get(), s);
-  if (convert) {
-    if (absl::Status st = cuda_status(
-            kernels::launch_convert(a, job.a.dtype, ka, operand, static_cast<std::int64_t>(na), s),
-            "convert A");
-        !st.ok()) {
+  // it is the launch stage. Replayed as a graph, events included, the device runs the work without
+  // waiting for the host in between; launched directly, it may wait within that interval
+  // (docs/api.md).
+  const auto enqueue = [&]() -> absl::Status {
+    if (absl::Status st = kernels::LaunchGraphs::record_event(slot.events[1].get(), s); !st.ok()) {
       return st;
     }
-    if (absl::Status st = cuda_status(
-            kernels::launch_convert(b, job.b.dtype, kb, operand, static_cast<std::int64_t>(nb), s),
-            "convert B");
-        !st.ok()) {
-      return st;
+    if (convert) {
+      if (absl::Status st = cuda_status(kernels::launch_convert(a, job.a.dtype, ka, operand,
+                                                                static_cast<std::int64_t>(na), s),
+                                        "convert A");
+          !st.ok()) {
+        return st;
+      }
+      if (absl::Status st = cuda_status(kernels::launch_convert(b, job.b.dtype, kb, operand,
+                                                                static_cast<std::int64_t>(nb), s),
+                                        "convert B");
+          !st.ok()) {
+        return st;
+      }
     }
-  }
-  if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) {
+    if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) return st;
+    return kernels::LaunchGraphs::record_event(slot.events[2].get(), s);
+  };
+  kernels::LaunchKey key;
+  key.add((*v)->name).add(p).add(convert);
+  if (convert) key.add(a).add(b).add(job.a.dtype).add(job.b.dtype).add(na).add(nb);
+  if (absl::Status st =
+          enqueue_device_work(slot.graphs, key, (*v)->capturable, s, enqueue, outcome);
+      !st.ok()) {
     (void)finish(s, d.healthy);
     return st;
   }
-  cudaEventRecord(slot.events[2].get(), s);
-  outcome.times.launch_us = micros_since(launch_start);
   marks.mark("launch");
   if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
       !st.ok()) {
@@ -444,14 +482,20 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
     }
     cudaEventRecord(slot.events[3].get(), s);
   }
-  const absl::Time launch_start = absl::Now();
-  cudaEventRecord(slot.events[1].get(), s);
-  if (absl::Status st = (*v)->launch(p, context); !st.ok()) {
+  const auto enqueue = [&]() -> absl::Status {
+    if (absl::Status st = kernels::LaunchGraphs::record_event(slot.events[1].get(), s); !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = (*v)->launch(p, context); !st.ok()) return st;
+    return kernels::LaunchGraphs::record_event(slot.events[2].get(), s);
+  };
+  kernels::LaunchKey key;
+  key.add((*v)->name).add(p).add(context.workspace).add(context.workspace_bytes);
+  if (absl::Status st = enqueue_device_work(slot.graphs, key, true, s, enqueue, outcome);
+      !st.ok()) {
     (void)finish(s, d.healthy);
     return st;
   }
-  cudaEventRecord(slot.events[2].get(), s);
-  outcome.times.launch_us = micros_since(launch_start);
   if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
       !st.ok()) {
     return finish(s, d.healthy);

@@ -112,6 +112,9 @@ struct Outcome {
   std::optional<kernels::ErrorStats> verification;
   std::shared_ptr<ResidentMatrix> result;  // keep_result: the new resident matrix (no handle yet)
   StageMarks marks;  // host-side stage times, only while the stage trace is on
+  // How the device work was enqueued (CUDA): "graph_replayed", "graph_captured" or "direct";
+  // empty on the CPU backend.
+  std::string launch_path;
 
   // work / kernel time in units of 1e9 per second (GFLOP/s or GB/s).
   double rate() const { return times.kernel_us > 0 ? work / (times.kernel_us * 1e3) : 0.0; }

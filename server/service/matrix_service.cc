@@ -45,6 +45,7 @@ void report_outcome(const Outcome& outcome, Reply& reply, RequestRecord& rec) {
   rec.device = device_label(outcome.device);
   rec.times = outcome.times;
   rec.work = outcome.work;
+  rec.launch_path = outcome.launch_path;
 }
 
 }  // namespace

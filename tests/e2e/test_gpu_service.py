@@ -6,6 +6,7 @@ float64, plus transposes, the timing breakdown and the device reported.
 """
 import os
 import unittest
+import urllib.request
 
 import grpc
 import numpy as np
@@ -146,6 +147,66 @@ class GpuServiceTest(unittest.TestCase):
                 np.testing.assert_array_equal(b, a.T.astype(np.float64), f"{rows}x{cols}")
             finally:
                 self.stub.Release(pb.ReleaseRequest(handle=h))
+
+
+def launches(server, path):
+    """matserve_launches_total{path=...} summed over devices."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("matserve_launches_total{") and f'path="{path}"' in line)
+
+
+class LaunchGraphReplayTest(unittest.TestCase):
+    """A request that repeats a launch (same shape, buffers, scalars, variant) on a stream replays
+    the stream's CUDA graph of it. One stream, and operand sizes in distinct pool size classes, so
+    every repeat gets the same buffers: the replays must compute on each call's new data."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cuda_server_or_skip("--streams_per_device=1")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def test_repeated_multiplies_replay_on_new_data(self):
+        cases = [("cublas", "fp32"), ("cublaslt", "tf32"), ("warptile", "fp32")]
+        names = {k.name for k in self.stub.ListKernels(pb.ListKernelsRequest()).kernels}
+        cases = [(v, p) for v, p in cases if v in names]
+        before = launches(self.server, "graph_replayed")
+        for variant, precision in cases:
+            for alpha in (1.0, 0.5, 0.5, 0.5, -2.0):
+                a, b, c = rand(250, 500), rand(500, 60), rand(250, 60)
+                r = self.stub.Multiply(pb.MultiplyRequest(
+                    a=matrix(a), b=matrix(b), c=matrix(c), alpha=alpha, beta=1.5, variant=variant,
+                    compute=COMPUTE[precision]), timeout=60)
+                self.assertEqual(r.variant, variant)
+                want = alpha * (a.astype(np.float64) @ b) + 1.5 * c
+                self.assertLess(rel_l2(decode(r.c), want), TOLERANCE[precision],
+                                f"{variant} alpha={alpha}")
+                self.assertGreater(r.timing.kernel_us, 0)
+        # Per variant, the second and third alpha = 0.5 calls repeat the first one's launch.
+        self.assertGreaterEqual(launches(self.server, "graph_replayed") - before, 2 * len(cases))
+
+    def test_repeated_transposes_replay_on_new_data(self):
+        before = launches(self.server, "graph_replayed")
+        for _ in range(4):
+            a = rand(301, 77)
+            r = self.stub.Transpose(pb.TransposeRequest(a=matrix(a), variant="transpose_tiled"),
+                                    timeout=60)
+            np.testing.assert_array_equal(decode(r.b), a.T.astype(np.float64))
+        self.assertGreaterEqual(launches(self.server, "graph_replayed") - before, 2)
+
+    def test_graphs_off_launches_directly(self):
+        with cuda_server_or_skip("--launch_graphs_per_stream=0") as server:
+            for _ in range(3):
+                a, b = rand(33, 17), rand(17, 9)
+                r = server.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(b)), timeout=60)
+                self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
+            self.assertEqual(launches(server, "direct"), 3)
+            self.assertEqual(launches(server, "graph_replayed"), 0)
 
 
 if __name__ == "__main__":

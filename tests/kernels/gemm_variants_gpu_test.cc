@@ -15,11 +15,15 @@
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
+#include "tests/support/precision_cases.h"
 #include "tests/support/random_matrix.h"
 #include "tests/support/variant_filter.h"
 
 namespace matserve::kernels {
 namespace {
+
+using testing::data_type;
+using testing::tolerance;
 
 struct Shape {
   std::int64_t m, n, k;
@@ -53,26 +57,6 @@ std::vector<Case> all_cases() {
     for (int t = 0; t < 4; ++t) out.push_back({s, (t & 1) != 0, (t & 2) != 0});
   }
   return out;
-}
-
-double tolerance(Precision p) {
-  switch (p) {
-    case Precision::kF64: return 1e-12;
-    case Precision::kF32: return 1e-5;
-    case Precision::kTF32: return 5e-3;
-    case Precision::kF16:
-    case Precision::kBF16: return 1e-2;
-  }
-  return 0.0;
-}
-
-DType data_type(Precision p) {
-  switch (p) {
-    case Precision::kF64: return DType::kF64;
-    case Precision::kF16: return DType::kF16;
-    case Precision::kBF16: return DType::kBF16;
-    default: return DType::kF32;
-  }
 }
 
 class GemmVariantsGpu : public ::testing::TestWithParam<Case> {

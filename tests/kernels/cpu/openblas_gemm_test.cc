@@ -8,23 +8,18 @@
 #include <vector>
 
 #include "kernels/cpu/reference.h"
+#include "tests/support/precision_cases.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::kernels {
 namespace {
 
+using testing::data_type;
+using testing::tolerance;
+
 struct Shape {
   std::int64_t m, n, k;
 };
-
-double tolerance(Precision p) {
-  switch (p) {
-    case Precision::kF64: return 1e-12;
-    case Precision::kF32: return 1e-5;
-    case Precision::kTF32: return 5e-3;
-    default: return 1e-2;
-  }
-}
 
 class OpenblasGemm : public ::testing::TestWithParam<std::tuple<Precision, int>> {};
 

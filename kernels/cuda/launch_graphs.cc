@@ -1,0 +1,94 @@
+// LaunchGraphs: capture once per key, replay after; see launch_graphs.h.
+#include "kernels/cuda/launch_graphs.h"
+
+#include <utility>
+
+#include "kernels/cuda/cuda_status.h"
+
+namespace matserve::kernels {
+
+LaunchKey& LaunchKey::add(const GemmProblem& p) {
+  add(p.m).add(p.n).add(p.k);
+  add(p.a).add(p.lda).add(p.a_trans);
+  add(p.b).add(p.ldb).add(p.b_trans);
+  add(p.c).add(p.ldc);
+  add(p.in_type).add(p.out_type).add(p.precision);
+  return add(p.alpha).add(p.beta);
+}
+
+LaunchKey& LaunchKey::add(const TransposeProblem& p) {
+  add(p.rows).add(p.cols);
+  add(p.in).add(p.ld_in);
+  add(p.out).add(p.ld_out);
+  return add(p.dtype).add(p.scale);
+}
+
+absl::StatusOr<LaunchGraphs::Prepared> LaunchGraphs::prepare(
+    const LaunchKey& key, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue) {
+  if (capacity_ == 0) return Prepared{};
+  if (auto it = entries_.find(key.bytes()); it != entries_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    if (it->second->exec) ++stats_.replays;
+    return Prepared{it->second->exec.get(), false};
+  }
+  // Thread-local: other threads' CUDA calls (copies, allocations) stay legal while this stream
+  // records; this thread's own unsafe calls invalidate the capture, and the code runs directly.
+  if (absl::Status s = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                                   "begin capture");
+      !s.ok()) {
+    return s;
+  }
+  const absl::Status enqueued = enqueue();
+  cudaGraph_t raw = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &raw);
+  Graph graph(raw);
+  if (!enqueued.ok() || ended != cudaSuccess || !graph) {
+    cudaGetLastError();  // a failed capture's error is not sticky; the direct run reports its own
+    ++stats_.uncapturable;
+    insert(key.bytes(), GraphExec());
+    return Prepared{};
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (absl::Status s = cuda_status(cudaGraphInstantiate(&exec, graph.get(), 0), "instantiate");
+      !s.ok()) {
+    return s;
+  }
+  GraphExec owned(exec);
+  // Uploads the graph's work descriptors now, so its first launch costs what a replay costs.
+  if (absl::Status s = cuda_status(cudaGraphUpload(exec, stream), "upload graph"); !s.ok()) {
+    return s;
+  }
+  ++stats_.captures;
+  insert(key.bytes(), std::move(owned));
+  return Prepared{exec, true};
+}
+
+absl::Status LaunchGraphs::launch(cudaGraphExec_t exec, cudaStream_t stream) {
+  return cuda_status(cudaGraphLaunch(exec, stream), "graph launch");
+}
+
+absl::Status LaunchGraphs::record_event(cudaEvent_t event, cudaStream_t stream) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (absl::Status s = cuda_status(cudaStreamIsCapturing(stream, &capturing), "capture status");
+      !s.ok()) {
+    return s;
+  }
+  // cudaEventRecordExternal is only legal under capture.
+  return cuda_status(
+      cudaEventRecordWithFlags(event, stream,
+                               capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal
+                                                                          : cudaEventRecordDefault),
+      "record event");
+}
+
+void LaunchGraphs::insert(std::string key, GraphExec exec) {
+  if (entries_.size() >= capacity_) {
+    entries_.erase(lru_.back().key);
+    lru_.pop_back();  // the graph is destroyed once the work already enqueued from it is done
+    ++stats_.evictions;
+  }
+  lru_.push_front(Entry{std::move(key), std::move(exec)});
+  entries_.emplace(lru_.front().key, lru_.begin());
+}
+
+}  // namespace matserve::kernels
