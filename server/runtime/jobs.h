@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/types.h"
+#include "server/runtime/memory_pool.h"
 #include "server/runtime/stage_trace.h"
 
 namespace matserve::server {
@@ -111,6 +112,9 @@ struct Outcome {
   double work = 0;  // flops (GEMM) or bytes moved (transpose), for GFLOP/s and GB/s
   std::optional<kernels::ErrorStats> verification;
   std::shared_ptr<ResidentMatrix> result;  // keep_result: the new resident matrix (no handle yet)
+  // In-place transpose done out of place: the block holding the result, to replace the matrix's
+  // own (the device work on it is finished). Empty otherwise.
+  MemoryPool::Block replacement_block;
   StageMarks marks;  // host-side stage times, only while the stage trace is on
   // How the device work was enqueued (CUDA): "graph_replayed", "graph_captured" or "direct";
   // empty on the CPU backend.

@@ -104,6 +104,11 @@ absl::StatusOr<std::int64_t> ResidentStore::release(const std::string& handle,
   return bytes;
 }
 
+void ResidentStore::replace_block(ResidentMatrix& m, MemoryPool::Block& block) {
+  absl::MutexLock lock(&mu_);
+  std::swap(m.block, block);
+}
+
 std::vector<std::shared_ptr<ResidentMatrix>> ResidentStore::list(const std::string& owner) const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ResidentMatrix>> out;

@@ -89,6 +89,10 @@ class ResidentStore {
   // Forgets the handle; its memory returns to the pool once no operation uses it. Bytes freed.
   absl::StatusOr<std::int64_t> release(const std::string& handle, const std::string& owner);
   std::vector<std::shared_ptr<ResidentMatrix>> list(const std::string& owner) const;
+  // Swaps `block` (same size) with `m`'s own: `block` then holds the old memory. The caller holds
+  // m's lock exclusively (no operation reads the old block); the store's lock covers its own
+  // accounting, which reads the block's size.
+  void replace_block(ResidentMatrix& m, MemoryPool::Block& block);
   // Releases matrices idle longer than the TTL and not in use; returns how many.
   int sweep();
   // Releases everything (shutdown).

@@ -109,6 +109,7 @@ absl::Status Runtime::transpose(const TransposeJob& job, std::string_view varian
     ResidentMatrix& m = *job.a.resident;  // exclusively locked by the job
     m.rows = job.a.cols;
     m.cols = job.a.rows;
+    if (outcome.replacement_block) residents_.replace_block(m, outcome.replacement_block);
     outcome.result = job.a.resident;
   }
   if (job.verify) {

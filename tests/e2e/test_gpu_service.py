@@ -133,18 +133,36 @@ class GpuServiceTest(unittest.TestCase):
                     np.testing.assert_array_equal(decode(r.b), a.T.astype(np.float64), kernel.name)
 
     def test_in_place_transposes_of_resident_matrices(self):
-        # Square (tile pairs swapped), a small rectangle (the stream's workspace as scratch) and
-        # one of 192 MiB, whose staged sweep takes its scratch from the pool.
+        # Square: tile pairs swapped within the matrix. Rectangular with `auto`: the budget has
+        # room for a second copy, so it is transposed out of place into a new block that replaces
+        # the matrix's. Rectangular with the in-place kernel named: a small one (the stream's
+        # workspace as scratch) and one of 192 MiB, whose staged sweep takes scratch from the pool.
         from test_resident import download_stream, upload_stream
-        for rows, cols in ((1024, 1024), (1000, 3001), (4096, 12288)):
+        cases = [(1024, 1024, "auto", "transpose_inplace_square"),
+                 (1000, 3001, "auto", "out of place"),
+                 (4096, 12288, "auto", "out of place"),
+                 (1000, 3001, "transpose_inplace_rect", "transpose_inplace_rect"),
+                 (4096, 12288, "transpose_inplace_rect", "transpose_inplace_rect")]
+        for rows, cols, asked, ran in cases:
             a = rand(rows, cols)
             h = upload_stream(self.stub, a, chunk=4 << 20).resident.handle
             try:
-                r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True), timeout=120)
+                before = self.stub.ListResident(pb.ListResidentRequest()).matrices
+                r = self.stub.Transpose(pb.TransposeRequest(a_handle=h, in_place=True, variant=asked),
+                                        timeout=120)
                 self.assertEqual((r.result.rows, r.result.cols), (cols, rows))
-                self.assertIn(r.variant, ("transpose_inplace_square", "transpose_inplace_rect"))
+                if ran == "out of place":
+                    self.assertNotIn("inplace", r.variant, f"{rows}x{cols} {asked}")
+                else:
+                    self.assertEqual(r.variant, ran, f"{rows}x{cols} {asked}")
+                after = self.stub.ListResident(pb.ListResidentRequest()).matrices
+                self.assertEqual([(m.handle, m.bytes) for m in after],
+                                 [(m.handle, m.bytes) for m in before])
                 b, _ = download_stream(self.stub, h, chunk_bytes=4 << 20)
-                np.testing.assert_array_equal(b, a.T.astype(np.float64), f"{rows}x{cols}")
+                np.testing.assert_array_equal(b, a.T.astype(np.float64), f"{rows}x{cols} {asked}")
+                if rows * cols <= 4_000_000:  # the transposed matrix is an operand like any other
+                    back = self.stub.Transpose(pb.TransposeRequest(a_handle=h), timeout=120)
+                    np.testing.assert_array_equal(decode(back.b), a.astype(np.float64))
             finally:
                 self.stub.Release(pb.ReleaseRequest(handle=h))
 
