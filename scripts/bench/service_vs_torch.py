@@ -818,9 +818,11 @@ def markdown(doc):
          f"Command: `{doc['command']}`",
          "",
          f"ratio = {bname} median / service median kernel time (> 1: the service is faster). "
-         "Service: `timing.kernel_us` (CUDA events around the call's device work on the GPU "
-         "backend, including any wait for the host's enqueue, whose host time is `launch_us`; "
-         "the host clock on the CPU backend), resident operands, median of the timed calls. "
+         "Service: `timing.kernel_us` (GPU backend: CUDA events recorded with the call's device "
+         "work, in the stream's CUDA graph of that launch when it replays one, else around a "
+         "direct launch, then including any wait for the host's enqueue; docs/api.md. The host's "
+         "enqueue time is `launch_us`. The host clock on the CPU backend), resident operands, "
+         "median of the timed calls. "
          f"{bname}: "
          + ("CUDA events around each call, GPU idle at each start (the end event waited for)."
             if is_torch else "wall time of each call.")

@@ -79,5 +79,27 @@ TEST(VariantSelection, TransposeAutoRespectsInPlace) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+#ifdef MATSERVE_HAVE_CUDA
+TEST(VariantSelection, TransposeAutoTakesGeamForRowsOffSixteenByteAlignment) {
+  SelectionContext ctx{.backend = kernels::Backend::kCuda};
+  alignas(16) static float in[64], out[64];
+  kernels::TransposeProblem p = kernels::canonicalize_transpose(8, 8, kernels::Layout::kRowMajor,
+                                                                kernels::DType::kF32, in, out, 1.0);
+  auto aligned = select_transpose_variant("auto", p, ctx);
+  ASSERT_TRUE(aligned.ok());
+  EXPECT_EQ((*aligned)->name, "transpose_vectorized");
+  p = kernels::canonicalize_transpose(7, 9, kernels::Layout::kRowMajor, kernels::DType::kF32, in,
+                                      out, 1.0);
+  auto odd = select_transpose_variant("auto", p, ctx);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ((*odd)->name, "cublas_geam");
+  // geam has no 16-bit path: the tile kernel keeps odd fp16 shapes.
+  p.dtype = kernels::DType::kF16;
+  auto half = select_transpose_variant("auto", p, ctx);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ((*half)->name, "transpose_vectorized");
+}
+#endif
+
 }  // namespace
 }  // namespace matserve::server
