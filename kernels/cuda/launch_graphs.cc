@@ -26,11 +26,18 @@ LaunchKey& LaunchKey::add(const TransposeProblem& p) {
 absl::StatusOr<LaunchGraphs::Prepared> LaunchGraphs::prepare(
     const LaunchKey& key, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue) {
   if (capacity_ == 0) return Prepared{};
+  Entry* entry = nullptr;
   if (auto it = entries_.find(key.bytes()); it != entries_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
-    if (it->second->exec) ++stats_.replays;
-    return Prepared{it->second->exec.get(), false};
+    entry = &*it->second;
+  } else {
+    entry = &insert(key.bytes());
   }
+  if (entry->exec) {
+    ++stats_.replays;
+    return Prepared{entry->exec.get(), false};
+  }
+  if (entry->uncapturable || ++entry->sightings < capture_on_sighting_) return Prepared{};
   // Thread-local: other threads' CUDA calls (copies, allocations) stay legal while this stream
   // records; this thread's own unsafe calls invalidate the capture, and the code runs directly.
   if (absl::Status s = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
@@ -45,7 +52,7 @@ absl::StatusOr<LaunchGraphs::Prepared> LaunchGraphs::prepare(
   if (!enqueued.ok() || ended != cudaSuccess || !graph) {
     cudaGetLastError();  // a failed capture's error is not sticky; the direct run reports its own
     ++stats_.uncapturable;
-    insert(key.bytes(), GraphExec());
+    entry->uncapturable = true;
     return Prepared{};
   }
   cudaGraphExec_t exec = nullptr;
@@ -59,7 +66,7 @@ absl::StatusOr<LaunchGraphs::Prepared> LaunchGraphs::prepare(
     return s;
   }
   ++stats_.captures;
-  insert(key.bytes(), std::move(owned));
+  entry->exec = std::move(owned);
   return Prepared{exec, true};
 }
 
@@ -81,14 +88,15 @@ absl::Status LaunchGraphs::record_event(cudaEvent_t event, cudaStream_t stream) 
       "record event");
 }
 
-void LaunchGraphs::insert(std::string key, GraphExec exec) {
+LaunchGraphs::Entry& LaunchGraphs::insert(std::string key) {
   if (entries_.size() >= capacity_) {
     entries_.erase(lru_.back().key);
     lru_.pop_back();  // the graph is destroyed once the work already enqueued from it is done
     ++stats_.evictions;
   }
-  lru_.push_front(Entry{std::move(key), std::move(exec)});
+  lru_.push_front(Entry{std::move(key)});
   entries_.emplace(lru_.front().key, lru_.begin());
+  return lru_.front();
 }
 
 }  // namespace matserve::kernels

@@ -73,7 +73,11 @@ class LaunchGraphs {
     bool captured_now = false;
   };
 
-  explicit LaunchGraphs(std::size_t capacity = 64) : capacity_(capacity) {}
+  // capture_on_sighting: the sighting of a key on which it is captured; earlier ones run directly.
+  // 2 (the server's choice) keeps launches that never repeat (a chain of keep_result calls, each
+  // writing a new block) at the cost of a direct launch, without a capture each.
+  explicit LaunchGraphs(std::size_t capacity = 64, int capture_on_sighting = 1)
+      : capacity_(capacity), capture_on_sighting_(capture_on_sighting) {}
 
   // The instantiated graph of what `enqueue` puts on `stream` for `key`: cached, or captured now
   // (`enqueue` runs under thread-local stream capture, so nothing executes). exec is null when the
@@ -93,11 +97,14 @@ class LaunchGraphs {
  private:
   struct Entry {
     std::string key;
-    GraphExec exec;  // null: uncapturable, run directly
+    GraphExec exec;  // null: not captured yet, or uncapturable (run directly)
+    int sightings = 0;
+    bool uncapturable = false;
   };
-  void insert(std::string key, GraphExec exec);
+  Entry& insert(std::string key);
 
   std::size_t capacity_;
+  int capture_on_sighting_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string_view, std::list<Entry>::iterator> entries_;
   Stats stats_;

@@ -186,7 +186,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
                       {},
                       *std::move(ring),
                       kernels::LaunchGraphs(
-                          static_cast<std::size_t>(std::max(0, options.launch_graphs_per_stream)))};
+                          static_cast<std::size_t>(std::max(0, options.launch_graphs_per_stream)),
+                          /*capture_on_sighting=*/2)};
       for (kernels::Event& e : slot.events) {
         absl::StatusOr<kernels::Event> ev = kernels::create_event();
         if (!ev.ok()) return ev.status();

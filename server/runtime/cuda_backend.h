@@ -31,10 +31,11 @@ struct CudaBackendOptions {
   // Pinned host memory for the process's large buffers (message_memory: operands as gRPC parses
   // them, reply results), which reach the device by DMA with no staging copy; 0 = none.
   std::size_t pinned_message_bytes = 0;
-  // Each stream captures a request's device work as a CUDA graph and replays it for every later
-  // request with the same launch (problem, buffers, scalars, variant): one driver call instead of
-  // the kernel's or library's host-side setup (kernels/cuda/launch_graphs.h). Graphs kept per
-  // stream, least recently used out first; 0 = launch directly, never capture.
+  // Each stream captures a request's device work as a CUDA graph when a launch (problem, buffers,
+  // scalars, variant) comes a second time and replays it for every later request with it: one
+  // driver call instead of the kernel's or library's host-side setup
+  // (kernels/cuda/launch_graphs.h). Launches kept per stream, least recently used out first;
+  // 0 = launch directly, never capture.
   int launch_graphs_per_stream = 64;
 };
 

@@ -347,6 +347,18 @@ TEST_F(LaunchGraphsGpu, CacheKeepsAtMostItsCapacityLeastRecentlyUsedOut) {
   EXPECT_FALSE(graphs.prepare(key_of(1), stream(), memset_of(1))->captured_now);
   EXPECT_TRUE(graphs.prepare(key_of(2), stream(), memset_of(2))->captured_now);
 
+  // Captured on the second sighting (the server's setting): the first runs directly.
+  LaunchGraphs second(4, 2);
+  absl::StatusOr<LaunchGraphs::Prepared> first = second.prepare(key_of(7), stream(), memset_of(7));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->exec, nullptr);
+  EXPECT_EQ(second.stats().captures, 0);
+  EXPECT_TRUE(second.prepare(key_of(7), stream(), memset_of(7))->captured_now);
+  absl::StatusOr<LaunchGraphs::Prepared> third = second.prepare(key_of(7), stream(), memset_of(7));
+  ASSERT_TRUE(third.ok() && third->exec != nullptr);
+  EXPECT_FALSE(third->captured_now);
+  EXPECT_EQ(second.stats().replays, 1);
+
   LaunchGraphs off(0);
   absl::StatusOr<LaunchGraphs::Prepared> g = off.prepare(key_of(1), stream(), memset_of(1));
   ASSERT_TRUE(g.ok());
