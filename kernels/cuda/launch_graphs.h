@@ -40,6 +40,8 @@ using GraphExec = CudaOwned<cudaGraphExec_t, &detail::destroy_graph_exec>;
 // Bytes that identify a launch: each field appended in turn (no struct padding in the key).
 class LaunchKey {
  public:
+  // One allocation per request: a GEMM's key (variant name, problem, conversions) fits.
+  LaunchKey() { bytes_.reserve(192); }
   template <typename T>
   LaunchKey& add(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
