@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/element.h"
 #include "tests/client/fake_service.h"
+#include "tests/support/test_temp_dir.h"
 
 namespace matserve::client::cli {
 namespace {
@@ -37,9 +38,10 @@ class CliRun : public ::testing::Test {
     const int code = RunCli(args, out, err);
     return {code, out.str(), err.str()};
   }
-  std::string Temp(const std::string& name) { return ::testing::TempDir() + "/cli_run_" + name; }
+  std::string Temp(const std::string& name) { return temp_.path(name); }
 
   testing::FakeServer server_;
+  matserve::testing::TestTempDir temp_;
 };
 
 TEST_F(CliRun, InfoPrintsAnAlignedBlock) {

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/element.h"
+#include "tests/support/test_temp_dir.h"
 
 namespace matserve::client {
 namespace {
@@ -179,7 +180,8 @@ TEST(Npy, AskingForBf16StillReadsFloatFiles) {
 }
 
 TEST(Npy, FileRoundTripAndMissingFile) {
-  const std::string path = ::testing::TempDir() + "/npy_test_roundtrip.npy";
+  const matserve::testing::TestTempDir temp;
+  const std::string path = temp.path("roundtrip.npy");
   const NpyArray in = Sample(DType::kF64, Layout::kColMajor, 4, 2);
   ASSERT_TRUE(WriteNpy(path, in).ok());
   absl::StatusOr<NpyArray> out = ReadNpy(path);
