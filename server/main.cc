@@ -83,10 +83,11 @@ ABSL_FLAG(std::string, autotune_table, "",
           "measured variant table for `auto` (TSV from `gemm_bench --autotune-out`); empty: the "
           "tables built in from kernels/autotune/*.tsv; 'none': `auto` takes cuBLAS on a GPU. "
           "On a device no table has rows for, `auto` takes cuBLAS");
-ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, '<token> <name> [info,compute,resident]' one per line or separated by "
-          "';', '#' comment lines; or the same in $MATSERVE_AUTH_TOKENS (not both). A source that "
-          "holds no token stops the server. Without either, no authentication");
+ABSL_FLAG(
+    std::string, auth_tokens_file, "",
+    "bearer tokens, '<token> <name> [info,compute,resident,shm]' one per line or separated by "
+    "';', '#' comment lines; or the same in $MATSERVE_AUTH_TOKENS (not both). A source that "
+    "holds no token stops the server. Without either, no authentication");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -99,6 +100,11 @@ ABSL_FLAG(double, max_verify_flops, 2.0 * 4096 * 4096 * 4096,
 ABSL_FLAG(int64_t, max_verify_bytes, int64_t{1} << 30,
           "host memory that the float64 references of `verify` may hold, one request's and all "
           "at once (others wait for their turn); a request needing more is refused");
+ABSL_FLAG(bool, shared_memory, true,
+          "accept shared-memory regions from clients on this node (RegisterSharedMemory): the "
+          "server opens the POSIX shared-memory objects they name");
+ABSL_FLAG(int, max_shm_regions_per_owner, 64,
+          "shared-memory regions one caller (token) may have registered at once");
 ABSL_FLAG(int64_t, stream_idle_timeout_seconds, 60,
           "an UploadStream or DownloadStream that moves no chunk for this long is cancelled and "
           "its memory freed (0: never)");
@@ -190,6 +196,8 @@ int run() {
   limits.max_verify_flops = absl::GetFlag(FLAGS_max_verify_flops);
   limits.max_verify_bytes = absl::GetFlag(FLAGS_max_verify_bytes);
   limits.stream_idle_timeout_seconds = absl::GetFlag(FLAGS_stream_idle_timeout_seconds);
+  limits.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  limits.max_shm_regions_per_owner = absl::GetFlag(FLAGS_max_shm_regions_per_owner);
   absl::StatusOr<Authenticator> auth = authenticator();
   if (!auth.ok()) return fail(auth.status());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server_credentials();
@@ -245,6 +253,7 @@ int run() {
   Runtime runtime(*std::move(backend), std::move(tuned),
                   absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
   runtime.verify_budget().set_limit(limits.max_verify_bytes);
+  runtime.shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
 
   std::unique_ptr<CpuKeepAwake> keep_awake;

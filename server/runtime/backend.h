@@ -76,6 +76,11 @@ class Backend {
                                       std::span<const std::byte> bytes, const Waiter& waiter) = 0;
   virtual absl::Status read_resident(ResidentMatrix& m, std::size_t offset,
                                      std::span<std::byte> out, const Waiter& waiter) = 0;
+
+  // Pins host memory (a shared-memory region) so that copies between it and the devices go by
+  // DMA with no staging copy, until the returned object goes away. nullptr when the backend has
+  // no use for it or pinning failed: the memory is then used as it is.
+  virtual std::shared_ptr<void> pin_host_memory(std::span<std::byte> /*bytes*/) { return nullptr; }
 };
 
 }  // namespace matserve::server

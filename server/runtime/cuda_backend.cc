@@ -179,8 +179,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
     for (int i = 0; i < options.streams_per_device; ++i) {
       absl::StatusOr<kernels::StreamResources> r = kernels::StreamResources::create();
       if (!r.ok()) return r.status();
-      absl::StatusOr<StagingRing> ring =
-          StagingRing::create(options.staging_chunk_bytes, staging_chunks(options));
+      absl::StatusOr<StagingRing> ring = StagingRing::create(
+          options.staging_chunk_bytes, staging_chunks(options), backend->pinned_ranges_.get());
       if (!ring.ok()) return ring.status();
       StreamSlot slot{*std::move(r),
                       {},
@@ -585,6 +585,24 @@ absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
       out.data(), static_cast<const std::byte*>(m.block.data()) + offset, out.size(), s, *copier_);
   absl::Status done = finish(s, d.healthy);
   return st.ok() ? done : st;
+}
+
+std::shared_ptr<void> CudaBackend::pin_host_memory(std::span<std::byte> bytes) {
+  if (devices_.empty() || bytes.empty()) return nullptr;
+  // Portable: pinned for every device's context, whichever device a request runs on.
+  cudaSetDevice(devices_.front()->ordinal);
+  if (cudaHostRegister(bytes.data(), bytes.size(), cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; the region is then used through the staging rings
+    return nullptr;
+  }
+  pinned_ranges_->add(bytes.data(), bytes.size());
+  PinnedRanges* ranges = pinned_ranges_.get();
+  const int ordinal = devices_.front()->ordinal;
+  return std::shared_ptr<void>(bytes.data(), [ranges, ordinal](void* p) {
+    ranges->remove(p);
+    cudaSetDevice(ordinal);
+    cudaHostUnregister(p);
+  });
 }
 
 }  // namespace matserve::server

@@ -13,6 +13,7 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/parallel_copy.h"
 #include "server/runtime/pinned_heap.h"
+#include "server/runtime/pinned_ranges.h"
 
 namespace matserve::server {
 
@@ -60,6 +61,7 @@ class CudaBackend final : public Backend {
                               std::span<const std::byte> bytes, const Waiter& waiter) override;
   absl::Status read_resident(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
                              const Waiter& waiter) override;
+  std::shared_ptr<void> pin_host_memory(std::span<std::byte> bytes) override;
 
  private:
   struct StreamSlot;
@@ -70,6 +72,8 @@ class CudaBackend final : public Backend {
   absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
   Device* least_loaded();
 
+  // Host memory pinned by pin_host_memory, which the staging rings copy by DMA where it is.
+  std::unique_ptr<PinnedRanges> pinned_ranges_ = std::make_unique<PinnedRanges>();
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ParallelCopier> copier_;
   kernels::PinnedBuffer message_region_;      // behind message_heap_

@@ -47,8 +47,10 @@ class FirstError {
 
 }  // namespace
 
-absl::StatusOr<StagingRing> StagingRing::create(std::size_t chunk_bytes, int chunks) {
+absl::StatusOr<StagingRing> StagingRing::create(std::size_t chunk_bytes, int chunks,
+                                                const PinnedRanges* pinned) {
   StagingRing r;
+  r.pinned_ = pinned;
   r.chunk_bytes_ = chunk_bytes;
   r.issued_ = std::make_unique<std::atomic<std::size_t>[]>(static_cast<std::size_t>(chunks));
   for (int i = 0; i < chunks; ++i) {
@@ -64,6 +66,10 @@ absl::StatusOr<StagingRing> StagingRing::create(std::size_t chunk_bytes, int chu
     r.ready_.emplace_back(e);
   }
   return r;
+}
+
+bool StagingRing::dma_ready(const void* p, std::size_t n) const {
+  return message_memory::is_pinned(p, n) || (pinned_ != nullptr && pinned_->contains(p, n));
 }
 
 std::vector<StagingRing::Chunk> StagingRing::split(std::span<const StagedCopy> copies) const {
@@ -88,7 +94,7 @@ absl::Status StagingRing::to_device(std::span<const StagedCopy> all, cudaStream_
   // Sources in pinned memory (message_memory) go by DMA as they are; the rest through the ring.
   absl::InlinedVector<StagedCopy, 4> staged;
   for (const StagedCopy& c : all) {
-    if (!message_memory::is_pinned(c.src, c.bytes)) {
+    if (!dma_ready(c.src, c.bytes)) {
       staged.push_back(c);
     } else if (absl::Status s = cuda_status(
                    cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, stream), "H2D");
@@ -129,7 +135,7 @@ absl::Status StagingRing::to_device_staged(std::span<const StagedCopy> copies, c
 
 absl::Status StagingRing::to_host(void* dst, const void* src, std::size_t n, cudaStream_t stream,
                                   ParallelCopier& copier) {
-  if (message_memory::is_pinned(dst, n)) {
+  if (dma_ready(dst, n)) {
     return cuda_status(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "D2H");
   }
   const StagedCopy whole{dst, src, n};

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/resources.h"
 #include "server/runtime/parallel_copy.h"
+#include "server/runtime/pinned_ranges.h"
 
 namespace matserve::server {
 
@@ -30,7 +31,10 @@ struct StagedCopy {
 
 class StagingRing {
  public:
-  static absl::StatusOr<StagingRing> create(std::size_t chunk_bytes, int chunks);
+  // `pinned` (may be null; must outlive the ring): more host ranges that go by DMA where they are,
+  // like the pinned message heap.
+  static absl::StatusOr<StagingRing> create(std::size_t chunk_bytes, int chunks,
+                                            const PinnedRanges* pinned = nullptr);
 
   // Queues the host -> device copies on `stream`. A source in the pinned message heap
   // (message_memory) is read by DMA where it is: it must stay unchanged until `stream` reaches
@@ -57,11 +61,14 @@ class StagingRing {
     std::size_t bytes = 0;
   };
   std::vector<Chunk> split(std::span<const StagedCopy> copies) const;
+  // True when DMA can read or write [p, p + n) where it is (pinned message heap or `pinned_`).
+  bool dma_ready(const void* p, std::size_t n) const;
   absl::Status to_device_staged(std::span<const StagedCopy> copies, cudaStream_t stream,
                                 ParallelCopier& copier);
   // Helpers worth waking for `bytes` (0 below the size where a wake-up costs more than it saves).
   std::size_t helpers_for(std::size_t bytes, const ParallelCopier& copier) const;
 
+  const PinnedRanges* pinned_ = nullptr;
   std::size_t chunk_bytes_ = 0;
   std::vector<kernels::PinnedBuffer> chunks_;
   std::vector<kernels::Event> ready_;  // recorded after the DMA that last used each slot

@@ -32,6 +32,7 @@ struct HostMatrix {
 };
 
 struct ResidentMatrix;
+class SharedMemoryRegion;
 
 // An operand: its shape always; its bytes either in `data` (inline) or in `resident`'s device
 // memory (then `data` is empty).
@@ -73,6 +74,10 @@ struct GemmJob {
   bool keep_result = false;         // the result stays on the device (Outcome::result)
   std::string owner;                // who the resident result belongs to
   std::vector<ResidentLock> locks;  // held for the whole operation
+  // Shared-memory regions the operands or the result live in, mapped for the whole operation.
+  std::vector<std::shared_ptr<SharedMemoryRegion>> regions;
+  // With output_shm: the result's place in its region (job.out_bytes() bytes), else empty.
+  std::span<std::byte> shm_out;
 
   std::int64_t m() const { return transpose_a ? a.cols : a.rows; }
   std::int64_t k() const { return transpose_a ? a.rows : a.cols; }
@@ -91,6 +96,8 @@ struct TransposeJob {
   bool in_place = false;  // a is resident and is overwritten by its transpose
   std::string owner;
   std::vector<ResidentLock> locks;
+  std::vector<std::shared_ptr<SharedMemoryRegion>> regions;  // as GemmJob::regions
+  std::span<std::byte> shm_out;                              // as GemmJob::shm_out
 
   std::size_t out_bytes() const { return a.bytes(); }
 };

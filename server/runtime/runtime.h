@@ -15,6 +15,7 @@
 #include "server/runtime/host_budget.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
+#include "server/runtime/shared_memory_regions.h"
 #include "server/runtime/stage_trace.h"
 #include "server/runtime/variant_selection.h"
 
@@ -49,6 +50,8 @@ class Runtime {
                     const Waiter& waiter);
 
   ResidentStore& residents() { return residents_; }
+  // Shared-memory regions registered by clients on this node (pinned by the backend).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
   // Host memory the float64 references of `verify` may hold at once (--max_verify_bytes); each
   // verifying job takes its verify_bytes from it before the reference runs, waiting its turn.
   HostBudget& verify_budget() { return verify_budget_; }
@@ -67,6 +70,9 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;
   ResidentStore residents_;
+  // After backend_: regions unpin through the backend, so they go first.
+  SharedMemoryRegistry shared_memory_{
+      [this](std::span<std::byte> bytes) { return backend_->pin_host_memory(bytes); }};
   HostBudget verify_budget_{"--max_verify_bytes"};
   StageTrace trace_{StageTrace::enabled_by_env()};
   absl::Notification stopping_;

@@ -13,13 +13,14 @@
 namespace matserve::server {
 namespace {
 
-constexpr unsigned kAll = 7;
+constexpr unsigned kAll = 15;
 
 std::string permission_names(unsigned p) {
   std::vector<std::string> names;
   if (p & static_cast<unsigned>(Permission::kInfo)) names.push_back("info");
   if (p & static_cast<unsigned>(Permission::kCompute)) names.push_back("compute");
   if (p & static_cast<unsigned>(Permission::kResident)) names.push_back("resident");
+  if (p & static_cast<unsigned>(Permission::kSharedMemory)) names.push_back("shm");
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
   return out.empty() ? "none" : out;
@@ -42,7 +43,8 @@ absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text,
       if (fields.size() < 2 || fields.size() > 3 || fields[0].size() < 16) {
         return absl::InvalidArgumentError(
             absl::StrCat(source, ", line ", number,
-                         ": expected '<token of 16+ characters> <name> [info,compute,resident]'"));
+                         ": expected '<token of 16+ characters> <name> "
+                         "[info,compute,resident,shm]'"));
       }
       Token t{fields[1], fields.size() == 3 ? 0u : kAll};
       if (fields.size() == 3) {
@@ -53,6 +55,8 @@ absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text,
             t.permissions |= static_cast<unsigned>(Permission::kCompute);
           else if (p == "resident")
             t.permissions |= static_cast<unsigned>(Permission::kResident);
+          else if (p == "shm")
+            t.permissions |= static_cast<unsigned>(Permission::kSharedMemory);
           else {
             return absl::InvalidArgumentError(absl::StrCat(
                 source, ", line ", number, ": unknown permission '", std::string(p), "'"));

@@ -18,7 +18,8 @@
 namespace matserve::server {
 
 // What an RPC needs; a token lists the ones it holds (all of them when it lists none).
-enum class Permission : unsigned { kInfo = 1, kCompute = 2, kResident = 4 };
+// kSharedMemory ("shm"): register shared-memory regions (RegisterSharedMemory and its kin).
+enum class Permission : unsigned { kInfo = 1, kCompute = 2, kResident = 4, kSharedMemory = 8 };
 
 class Authenticator {
  public:

@@ -18,6 +18,9 @@ struct ServiceLimits {
   std::int64_t max_verify_bytes = std::int64_t{1} << 30;  // --max_verify_bytes
   // UploadStream/DownloadStream calls that move no chunk for this long are cancelled (0: never).
   std::int64_t stream_idle_timeout_seconds = 60;  // --stream_idle_timeout_seconds
+  // Shared-memory regions (RegisterSharedMemory) accepted at all, and per caller at most.
+  bool shared_memory = true;           // --shared_memory
+  int max_shm_regions_per_owner = 64;  // --max_shm_regions_per_owner
 };
 
 }  // namespace matserve::server

@@ -84,7 +84,8 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Multiply");
     if (!owner.ok()) return owner.status();
     marks.mark("authorize");
-    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner));
+    const RegionResolver regions = region_resolver(*owner);
+    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner), &regions);
     if (!job.ok()) return job.status();
     job->owner = *owner;
     marks.mark("validate");
@@ -104,13 +105,15 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     c->set_dtype(to_proto(job->out_dtype));
     c->set_layout(request->output_layout());
     std::string* data = c->mutable_data();
-    if (!job->keep_result) data->resize(job->out_bytes());
+    if (!job->keep_result && job->shm_out.empty()) data->resize(job->out_bytes());
     marks.mark("quota+reply_alloc");
-    if (absl::Status s = runtime_.multiply(*job, request->variant(), as_span(*data),
-                                           waiter_of(*context), outcome);
+    const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
+    if (absl::Status s =
+            runtime_.multiply(*job, request->variant(), out, waiter_of(*context), outcome);
         !s.ok()) {
       return s;
     }
+    if (absl::Status s = regions_intact(job->regions); !s.ok()) return s;
     if (outcome.result != nullptr) {
       if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
       runtime_.publish(outcome.result);
@@ -145,7 +148,9 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     const bool resident = request->keep_result() || !request->a_handle().empty();
     absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Transpose");
     if (!owner.ok()) return owner.status();
-    absl::StatusOr<TransposeJob> job = validate_transpose(*request, limits_, resolver(*owner));
+    const RegionResolver regions = region_resolver(*owner);
+    absl::StatusOr<TransposeJob> job =
+        validate_transpose(*request, limits_, resolver(*owner), &regions);
     if (!job.ok()) return job.status();
     job->owner = *owner;
     absl::StatusOr<QuotaReservation> quota =
@@ -160,13 +165,17 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     b->set_dtype(to_proto(job->a.dtype));
     b->set_layout(job->a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR : v1::COL_MAJOR);
     std::string* data = b->mutable_data();
-    if (!job->keep_result && !job->in_place) data->resize(job->out_bytes());
+    if (!job->keep_result && !job->in_place && job->shm_out.empty()) {
+      data->resize(job->out_bytes());
+    }
     Outcome outcome;
-    if (absl::Status s = runtime_.transpose(*job, request->variant(), as_span(*data),
-                                            waiter_of(*context), outcome);
+    const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
+    if (absl::Status s =
+            runtime_.transpose(*job, request->variant(), out, waiter_of(*context), outcome);
         !s.ok()) {
       return s;
     }
+    if (absl::Status s = regions_intact(job->regions); !s.ok()) return s;
     if (outcome.result != nullptr) {
       if (!job->in_place) {
         if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
@@ -254,6 +263,7 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
   const std::vector<DeviceStats> stats = runtime_.backend().stats();
   if (!stats.empty()) l->set_memory_budget_bytes(stats[0].pool.budget_bytes);
   l->set_resident_ttl_ms(absl::ToInt64Milliseconds(runtime_.residents().ttl()));
+  l->set_shared_memory(limits_.shared_memory);
   RequestRecord rec{.rpc = "GetServerInfo",
                     .op = "info",
                     .variant = "none",

@@ -1,6 +1,7 @@
 // gRPC handlers of matserve.v1.MatrixService: decode and validate, hand the job to the runtime,
 // encode the reply, map errors to gRPC status, and report every request to the metrics. The
-// compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc.
+// compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc,
+// the shared-memory region RPCs in matrix_service_shm.cc.
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,16 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   grpc::Status ListResident(grpc::ServerContext* context, const v1::ListResidentRequest* request,
                             v1::ListResidentReply* reply) override;
 
+  grpc::Status RegisterSharedMemory(grpc::ServerContext* context,
+                                    const v1::RegisterSharedMemoryRequest* request,
+                                    v1::RegisterSharedMemoryReply* reply) override;
+  grpc::Status UnregisterSharedMemory(grpc::ServerContext* context,
+                                      const v1::UnregisterSharedMemoryRequest* request,
+                                      v1::UnregisterSharedMemoryReply* reply) override;
+  grpc::Status ListSharedMemory(grpc::ServerContext* context,
+                                const v1::ListSharedMemoryRequest* request,
+                                v1::ListSharedMemoryReply* reply) override;
+
   // The first step of a graceful shutdown: from now on every call that has not yet started its
   // work is refused with UNAVAILABLE (safe to retry elsewhere: nothing was done), while calls
   // already past `authorize` finish. Requests still arriving (a large message in transmission)
@@ -73,6 +84,11 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
   absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
+  // The caller's shared-memory regions (FAILED_PRECONDITION for all with --shared_memory=false).
+  RegionResolver region_resolver(const std::string& owner);
+  // After a job that used shared memory: FAILED_PRECONDITION when a region was truncated while
+  // the job read or wrote it (the result would be garbage), else OK.
+  static absl::Status regions_intact(const std::vector<std::shared_ptr<SharedMemoryRegion>>& r);
   // Streams that move no chunk for this long are cancelled (--stream_idle_timeout_seconds).
   absl::Duration stream_idle_timeout() const;
   absl::Status stream_idle_error(const char* field) const;

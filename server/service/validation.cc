@@ -90,13 +90,86 @@ absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matr
   return h;
 }
 
-// A whole inline matrix: the header checks plus its byte length.
+// The shared-memory places a request names: each region resolved (and held for the job), each
+// range checked against its region, and the result's range checked against the operands'.
+class SharedMemoryPlaces {
+ public:
+  explicit SharedMemoryPlaces(const RegionResolver* resolve) : resolve_(resolve) {}
+
+  // `bytes` at `ref` for `field` (e.g. "a.shm"); an output's range must not overlap an input's.
+  absl::StatusOr<std::span<std::byte>> place(const std::string& field,
+                                             const v1::SharedMemoryRef& ref, std::int64_t bytes,
+                                             bool output) {
+    if (resolve_ == nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ": shared memory is for Multiply and Transpose; send the bytes instead"));
+    }
+    if (ref.region().empty()) {
+      return absl::InvalidArgumentError(StrCat(field, ".region: missing (a registered name)"));
+    }
+    if (ref.offset() < 0) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ".offset: must be >= 0 (got ", ref.offset(), ")"));
+    }
+    absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region =
+        (*resolve_)(field + ".region", ref.region());
+    if (!region.ok()) return region.status();
+    const std::int64_t size = (*region)->info().byte_size;
+    if (ref.offset() > size || bytes > size - ref.offset()) {
+      return absl::InvalidArgumentError(StrCat(field, ": offset ", ref.offset(), " + ", bytes,
+                                               " bytes exceeds region '", ref.region(), "' of ",
+                                               size, " bytes"));
+    }
+    const std::span<std::byte> range = (*region)->bytes().subspan(
+        static_cast<std::size_t>(ref.offset()), static_cast<std::size_t>(bytes));
+    if (output) {
+      for (const Use& in : inputs_) {
+        if (range.data() < in.end && in.begin < range.data() + range.size()) {
+          return absl::InvalidArgumentError(StrCat(field, ": overlaps the bytes of ", in.field,
+                                                   " (the result needs a place of its own)"));
+        }
+      }
+    } else {
+      inputs_.push_back({field, range.data(), range.data() + range.size()});
+    }
+    regions_.push_back(*std::move(region));
+    return range;
+  }
+
+  std::vector<std::shared_ptr<SharedMemoryRegion>> take_regions() { return std::move(regions_); }
+
+ private:
+  struct Use {
+    std::string field;
+    const std::byte* begin;
+    const std::byte* end;
+  };
+  const RegionResolver* resolve_;
+  std::vector<std::shared_ptr<SharedMemoryRegion>> regions_;
+  std::vector<Use> inputs_;
+};
+
+// A whole matrix: the header checks plus its bytes, inline (checked length) or at a place in
+// shared memory (`shm`; null where shared memory is not accepted).
 absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
-                                        const ServiceLimits& limits) {
+                                        const ServiceLimits& limits,
+                                        SharedMemoryPlaces* shm = nullptr) {
   absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
   if (!h.ok()) return h;
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(h->dtype));
   const std::int64_t expected = m.rows() * m.cols() * elem;
+  if (m.has_shm()) {
+    if (!m.data().empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
+    }
+    SharedMemoryPlaces none(nullptr);
+    absl::StatusOr<std::span<std::byte>> place =
+        (shm != nullptr ? *shm : none).place(field + ".shm", m.shm(), expected, false);
+    if (!place.ok()) return place.status();
+    h->data = *place;
+    return h;
+  }
   if (static_cast<std::int64_t>(m.data().size()) != expected) {
     return absl::InvalidArgumentError(StrCat(field, ".data: ", m.data().size(), " bytes, expected ",
                                              expected, " (rows ", m.rows(), " * cols ", m.cols(),
@@ -155,7 +228,7 @@ absl::Status one_of(const std::string& field, bool has_inline, const std::string
 // The operand from an inline matrix or a locked resident one.
 absl::StatusOr<Operand> operand(const std::string& field, const v1::Matrix& m,
                                 const std::shared_ptr<ResidentMatrix>& resident,
-                                const ServiceLimits& limits) {
+                                const ServiceLimits& limits, SharedMemoryPlaces& shm) {
   Operand o;
   if (resident != nullptr) {
     o.rows = resident->rows;
@@ -165,7 +238,7 @@ absl::StatusOr<Operand> operand(const std::string& field, const v1::Matrix& m,
     o.resident = resident;
     return o;
   }
-  absl::StatusOr<HostMatrix> h = check_matrix(field, m, limits);
+  absl::StatusOr<HostMatrix> h = check_matrix(field, m, limits, &shm);
   if (!h.ok()) return h.status();
   static_cast<HostMatrix&>(o) = *h;
   return o;
@@ -239,11 +312,13 @@ absl::Status check_inline_result(const char* field, std::size_t bytes,
 
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                                           const ServiceLimits& limits,
-                                          const HandleResolver& resolve) {
+                                          const HandleResolver& resolve,
+                                          const RegionResolver* regions) {
   if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
   if (absl::Status s = one_of("b", request.has_b(), request.b_handle(), true); !s.ok()) return s;
   if (absl::Status s = one_of("c", request.has_c(), request.c_handle(), false); !s.ok()) return s;
   GemmJob job;
+  SharedMemoryPlaces shm(regions);
   ResidentOperands residents(resolve);
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
       residents.add("a_handle", request.a_handle());
@@ -255,9 +330,9 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
       residents.add("c_handle", request.c_handle());
   if (!rc.ok()) return rc.status();
   job.locks = residents.lock(/*exclusive=*/false);
-  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);
+  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits, shm);
   if (!a.ok()) return a.status();
-  absl::StatusOr<Operand> b = operand("b", request.b(), *rb, limits);
+  absl::StatusOr<Operand> b = operand("b", request.b(), *rb, limits, shm);
   if (!b.ok()) return b.status();
   job.a = *std::move(a);
   job.b = *std::move(b);
@@ -316,7 +391,7 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
     return s;
   }
   if (request.has_c() || *rc != nullptr) {
-    absl::StatusOr<Operand> c = operand("c", request.c(), *rc, limits);
+    absl::StatusOr<Operand> c = operand("c", request.c(), *rc, limits, shm);
     if (!c.ok()) return c.status();
     if (c->rows != job.m() || c->cols != job.n()) {
       return absl::InvalidArgumentError(StrCat("c: is ", dims(c->rows, c->cols), ", expected ",
@@ -335,11 +410,21 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   }
   job.verify = request.verify();
   job.keep_result = request.keep_result();
-  if (!job.keep_result) {
+  if (request.has_output_shm()) {
+    if (job.keep_result) {
+      return absl::InvalidArgumentError(
+          "output_shm: not with keep_result (the result goes to one place)");
+    }
+    absl::StatusOr<std::span<std::byte>> out = shm.place(
+        "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
+    if (!out.ok()) return out.status();
+    job.shm_out = *out;
+  } else if (!job.keep_result) {
     if (absl::Status s = check_inline_result("c (the result)", job.out_bytes(), limits); !s.ok()) {
       return s;
     }
   }
+  job.regions = shm.take_regions();
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits);
     if (!bytes.ok()) return bytes.status();
@@ -350,7 +435,8 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
 
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
                                                 const ServiceLimits& limits,
-                                                const HandleResolver& resolve) {
+                                                const HandleResolver& resolve,
+                                                const RegionResolver* regions) {
   if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
   if (request.in_place() && request.a_handle().empty()) {
     return absl::InvalidArgumentError(
@@ -360,24 +446,35 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
     return absl::InvalidArgumentError(
         "keep_result: not with in_place (the result already stays in a_handle)");
   }
+  if (request.has_output_shm() && (request.keep_result() || request.in_place())) {
+    return absl::InvalidArgumentError(
+        "output_shm: not with keep_result or in_place (the result goes to one place)");
+  }
   TransposeJob job;
+  SharedMemoryPlaces shm(regions);
   ResidentOperands residents(resolve);
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
       residents.add("a_handle", request.a_handle());
   if (!ra.ok()) return ra.status();
   job.locks = residents.lock(/*exclusive=*/request.in_place());
-  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits);
+  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits, shm);
   if (!a.ok()) return a.status();
   job.a = *std::move(a);
   job.in_place = request.in_place();
   job.keep_result = request.keep_result();
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
-  if (!job.keep_result && !job.in_place) {
+  if (request.has_output_shm()) {
+    absl::StatusOr<std::span<std::byte>> out = shm.place(
+        "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
+    if (!out.ok()) return out.status();
+    job.shm_out = *out;
+  } else if (!job.keep_result && !job.in_place) {
     if (absl::Status s = check_inline_result("b (the result)", job.out_bytes(), limits); !s.ok()) {
       return s;
     }
   }
+  job.regions = shm.take_regions();
   job.verify = request.verify();
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = transpose_verify_bytes(job, limits);
@@ -415,6 +512,11 @@ absl::Status check_limits(const ServiceLimits& limits) {
     return absl::InvalidArgumentError(
         StrCat("stream_idle_timeout_seconds: must be >= 0 (0: never; got ",
                limits.stream_idle_timeout_seconds, ")"));
+  }
+  if (limits.max_shm_regions_per_owner < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("max_shm_regions_per_owner: must be >= 0 (0: none; got ",
+               limits.max_shm_regions_per_owner, ")"));
   }
   if (limits.max_verify_bytes < 0) {
     return absl::InvalidArgumentError(StrCat(

@@ -12,6 +12,7 @@
 #include "matserve/v1/matrix_service.pb.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
+#include "server/runtime/shared_memory_regions.h"
 #include "server/service/limits.h"
 
 namespace matserve::server {
@@ -20,14 +21,23 @@ namespace matserve::server {
 using HandleResolver = std::function<absl::StatusOr<std::shared_ptr<ResidentMatrix>>(
     const std::string& field, const std::string& handle)>;
 
+// Finds the caller's shared-memory region `name` (NOT_FOUND naming `field` when there is none,
+// FAILED_PRECONDITION when shared memory is off or the region was truncated).
+using RegionResolver = std::function<absl::StatusOr<std::shared_ptr<SharedMemoryRegion>>(
+    const std::string& field, const std::string& name)>;
+
 // The job views into `request`, which must outlive it. Resident operands are locked for the
-// job's lifetime (shared; exclusive for an in-place transpose), in address order.
+// job's lifetime (shared; exclusive for an in-place transpose), in address order. Operands and
+// results in shared memory (Matrix.shm, output_shm) are found with `regions` (null: refused as
+// FAILED_PRECONDITION) and held by the job.
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                                           const ServiceLimits& limits,
-                                          const HandleResolver& resolve);
+                                          const HandleResolver& resolve,
+                                          const RegionResolver* regions = nullptr);
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
                                                 const ServiceLimits& limits,
-                                                const HandleResolver& resolve);
+                                                const HandleResolver& resolve,
+                                                const RegionResolver* regions = nullptr);
 
 // The limits themselves, checked once at startup: INVALID_ARGUMENT naming the flag when one is
 // out of its range (e.g. --max_dimension above 2^31 - 1: the kernels take 32-bit dimensions).

@@ -54,7 +54,7 @@ TEST(AuthenticatorTest, MalformedEntryNamesTheSourceAndLine) {
   ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(a.status().message(),
             "tokens.txt, line 3: expected '<token of 16+ characters> <name> "
-            "[info,compute,resident]'");
+            "[info,compute,resident,shm]'");
 }
 
 TEST(AuthenticatorTest, NoSourceMeansAuthenticationOff) {

@@ -1,0 +1,216 @@
+// Shared-memory regions: see shared_memory_regions.h.
+#include "server/runtime/shared_memory_regions.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace matserve::server {
+namespace {
+
+using absl::StrCat;
+
+constexpr std::size_t kMaxNameBytes = 128;
+constexpr std::size_t kMaxKeyBytes = 255;
+
+absl::Status check_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("name: must be 1-", kMaxNameBytes, " characters (got ", name.size(), ")"));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          StrCat("name: '", name, "' has a character outside [A-Za-z0-9_.-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_key(const std::string& key) {
+  if (key.size() < 2 || key.size() > kMaxKeyBytes || key[0] != '/' ||
+      key.find('/', 1) != std::string::npos || key.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("key: must be a POSIX shared-memory name, '/' then 1-", kMaxKeyBytes - 1,
+               " characters without '/' (as given to shm_open; got '", key, "')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status open_error(const std::string& key, int err) {
+  const std::string why = std::strerror(err);
+  if (err == ENOENT) {
+    return absl::NotFoundError(StrCat("key: no shared-memory object '", key,
+                                      "' on the server's node (create it with shm_open first; the "
+                                      "client must share the server's /dev/shm)"));
+  }
+  if (err == EACCES || err == EPERM) {
+    return absl::PermissionDeniedError(
+        StrCat("key: the server may not open '", key, "' for reading and writing (", why, ")"));
+  }
+  return absl::InvalidArgumentError(StrCat("key: cannot open '", key, "': ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
+    SharedMemoryRegionInfo info, const HostPinner& pin) {
+  auto r = std::make_shared<SharedMemoryRegion>(Private{});
+  r->info_ = std::move(info);
+  const SharedMemoryRegionInfo& i = r->info_;
+  if (absl::Status s = shm_fault_guard::install(); !s.ok()) return s;
+  r->fd_ = ::shm_open(i.key.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (r->fd_ < 0) return open_error(i.key, errno);
+  struct stat st = {};
+  if (::fstat(r->fd_, &st) != 0) return open_error(i.key, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(StrCat("key: '", i.key, "' is not a shared-memory object"));
+  }
+  if (i.offset > st.st_size || i.byte_size > st.st_size - i.offset) {
+    return absl::InvalidArgumentError(StrCat("byte_size: offset ", i.offset, " + byte_size ",
+                                             i.byte_size, " exceeds the ", st.st_size,
+                                             " bytes of '", i.key, "'"));
+  }
+  const auto page = static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+  const std::int64_t start = i.offset / page * page;
+  r->mapping_bytes_ = static_cast<std::size_t>(i.offset - start + i.byte_size);
+  void* m = ::mmap(nullptr, r->mapping_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd_, start);
+  if (m == MAP_FAILED) {
+    return absl::ResourceExhaustedError(StrCat("byte_size: cannot map ", i.byte_size, " bytes of '",
+                                               i.key, "': ", std::strerror(errno)));
+  }
+  r->mapping_ = m;
+  r->base_ = static_cast<std::byte*>(m) + (i.offset - start);
+  absl::StatusOr<shm_fault_guard::Range> guard =
+      shm_fault_guard::Range::guard(r->mapping_, r->mapping_bytes_);
+  if (!guard.ok()) return guard.status();
+  r->guard_ = *std::move(guard);
+  if (pin) {
+    // Whole pages: the driver pins pages, and the range may start inside one.
+    const auto pages = static_cast<std::size_t>(
+        (static_cast<std::int64_t>(r->mapping_bytes_) + page - 1) / page * page);
+    r->pin_ = pin({static_cast<std::byte*>(r->mapping_), pages});
+  }
+  r->info_.pinned = r->pin_ != nullptr;
+  return r;
+}
+
+SharedMemoryRegion::~SharedMemoryRegion() {
+  pin_.reset();                       // unpin while the pages are still mapped
+  guard_ = shm_fault_guard::Range();  // no fault can come from the range after this
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status SharedMemoryRegion::check_intact() const {
+  struct stat st = {};
+  const bool shrank = ::fstat(fd_, &st) != 0 || st.st_size < info_.offset + info_.byte_size;
+  if (shrank || guard_.faulted()) {
+    return absl::FailedPreconditionError(
+        StrCat("shared-memory region '", info_.name, "': the object '", info_.key,
+               "' no longer holds its registered ", info_.byte_size,
+               " bytes (it was truncated); unregister it and register it again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
+    const std::string& owner, SharedMemoryRegionInfo info) {
+  if (absl::Status s = check_name(info.name); !s.ok()) return s;
+  if (absl::Status s = check_key(info.key); !s.ok()) return s;
+  if (info.offset < 0) {
+    return absl::InvalidArgumentError(StrCat("offset: must be >= 0 (got ", info.offset, ")"));
+  }
+  if (info.byte_size < 1) {
+    return absl::InvalidArgumentError(StrCat("byte_size: must be >= 1 (got ", info.byte_size, ")"));
+  }
+  const auto taken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    if (regions_.contains(Key(owner, info.name))) {
+      return absl::AlreadyExistsError(
+          StrCat("name: a region '", info.name, "' is registered already (unregister it first)"));
+    }
+    int mine = 0;
+    for (const auto& [key, region] : regions_) mine += key.first == owner ? 1 : 0;
+    if (mine >= max_per_owner_) {
+      return absl::ResourceExhaustedError(
+          StrCat("name: ", mine, " regions are registered, the limit per caller is ",
+                 max_per_owner_, " (--max_shm_regions_per_owner)"));
+    }
+    return absl::OkStatus();
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = taken(); !s.ok()) return s;
+  }
+  // Mapping and pinning can take a while for large regions: not under the lock.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region =
+      SharedMemoryRegion::open(std::move(info), pin_);
+  if (!region.ok()) return region.status();
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = taken(); !s.ok()) return s;  // a concurrent registration won
+  regions_[Key(owner, (*region)->info().name)] = *region;
+  return region;
+}
+
+absl::StatusOr<int> SharedMemoryRegistry::remove(const std::string& owner,
+                                                 const std::string& name) {
+  std::vector<std::shared_ptr<SharedMemoryRegion>> gone;  // unmapped outside the lock
+  absl::MutexLock lock(&mu_);
+  if (!name.empty()) {
+    auto it = regions_.find(Key(owner, name));
+    if (it == regions_.end()) {
+      return absl::NotFoundError(StrCat("name: no region '", name, "' is registered"));
+    }
+    gone.push_back(std::move(it->second));
+    regions_.erase(it);
+    return 1;
+  }
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->first.first == owner) {
+      gone.push_back(std::move(it->second));
+      regions_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return static_cast<int>(gone.size());
+}
+
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::find(
+    const std::string& owner, const std::string& name, const std::string& field) const {
+  std::shared_ptr<SharedMemoryRegion> region;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = regions_.find(Key(owner, name));
+    if (it != regions_.end()) region = it->second;
+  }
+  if (region == nullptr) {
+    return absl::NotFoundError(StrCat(field, ": no shared-memory region '", name,
+                                      "' is registered (RegisterSharedMemory)"));
+  }
+  if (absl::Status s = region->check_intact(); !s.ok()) {
+    return absl::FailedPreconditionError(StrCat(field, ": ", s.message()));
+  }
+  return region;
+}
+
+std::vector<SharedMemoryRegionInfo> SharedMemoryRegistry::list(const std::string& owner) const {
+  std::vector<SharedMemoryRegionInfo> out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [key, region] : regions_) {
+    if (key.first == owner) out.push_back(region->info());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+  return out;
+}
+
+}  // namespace matserve::server

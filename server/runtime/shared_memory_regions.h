@@ -1,0 +1,102 @@
+// Shared-memory regions: POSIX shared-memory objects that clients on the server's node create and
+// register, so that operands and results travel through memory both processes map instead of
+// through gRPC messages. A region maps its registered range for as long as it is registered and
+// any request still holds it; the CUDA backend also pins it for DMA. Registrations are per owner
+// (a token's name; "" with authentication off): one owner never sees another's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/runtime/shm_fault_guard.h"
+
+namespace matserve::server {
+
+struct SharedMemoryRegionInfo {
+  std::string name;
+  std::string key;
+  std::int64_t offset = 0;
+  std::int64_t byte_size = 0;
+  bool pinned = false;
+};
+
+// Pins host memory for DMA until the returned object goes away; nullptr when the backend has no
+// use for it (CPU), or when pinning failed (the region then works through staging copies). It is
+// given whole pages: the mapping that holds the registered range.
+using HostPinner = std::function<std::shared_ptr<void>(std::span<std::byte>)>;
+
+class SharedMemoryRegion {
+ public:
+  // Opens `key` (shm_open, read-write), checks that it holds offset + byte_size bytes, maps the
+  // range, guards it against SIGBUS, and pins it with `pin` (may be empty). NOT_FOUND when the
+  // object does not exist, PERMISSION_DENIED when the server may not open it, INVALID_ARGUMENT
+  // when it is too small or not a shared-memory object.
+  static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> open(SharedMemoryRegionInfo info,
+                                                                  const HostPinner& pin);
+  struct Private {};  // open() is the one way to make a region
+  explicit SharedMemoryRegion(Private) {}
+  ~SharedMemoryRegion();
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  const SharedMemoryRegionInfo& info() const { return info_; }
+  // The registered range.
+  std::span<std::byte> bytes() const { return {base_, static_cast<std::size_t>(info_.byte_size)}; }
+  // OK while the object still holds the registered range and no access has hit a lost page;
+  // FAILED_PRECONDITION naming the region otherwise (it must be registered again).
+  absl::Status check_intact() const;
+
+ private:
+  SharedMemoryRegionInfo info_;
+  int fd_ = -1;
+  void* mapping_ = nullptr;  // page-aligned start of the mapping
+  std::size_t mapping_bytes_ = 0;
+  std::byte* base_ = nullptr;  // the registered range within the mapping
+  shm_fault_guard::Range guard_;
+  std::shared_ptr<void> pin_;
+};
+
+class SharedMemoryRegistry {
+ public:
+  explicit SharedMemoryRegistry(HostPinner pin) : pin_(std::move(pin)) {}
+
+  // Regions one owner may hold at once (--max_shm_regions_per_owner; default 64).
+  void set_max_regions_per_owner(int n) {
+    absl::MutexLock lock(&mu_);
+    max_per_owner_ = n;
+  }
+
+  // Registers a region under (owner, info.name): INVALID_ARGUMENT for a malformed name, key,
+  // offset or size, ALREADY_EXISTS when the owner has that name, RESOURCE_EXHAUSTED past
+  // max_regions_per_owner, and SharedMemoryRegion::open's errors.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> add(const std::string& owner,
+                                                          SharedMemoryRegionInfo info);
+  // Unregisters `name` (NOT_FOUND when the owner has none), or all the owner's when `name` is
+  // empty; returns how many. Requests that hold a region keep it mapped until they finish.
+  absl::StatusOr<int> remove(const std::string& owner, const std::string& name);
+  // The owner's region `name`, intact; NOT_FOUND (naming `field`) when it has none.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> find(const std::string& owner,
+                                                           const std::string& name,
+                                                           const std::string& field) const;
+  std::vector<SharedMemoryRegionInfo> list(const std::string& owner) const;
+
+ private:
+  using Key = std::pair<std::string, std::string>;  // owner, name
+  HostPinner pin_;
+  mutable absl::Mutex mu_;
+  int max_per_owner_ ABSL_GUARDED_BY(mu_) = 64;
+  absl::flat_hash_map<Key, std::shared_ptr<SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace matserve::server

@@ -1,0 +1,108 @@
+// Shared-memory region RPCs of MatrixService: RegisterSharedMemory, UnregisterSharedMemory,
+// ListSharedMemory; plus the region lookup and the after-job check the compute RPCs use.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/service/matrix_service.h"
+#include "server/service/status_mapping.h"
+
+namespace matserve::server {
+namespace {
+
+void fill_region(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* out) {
+  out->set_name(info.name);
+  out->set_key(info.key);
+  out->set_offset(info.offset);
+  out->set_byte_size(info.byte_size);
+  out->set_pinned(info.pinned);
+}
+
+absl::Status shared_memory_off(const std::string& field) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(field, ": shared memory is off on this server (--shared_memory=false)"));
+}
+
+}  // namespace
+
+RegionResolver MatrixServiceImpl::region_resolver(const std::string& owner) {
+  return [this, owner](
+             const std::string& field,
+             const std::string& name) -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {
+    if (!limits_.shared_memory) return shared_memory_off(field);
+    return runtime_.shared_memory().find(owner, name, field);
+  };
+}
+
+absl::Status MatrixServiceImpl::regions_intact(
+    const std::vector<std::shared_ptr<SharedMemoryRegion>>& regions) {
+  for (const auto& r : regions) {
+    if (absl::Status s = r->check_intact(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status MatrixServiceImpl::RegisterSharedMemory(grpc::ServerContext* context,
+                                                     const v1::RegisterSharedMemoryRequest* request,
+                                                     v1::RegisterSharedMemoryReply* reply) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kSharedMemory, "RegisterSharedMemory");
+    if (!owner.ok()) return owner.status();
+    if (!limits_.shared_memory) return shared_memory_off("key");
+    absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region = runtime_.shared_memory().add(
+        *owner, SharedMemoryRegionInfo{.name = request->name(),
+                                       .key = request->key(),
+                                       .offset = request->offset(),
+                                       .byte_size = request->byte_size()});
+    if (!region.ok()) return region.status();
+    fill_region((*region)->info(), reply->mutable_region());
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  record_simple("RegisterSharedMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
+                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
+  return to_grpc(status);
+}
+
+grpc::Status MatrixServiceImpl::UnregisterSharedMemory(
+    grpc::ServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
+    v1::UnregisterSharedMemoryReply* reply) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kSharedMemory, "UnregisterSharedMemory");
+    if (!owner.ok()) return owner.status();
+    absl::StatusOr<int> n = runtime_.shared_memory().remove(*owner, request->name());
+    if (!n.ok()) return n.status();
+    reply->set_unregistered(*n);
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  record_simple("UnregisterSharedMemory", status,
+                static_cast<std::int64_t>(request->ByteSizeLong()),
+                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
+  return to_grpc(status);
+}
+
+grpc::Status MatrixServiceImpl::ListSharedMemory(grpc::ServerContext* context,
+                                                 const v1::ListSharedMemoryRequest* request,
+                                                 v1::ListSharedMemoryReply* reply) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kSharedMemory, "ListSharedMemory");
+    if (!owner.ok()) return owner.status();
+    for (const SharedMemoryRegionInfo& info : runtime_.shared_memory().list(*owner)) {
+      fill_region(info, reply->add_regions());
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  record_simple("ListSharedMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
+                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
+  return to_grpc(status);
+}
+
+}  // namespace matserve::server

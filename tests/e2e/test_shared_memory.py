@@ -1,0 +1,336 @@
+"""End-to-end: shared-memory regions on the real server (CPU backend in CI, any backend on a GPU box).
+
+A client on the server's node creates POSIX shared-memory objects, registers them, and names
+region + offset for operands and results instead of sending bytes. Checked here: results against
+NumPy for every operand place (region, inline, resident) and both results places; list and
+unregister; ownership across tokens; every malformed place and registration refused with a
+precise status; a truncated object refused (never a crash); the server's mappings gone after
+unregistering; the switch that turns the feature off.
+"""
+import os
+import tempfile
+import unittest
+from multiprocessing import shared_memory
+
+import grpc
+import numpy as np
+
+from matserve.v1 import matrix_service_pb2 as pb
+from server_process import ServerProcess, matrix
+from test_service import decode, rand, rel_l2
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789ab"
+NOSHM = "noshm-token-0123456789"
+
+
+class Shm:
+    """A POSIX shared-memory object made for one test, unlinked at close."""
+
+    def __init__(self, size):
+        self.obj = shared_memory.SharedMemory(create=True, size=size)
+        self.key = "/" + self.obj.name
+        self.size = size
+
+    def put(self, offset, array):
+        data = np.ascontiguousarray(array).tobytes()
+        self.obj.buf[offset:offset + len(data)] = data
+
+    def get(self, offset, rows, cols, dtype=np.float32):
+        n = rows * cols * np.dtype(dtype).itemsize
+        return np.frombuffer(bytes(self.obj.buf[offset:offset + n]), dtype=dtype).reshape(rows,
+                                                                                         cols)
+
+    def close(self):
+        self.obj.close()
+        try:
+            self.obj.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def ref(region, offset=0):
+    return pb.SharedMemoryRef(region=region, offset=offset)
+
+
+def shm_matrix(rows, cols, region, offset=0, dtype=pb.FP32):
+    return pb.Matrix(rows=rows, cols=cols, dtype=dtype, shm=ref(region, offset))
+
+
+def call(method, request, token=None):
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    return method(request, metadata=metadata, timeout=30)
+
+
+class SharedMemoryTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--max_shm_regions_per_owner=3")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def setUp(self):
+        self.shm = Shm(1 << 20)
+        self.register("r", self.shm.key, 1 << 20)
+
+    def tearDown(self):
+        self.stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest())
+        self.shm.close()
+        for h in self.stub.ListResident(pb.ListResidentRequest()).matrices:
+            self.stub.Release(pb.ReleaseRequest(handle=h.handle))
+
+    def register(self, name, key, size, offset=0):
+        return self.stub.RegisterSharedMemory(
+            pb.RegisterSharedMemoryRequest(name=name, key=key, offset=offset, byte_size=size))
+
+    def expect(self, code, fragment, method, request):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            method(request, timeout=30)
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        self.assertIn(fragment, ctx.exception.details())
+
+    def mapped(self, key):
+        with open(f"/proc/{self.server.proc.pid}/maps") as f:
+            return any(key[1:] in line for line in f)
+
+    def test_operands_and_result_in_shared_memory(self):
+        a, b, c = rand(37, 29), rand(29, 13), rand(37, 13)
+        self.shm.put(0, a)
+        self.shm.put(8192, b)
+        self.shm.put(16384, c)
+        self.shm.put(24576, np.full((37, 13), np.nan, np.float32))  # poisoned result place
+        reply = self.stub.Multiply(pb.MultiplyRequest(
+            a=shm_matrix(37, 29, "r"), b=shm_matrix(29, 13, "r", 8192),
+            c=shm_matrix(37, 13, "r", 16384), alpha=0.5, beta=-2.0,
+            output_shm=ref("r", 24576)), timeout=30)
+        self.assertEqual(len(reply.c.data), 0)
+        self.assertEqual((reply.c.rows, reply.c.cols, reply.c.dtype), (37, 13, pb.FP32))
+        want = 0.5 * a.astype(np.float64) @ b - 2.0 * c
+        self.assertLess(rel_l2(self.shm.get(24576, 37, 13), want), 1e-5)
+
+    def test_every_mix_of_places(self):
+        a, b = rand(20, 31), rand(31, 11)
+        self.shm.put(4096, b)
+        handle = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident.handle
+        for a_place in ({"a": matrix(a)}, {"a_handle": handle}):
+            reply = self.stub.Multiply(pb.MultiplyRequest(b=shm_matrix(31, 11, "r", 4096),
+                                                          **a_place), timeout=30)
+            self.assertLess(rel_l2(decode(reply.c), a.astype(np.float64) @ b), 1e-5)
+        self.shm.put(0, a)
+        reply = self.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(20, 31, "r"), b=matrix(b),
+                                                      transpose_a=False), timeout=30)
+        self.assertLess(rel_l2(decode(reply.c), a.astype(np.float64) @ b), 1e-5)
+
+    def test_transposed_operands_fp64_and_column_major_result(self):
+        at, bt = rand(23, 17, np.float64), rand(5, 23, np.float64)  # op(A) 17x23, op(B) 23x5
+        self.shm.put(0, at)
+        self.shm.put(8192, bt)
+        self.stub.Multiply(pb.MultiplyRequest(
+            a=shm_matrix(23, 17, "r", 0, pb.FP64), b=shm_matrix(5, 23, "r", 8192, pb.FP64),
+            transpose_a=True, transpose_b=True, output_layout=pb.COL_MAJOR,
+            output_shm=ref("r", 16384)), timeout=30)
+        got = self.shm.get(16384, 5, 17, np.float64).T  # column-major 17x5
+        np.testing.assert_allclose(got, at.T @ bt.T, rtol=1e-12, atol=1e-12)
+
+    def test_transpose_into_shared_memory(self):
+        a = rand(33, 65)
+        self.shm.put(0, a)
+        reply = self.stub.Transpose(pb.TransposeRequest(a=shm_matrix(33, 65, "r"), scale=2.0,
+                                                        output_shm=ref("r", 16384)), timeout=30)
+        self.assertEqual((reply.b.rows, reply.b.cols, len(reply.b.data)), (65, 33, 0))
+        np.testing.assert_array_equal(self.shm.get(16384, 65, 33), 2 * a.T)
+
+    def test_registered_range_at_an_offset(self):
+        # The range starts 5000 bytes in (not a page multiple); offsets count from its start.
+        a, b = rand(8, 8), rand(8, 8)
+        self.shm.put(5000, a)
+        self.shm.put(5000 + 256, b)
+        info = self.register("sub", self.shm.key, 4096, offset=5000).region
+        self.assertEqual((info.name, info.offset, info.byte_size), ("sub", 5000, 4096))
+        self.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(8, 8, "sub"),
+                                              b=shm_matrix(8, 8, "sub", 256),
+                                              output_shm=ref("sub", 512)), timeout=30)
+        self.assertLess(rel_l2(self.shm.get(5512, 8, 8), a.astype(np.float64) @ b), 1e-5)
+
+    def test_list_unregister_and_the_mapping_goes(self):
+        other = Shm(4096)
+        try:
+            self.register("other", other.key, 4096)
+            names = [r.name for r in self.stub.ListSharedMemory(pb.ListSharedMemoryRequest()).regions]
+            self.assertEqual(names, ["other", "r"])
+            self.assertTrue(self.mapped(other.key))
+            reply = self.stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(name="other"))
+            self.assertEqual(reply.unregistered, 1)
+            self.assertFalse(self.mapped(other.key))
+            self.expect(grpc.StatusCode.NOT_FOUND, "name: no region 'other'",
+                        self.stub.UnregisterSharedMemory,
+                        pb.UnregisterSharedMemoryRequest(name="other"))
+            self.expect(grpc.StatusCode.NOT_FOUND, "a.shm.region: no shared-memory region 'other'",
+                        self.stub.Multiply,
+                        pb.MultiplyRequest(a=shm_matrix(2, 2, "other"), b=matrix(rand(2, 2))))
+        finally:
+            other.close()
+
+    def test_bad_places(self):
+        ok_b = matrix(rand(4, 4))
+        cases = [
+            (shm_matrix(4, 4, "r", -8), "a.shm.offset: must be >= 0"),
+            (shm_matrix(4, 4, "r", (1 << 20) - 63), "a.shm: offset 1048513 + 64 bytes exceeds region 'r' of 1048576 bytes"),
+            (shm_matrix(4, 4, "r", 1 << 40), "exceeds region 'r'"),
+            (shm_matrix(4, 4, ""), "a.shm.region: missing"),
+            (pb.Matrix(rows=4, cols=4, dtype=pb.FP32, data=b"\0" * 64, shm=ref("r")),
+             "a.data and a.shm: give one of them, not both"),
+        ]
+        for a, fragment in cases:
+            self.expect(grpc.StatusCode.INVALID_ARGUMENT, fragment, self.stub.Multiply,
+                        pb.MultiplyRequest(a=a, b=ok_b))
+        self.expect(grpc.StatusCode.NOT_FOUND, "a.shm.region: no shared-memory region 'nope'",
+                    self.stub.Multiply, pb.MultiplyRequest(a=shm_matrix(4, 4, "nope"), b=ok_b))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: overlaps the bytes of a.shm",
+                    self.stub.Multiply,
+                    pb.MultiplyRequest(a=shm_matrix(4, 4, "r", 0), b=ok_b,
+                                       output_shm=ref("r", 32)))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: not with keep_result",
+                    self.stub.Multiply,
+                    pb.MultiplyRequest(a=ok_b, b=ok_b, keep_result=True, output_shm=ref("r")))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: offset 1048572 + 64 bytes",
+                    self.stub.Multiply,
+                    pb.MultiplyRequest(a=ok_b, b=ok_b, output_shm=ref("r", (1 << 20) - 4)))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: not with keep_result or in_place",
+                    self.stub.Transpose,
+                    pb.TransposeRequest(a=ok_b, keep_result=True, output_shm=ref("r")))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT,
+                    "matrix.shm: shared memory is for Multiply and Transpose",
+                    self.stub.Upload, pb.UploadRequest(matrix=shm_matrix(4, 4, "r")))
+        # The server is unharmed and the region still works.
+        self.shm.put(0, rand(4, 4))
+        self.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(4, 4, "r"), b=ok_b), timeout=30)
+
+    def test_bad_registrations(self):
+        missing = "/matserve-test-absent-" + str(os.getpid())
+        cases = [
+            (grpc.StatusCode.NOT_FOUND, f"key: no shared-memory object '{missing}'",
+             ("x", missing, 16, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "key: must be a POSIX shared-memory name",
+             ("x", "no-slash", 16, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "key: must be a POSIX shared-memory name",
+             ("x", "/a/b", 16, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "name: must be 1-128 characters",
+             ("", self.shm.key, 16, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "has a character outside [A-Za-z0-9_.-]",
+             ("a b", self.shm.key, 16, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "byte_size: must be >= 1",
+             ("x", self.shm.key, 0, 0)),
+            (grpc.StatusCode.INVALID_ARGUMENT, "offset: must be >= 0",
+             ("x", self.shm.key, 16, -1)),
+            (grpc.StatusCode.INVALID_ARGUMENT,
+             f"byte_size: offset 1 + byte_size 1048576 exceeds the 1048576 bytes of '{self.shm.key}'",
+             ("x", self.shm.key, 1 << 20, 1)),
+            (grpc.StatusCode.ALREADY_EXISTS, "name: a region 'r' is registered already",
+             ("r", self.shm.key, 16, 0)),
+        ]
+        for code, fragment, (name, key, size, offset) in cases:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                self.register(name, key, size, offset)
+            self.assertEqual(ctx.exception.code(), code, (name, key, ctx.exception.details()))
+            self.assertIn(fragment, ctx.exception.details())
+        # The per-caller limit (3 here): r, then two more, then refused.
+        self.register("two", self.shm.key, 16)
+        self.register("three", self.shm.key, 16)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.register("four", self.shm.key, 16)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("the limit per caller is 3 (--max_shm_regions_per_owner)",
+                      ctx.exception.details())
+
+    def test_truncated_object_is_refused_not_a_crash(self):
+        a = rand(64, 64)
+        self.shm.put(0, a)
+        os.ftruncate(self.shm.obj._fd, 4096)  # shrinks under the server's mapping
+        self.expect(grpc.StatusCode.FAILED_PRECONDITION,
+                    "a.shm.region: shared-memory region 'r': the object", self.stub.Multiply,
+                    pb.MultiplyRequest(a=shm_matrix(64, 64, "r"), b=matrix(a)))
+        # Still serving; registering the object again (at its new size) works.
+        self.stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(name="r"))
+        self.register("r", self.shm.key, 4096)
+        self.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(3, 3)), b=matrix(rand(3, 3))),
+                           timeout=30)
+
+
+class SharedMemoryOwnershipTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.dir.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"{ALICE} alice\n{BOB} bob\n{NOSHM} noshm info,compute,resident\n")
+        cls.server = ServerProcess(f"--auth_tokens_file={path}")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+        cls.dir.cleanup()
+
+    def test_regions_are_per_token(self):
+        shm = Shm(4096)
+        try:
+            a = rand(4, 4)
+            shm.put(0, a)
+            register = pb.RegisterSharedMemoryRequest(name="mine", key=shm.key, byte_size=4096)
+            call(self.stub.RegisterSharedMemory, register, ALICE)
+            use = pb.MultiplyRequest(a=shm_matrix(4, 4, "mine"), b=matrix(a))
+            call(self.stub.Multiply, use, ALICE)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(self.stub.Multiply, use, BOB)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+            listed = call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(), BOB)
+            self.assertEqual(len(listed.regions), 0)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(self.stub.UnregisterSharedMemory,
+                     pb.UnregisterSharedMemoryRequest(name="mine"), BOB)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+            # Bob may use the same name for his own registration of the same object.
+            call(self.stub.RegisterSharedMemory, register, BOB)
+            self.assertEqual(call(self.stub.UnregisterSharedMemory,
+                                  pb.UnregisterSharedMemoryRequest(), BOB).unregistered, 1)
+            self.assertEqual(
+                [r.name for r in call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(),
+                                      ALICE).regions], ["mine"])
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(self.stub.RegisterSharedMemory, register, NOSHM)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("shm", ctx.exception.details())
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(), None)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        finally:
+            call(self.stub.UnregisterSharedMemory, pb.UnregisterSharedMemoryRequest(), ALICE)
+            shm.close()
+
+
+class SharedMemoryOffTest(unittest.TestCase):
+    def test_switched_off(self):
+        server = ServerProcess("--shared_memory=false")
+        shm = Shm(4096)
+        try:
+            self.assertFalse(server.stub.GetServerInfo(pb.GetServerInfoRequest()).limits.shared_memory)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                server.stub.RegisterSharedMemory(
+                    pb.RegisterSharedMemoryRequest(name="x", key=shm.key, byte_size=16))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("--shared_memory=false", ctx.exception.details())
+            with self.assertRaises(grpc.RpcError) as ctx:
+                server.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(2, 2, "x"),
+                                                        b=matrix(rand(2, 2))))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        finally:
+            shm.close()
+            self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
