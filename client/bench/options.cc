@@ -19,6 +19,7 @@ const char* ModeName(Mode mode) {
     case Mode::kInline: return "inline";
     case Mode::kResident: return "resident";
     case Mode::kPing: return "ping";
+    case Mode::kShm: return "shm";
   }
   return "?";
 }
@@ -124,11 +125,26 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
           o.modes.push_back(Mode::kResident);
         } else if (m == "ping") {
           o.modes.push_back(Mode::kPing);
+        } else if (m == "shm") {
+          o.modes.push_back(Mode::kShm);
         } else {
-          return Bad(absl::StrCat("--modes: '", m, "' is not inline, resident or ping"));
+          return Bad(absl::StrCat("--modes: '", m, "' is not inline, resident, shm or ping"));
         }
       }
       if (o.modes.empty()) return Bad("--modes: empty list");
+    } else if (name == "--transport") {
+      // How operands and results travel: the same runs as --modes inline / shm.
+      o.modes.clear();
+      for (const std::string& t : SplitList(value)) {
+        if (t == "grpc") {
+          o.modes.push_back(Mode::kInline);
+        } else if (t == "shm") {
+          o.modes.push_back(Mode::kShm);
+        } else {
+          return Bad(absl::StrCat("--transport: '", t, "' is not grpc or shm"));
+        }
+      }
+      if (o.modes.empty()) return Bad("--transport: empty list");
     } else if (name == "--variants") {
       o.variants = SplitList(value);
       if (o.variants.empty()) return Bad("--variants: empty list");
@@ -200,7 +216,10 @@ usage: matserve-bench [options]
                            once per worker, multiplied by handle, result kept and released
                            outside the timed call) and/or ping (a health check per request,
                            no matrix work: the gRPC round-trip floor; run once, whatever the
-                           shapes, variants and precisions); default inline
+                           shapes, variants and precisions) and/or shm (operands and result in
+                           a shared-memory region per worker, registered once; the server must
+                           run on this node); default inline
+  --transport LIST         grpc and/or shm: the same as --modes inline / shm
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1

@@ -18,7 +18,8 @@ struct Shape {
 };
 
 // kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
-enum class Mode { kInline, kResident, kPing };
+// kShm: operands and result in a POSIX shared-memory region of each worker (same node only).
+enum class Mode { kInline, kResident, kPing, kShm };
 const char* ModeName(Mode mode);
 
 struct BenchOptions {

@@ -9,13 +9,16 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/bench/releaser.h"
 #include "client/cpp/matrix.h"
+#include "client/cpp/shared_memory.h"
 
 namespace matserve::client::bench {
 namespace {
@@ -83,6 +86,7 @@ class Worker {
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
     v1::Matrix a = RandomOperand(s.m, s.k, dtype, seed);
     v1::Matrix b = RandomOperand(s.k, s.n, dtype, seed + 1);
+    operand_bytes_ = static_cast<std::int64_t>(a.data().size() + b.data().size());
     request_.set_variant(shared_.spec.variant);
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
     if (shared_.spec.mode == Mode::kInline) {
@@ -90,6 +94,7 @@ class Worker {
       *request_.mutable_b() = std::move(b);
       return true;
     }
+    if (shared_.spec.mode == Mode::kShm) return SetupSharedMemory(std::move(a), std::move(b));
     // B joins A's device: on a multi-GPU server each worker's pair lands on one device, and the
     // pairs of different workers spread over the devices.
     for (auto [matrix, handle] : {std::pair{&a, &a_handle_}, std::pair{&b, &b_handle_}}) {
@@ -148,7 +153,8 @@ class Worker {
           if (!released) ++record_.release_errors;
         }
       }
-      bytes_received_ = static_cast<std::int64_t>(reply->c().data().size());
+      bytes_received_ = static_cast<std::int64_t>(
+          shared_.spec.mode == Mode::kShm ? result_bytes_ : reply->c().data().size());
     }
   }
 
@@ -171,16 +177,46 @@ class Worker {
     for (const std::string* handle : {&a_handle_, &b_handle_}) {
       if (!handle->empty()) (void)client_->Release(*handle);
     }
+    if (!region_.empty()) (void)client_->UnregisterSharedMemory(region_);
   }
 
   const Recorder& record() const { return record_; }
   bool setup_failed() const { return setup_failed_; }
-  std::int64_t bytes_sent() const {
-    return static_cast<std::int64_t>(request_.a().data().size() + request_.b().data().size());
-  }
+  // Operand bytes per request, whichever way they travel.
+  std::int64_t bytes_sent() const { return operand_bytes_; }
   std::int64_t bytes_received() const { return bytes_received_; }
 
  private:
+  // A region of A, B and room for C (each at a 4 KiB boundary), registered once; the request
+  // names places in it and carries no bytes.
+  bool SetupSharedMemory(v1::Matrix a, v1::Matrix b) {
+    const auto round = [](std::size_t n) { return (n + 4095) / 4096 * 4096; };
+    const std::size_t a_bytes = a.data().size(), b_bytes = b.data().size();
+    const Shape& s = shared_.spec.shape;
+    result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b_bytes / (s.k * s.n));
+    const std::size_t off_b = round(a_bytes), off_c = off_b + round(b_bytes);
+    auto object = SharedMemoryObject::Create(off_c + static_cast<std::size_t>(result_bytes_));
+    if (!object.ok()) return Fail(object.status());
+    shm_ = *std::move(object);
+    std::memcpy(shm_.bytes().data(), a.data().data(), a_bytes);
+    std::memcpy(shm_.bytes().data() + off_b, b.data().data(), b_bytes);
+    const std::string name = absl::StrCat("bench-", index_);
+    auto region = client_->RegisterSharedMemory(name, shm_.key(),
+                                                static_cast<std::int64_t>(shm_.bytes().size()));
+    if (!region.ok()) return Fail(region.status());
+    region_ = name;
+    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
+      matrix->clear_data();
+      matrix->mutable_shm()->set_region(name);
+      matrix->mutable_shm()->set_offset(static_cast<std::int64_t>(offset));
+    }
+    *request_.mutable_a() = std::move(a);
+    *request_.mutable_b() = std::move(b);
+    request_.mutable_output_shm()->set_region(name);
+    request_.mutable_output_shm()->set_offset(static_cast<std::int64_t>(off_c));
+    return true;
+  }
+
   bool Fail(const absl::Status& status) {
     record_.RecordError(StatusCodeName(status.code()), "setup: " + std::string(status.message()));
     setup_failed_ = true;
@@ -193,6 +229,10 @@ class Worker {
   std::unique_ptr<Client> own_client_;
   v1::MultiplyRequest request_;
   std::string a_handle_, b_handle_;
+  SharedMemoryObject shm_;  // shm mode
+  std::string region_;      // its registered name
+  std::int64_t operand_bytes_ = 0;
+  std::int64_t result_bytes_ = 0;
   Recorder record_;
   bool setup_failed_ = false;
   std::int64_t bytes_received_ = 0;
@@ -283,7 +323,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   for (const auto& w : workers) {
     result.record.Merge(w->record());
     if (w->setup_failed()) ++result.setup_failures;
-    if (spec.mode == Mode::kInline && !w->setup_failed()) {
+    if ((spec.mode == Mode::kInline || spec.mode == Mode::kShm) && !w->setup_failed()) {
       result.bytes_sent_per_request = w->bytes_sent();
     }
     result.bytes_received_per_request =

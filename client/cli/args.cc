@@ -217,6 +217,11 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
          m.keep_result = true;
          return absl::OkStatus();
        }},
+      {"shm", true,
+       [&m](const std::string&) {
+         m.shm = true;
+         return absl::OkStatus();
+       }},
   };
 }
 
@@ -286,6 +291,11 @@ std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
       {"in-place", true,
        [&t](const std::string&) {
          t.in_place = true;
+         return absl::OkStatus();
+       }},
+      {"shm", true,
+       [&t](const std::string&) {
+         t.shm = true;
          return absl::OkStatus();
        }},
   };
@@ -461,6 +471,11 @@ absl::Status CheckMultiply(const MultiplyOptions& m) {
         "multiply: --keep-result leaves C on the server: no --verify or --out "
         "(use --server-verify, then `download`)");
   }
+  if (m.shm && (handles || m.keep_result)) {
+    return Usage(
+        "multiply: --shm moves data through shared memory: not with handles or "
+        "--keep-result");
+  }
   if (m.variant.empty()) return Usage("multiply: --variant must not be empty (use auto)");
   if (m.tolerance && !m.verify && !m.server_verify) {
     return Usage("multiply: --tolerance needs --verify or --server-verify");
@@ -483,6 +498,11 @@ absl::Status CheckTranspose(const TransposeOptions& t) {
   }
   if ((t.keep_result || t.in_place) && (t.verify || !t.out.empty())) {
     return Usage("transpose: --keep-result/--in-place leave B on the server: no --verify or --out");
+  }
+  if (t.shm && (!t.a_handle.empty() || t.keep_result || t.in_place)) {
+    return Usage(
+        "transpose: --shm moves data through shared memory: not with --a-handle, "
+        "--keep-result or --in-place");
   }
   if (t.variant.empty()) return Usage("transpose: --variant must not be empty (use auto)");
   if (t.tolerance && !t.verify && !t.server_verify) {

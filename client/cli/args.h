@@ -71,6 +71,7 @@ struct MultiplyOptions {
   // Resident operands (handles from `upload`) instead of data, and keeping C on the device.
   std::string a_handle, b_handle, c_handle;
   bool keep_result = false;
+  bool shm = false;  // operands and result through a shared-memory region (same node)
 };
 
 struct TransposeOptions {
@@ -90,6 +91,7 @@ struct TransposeOptions {
   std::string a_handle;  // a resident input instead of --a/--random
   bool keep_result = false;
   bool in_place = false;  // transpose the resident --a-handle in place
+  bool shm = false;       // A and B through a shared-memory region (same node)
 };
 
 // upload: one matrix from a file or --random into device memory.

@@ -110,6 +110,9 @@ checks and output:
 resident matrices (handles from `matserve-cli upload`):
   --a-handle H, --b-handle H, --c-handle H   operands already on the server instead of data
   --keep-result          leave C on the server; prints its handle (then `download`)
+same node:
+  --shm                  A, B, C and the result through a shared-memory region made for the
+                         call instead of gRPC messages (the server must share /dev/shm)
 )",
           KernelTail(kernel_list));
     case Command::kTranspose:
@@ -132,6 +135,7 @@ B = scale * A^T, computed by the server; B has A's dtype and layout.
   --a-handle H           a resident matrix instead of --a/--random
   --keep-result          leave B on the server; prints its handle
   --in-place             transpose the resident --a-handle in place (the handle then names A^T)
+  --shm                  A and B through a shared-memory region made for the call (same node)
 )",
                           KernelTail(kernel_list));
     case Command::kUpload:

@@ -1,11 +1,14 @@
 // `matserve-cli multiply`: operands from .npy files, --random or resident handles; the request;
 // the call; the client-side float64 check; --out; the report; the --tolerance verdict.
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/command_util.h"
 #include "client/cli/commands.h"
 #include "client/cli/report.h"
+#include "client/cli/shm_transport.h"
 #include "client/cli/verify.h"
 #include "client/cpp/matrix.h"
 
@@ -103,6 +106,27 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
 
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
   if (!client.ok()) return InputError(env.err, client.status());
+  // With --shm the request names places in a region; the client-side check reads the bytes from
+  // this copy of the original request.
+  const v1::MultiplyRequest sent = request;
+  std::optional<ShmTransport> shm;
+  if (opt.shm) {
+    const v1::Matrix& a = request.a();
+    const v1::Matrix& b = request.b();
+    const std::int64_t m = opt.transpose_a ? a.cols() : a.rows();
+    const std::int64_t n = opt.transpose_b ? b.rows() : b.cols();
+    const v1::DataType out =
+        request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED ? request.output_dtype() : a.dtype();
+    absl::StatusOr<DType> out_type = FromProto(out);
+    if (!out_type.ok()) return InputError(env.err, out_type.status());
+    std::vector<v1::Matrix*> operands = {request.mutable_a(), request.mutable_b()};
+    if (request.has_c()) operands.push_back(request.mutable_c());
+    absl::StatusOr<ShmTransport> t = ShmTransport::Create(
+        **client, operands, m * n * static_cast<std::int64_t>(kernels::dtype_size(*out_type)),
+        request.mutable_output_shm());
+    if (!t.ok()) return RpcError(env.err, t.status());
+    shm.emplace(*std::move(t));
+  }
   double gflops = 0, rpc_us = 0;
   absl::StatusOr<v1::MultiplyReply> reply =
       CallRepeated<v1::MultiplyReply>([&] { return (*client)->Multiply(request); },
@@ -110,6 +134,7 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
                                       opt.warmup, opt.repeat, gflops, rpc_us);
   if (!reply.ok()) return RpcError(env.err, reply.status());
   reply->set_gflops(gflops);
+  if (shm) shm->FetchResult(*reply->mutable_c());
 
   RunSummary summary;
   summary.target = env.global.target;
@@ -130,7 +155,7 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
   if (opt.verify) {
-    absl::StatusOr<kernels::ErrorStats> check = VerifyMultiply(request, reply->c());
+    absl::StatusOr<kernels::ErrorStats> check = VerifyMultiply(sent, reply->c());
     if (!check.ok()) return RpcError(env.err, check.status());
     summary.client_check = *check;
   }

@@ -1,10 +1,12 @@
 // `matserve-cli transpose`: A from a .npy file, --random or a resident handle (optionally in
 // place); the call; the client-side float64 check; --out; the report; the --tolerance verdict.
+#include <optional>
 #include <utility>
 
 #include "client/cli/command_util.h"
 #include "client/cli/commands.h"
 #include "client/cli/report.h"
+#include "client/cli/shm_transport.h"
 #include "client/cli/verify.h"
 #include "client/cpp/matrix.h"
 
@@ -37,6 +39,15 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
 
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
   if (!client.ok()) return InputError(env.err, client.status());
+  const v1::TransposeRequest sent = request;  // the bytes the client-side check reads
+  std::optional<ShmTransport> shm;
+  if (opt.shm) {
+    const auto bytes = static_cast<std::int64_t>(request.a().data().size());
+    absl::StatusOr<ShmTransport> t =
+        ShmTransport::Create(**client, {request.mutable_a()}, bytes, request.mutable_output_shm());
+    if (!t.ok()) return RpcError(env.err, t.status());
+    shm.emplace(*std::move(t));
+  }
   double gb_per_s = 0, rpc_us = 0;
   absl::StatusOr<v1::TransposeReply> reply =
       CallRepeated<v1::TransposeReply>([&] { return (*client)->Transpose(request); },
@@ -44,6 +55,7 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
                                        opt.warmup, opt.repeat, gb_per_s, rpc_us);
   if (!reply.ok()) return RpcError(env.err, reply.status());
   reply->set_gb_per_s(gb_per_s);
+  if (shm) shm->FetchResult(*reply->mutable_b());
 
   RunSummary summary;
   summary.target = env.global.target;
@@ -60,7 +72,7 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
   if (opt.verify) {
-    absl::StatusOr<kernels::ErrorStats> check = VerifyTranspose(request, reply->b());
+    absl::StatusOr<kernels::ErrorStats> check = VerifyTranspose(sent, reply->b());
     if (!check.ok()) return RpcError(env.err, check.status());
     summary.client_check = *check;
   }

@@ -268,4 +268,48 @@ absl::StatusOr<v1::ListResidentReply> Client::ListResident() {
   return reply;
 }
 
+absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterSharedMemory(const std::string& name,
+                                                                    const std::string& key,
+                                                                    std::int64_t byte_size,
+                                                                    std::int64_t offset) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::RegisterSharedMemoryRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_byte_size(byte_size);
+  request.set_offset(offset);
+  v1::RegisterSharedMemoryReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->RegisterSharedMemory(&context, request, &reply));
+      !s.ok()) {
+    return s;
+  }
+  return reply.region();
+}
+
+absl::StatusOr<int> Client::UnregisterSharedMemory(const std::string& name) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::UnregisterSharedMemoryRequest request;
+  request.set_name(name);
+  v1::UnregisterSharedMemoryReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->UnregisterSharedMemory(&context, request, &reply));
+      !s.ok()) {
+    return s;
+  }
+  return reply.unregistered();
+}
+
+absl::StatusOr<v1::ListSharedMemoryReply> Client::ListSharedMemory() {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::ListSharedMemoryReply reply;
+  if (absl::Status s =
+          FromGrpcStatus(stub_->ListSharedMemory(&context, v1::ListSharedMemoryRequest(), &reply));
+      !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
 }  // namespace matserve::client

@@ -82,6 +82,15 @@ class Client {
   absl::StatusOr<v1::ReleaseReply> Release(const std::string& handle);
   absl::StatusOr<v1::ListResidentReply> ListResident();
 
+  // Shared-memory regions (a server on this node): register `key` (e.g. a SharedMemoryObject's)
+  // as `name`, then name region + offset in Matrix.shm and output_shm. Unregister "" = all.
+  absl::StatusOr<v1::SharedMemoryRegion> RegisterSharedMemory(const std::string& name,
+                                                              const std::string& key,
+                                                              std::int64_t byte_size,
+                                                              std::int64_t offset = 0);
+  absl::StatusOr<int> UnregisterSharedMemory(const std::string& name);
+  absl::StatusOr<v1::ListSharedMemoryReply> ListSharedMemory();
+
   const std::string& target() const { return target_; }
   const ClientOptions& options() const { return options_; }
 

@@ -113,6 +113,26 @@ class BenchTest(unittest.TestCase):
         left = self.server.stub.ListResident(pb.ListResidentRequest(), timeout=10)
         self.assertEqual(len(left.matrices), 0)
 
+    def test_grpc_and_shared_memory_transports(self):
+        def objects():
+            return {f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}
+        before = objects()
+        doc, out, _ = self.bench("--shapes", "48x40x24", "--transport", "grpc,shm",
+                                 "--concurrency", "2", "--duration", "3", "--warmup", "1")
+        self.assertEqual([(r["mode"], r["concurrency"]) for r in doc["runs"]],
+                         [("inline", 2), ("shm", 2)])
+        for r in doc["runs"]:
+            with self.subTest(mode=r["mode"]):
+                self.check_run(r)
+                self.assertEqual(r["bytes_sent_per_request"], (48 * 24 + 24 * 40) * 4)
+                self.assertEqual(r["bytes_received_per_request"], 48 * 40 * 4)
+        self.assertIn("shm", out)
+        # Each worker unregistered its region and removed its object.
+        from matserve.v1 import matrix_service_pb2 as pb
+        left = self.server.stub.ListSharedMemory(pb.ListSharedMemoryRequest(), timeout=10)
+        self.assertEqual(len(left.regions), 0)
+        self.assertEqual(objects() - before, set())
+
     def test_sweep_by_request_count(self):
         doc, _, path = self.bench("--shapes", "8", "--concurrency", "1:4:x2", "--requests", "40",
                                   "--warmup", "1")

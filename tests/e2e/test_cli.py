@@ -72,6 +72,27 @@ class CliTest(unittest.TestCase):
         self.cli("transpose", "--a", self.path("a.npy"), "--scale", "2", "--out", self.path("t.npy"))
         np.testing.assert_array_equal(np.load(self.path("t.npy")), 2 * a.T)
 
+    def test_shared_memory_transport(self):
+        a, b, c = rand(30, 20), rand(20, 17), rand(30, 17)
+        np.save(self.path("sa.npy"), a)
+        np.save(self.path("sb.npy"), b)
+        np.save(self.path("sc.npy"), c)
+        before = {f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}
+        r = self.cli("multiply", "--a", self.path("sa.npy"), "--b", self.path("sb.npy"), "--c",
+                     self.path("sc.npy"), "--beta", "-1", "--shm", "--verify", "--tolerance",
+                     "1e-5", "--out", self.path("sout.npy"))
+        self.assertLess(r["client_verification"]["rel_l2_error"], 1e-5)
+        np.testing.assert_allclose(np.load(self.path("sout.npy")), a.astype(np.float64) @ b - c,
+                                   rtol=1e-5, atol=1e-5)
+        self.cli("transpose", "--a", self.path("sa.npy"), "--shm", "--out", self.path("st.npy"))
+        np.testing.assert_array_equal(np.load(self.path("st.npy")), a.T)
+        # The region was unregistered and its object removed.
+        from matserve.v1 import matrix_service_pb2 as pb
+        self.assertEqual(len(self.server.stub.ListSharedMemory(pb.ListSharedMemoryRequest()).regions), 0)
+        self.assertEqual({f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}, before)
+        bad = self.cli("multiply", "--random", "4x4x4", "--shm", "--keep-result", expect=1)
+        self.assertIn("--shm", bad.stderr)
+
     def test_resident_chain(self):
         a = rand(16, 8)
         np.save(self.path("ra.npy"), a)

@@ -143,6 +143,12 @@ TEST(Options, MixAndStopConditions) {
   ASSERT_TRUE(ping.ok()) << ping.status();
   EXPECT_EQ(ping->modes, (std::vector<Mode>{Mode::kPing, Mode::kResident}));
   EXPECT_STREQ(ModeName(Mode::kPing), "ping");
+  auto transports = ParseOptions({"--transport", "grpc,shm"});
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  EXPECT_EQ(transports->modes, (std::vector<Mode>{Mode::kInline, Mode::kShm}));
+  EXPECT_EQ(ParseOptions({"--modes", "shm"})->modes, (std::vector<Mode>{Mode::kShm}));
+  EXPECT_STREQ(ModeName(Mode::kShm), "shm");
+  EXPECT_FALSE(ParseOptions({"--transport", "carrier-pigeon"}).ok());
   EXPECT_FALSE(ParseOptions({})->release_inline);
   EXPECT_TRUE(ParseOptions({"--release", "inline"})->release_inline);
   EXPECT_FALSE(ParseOptions({"--release", "never"}).ok());
