@@ -2,7 +2,8 @@
 
 Results are checked against NumPy in float64 for every dtype, transpose state and layout; every
 error class must surface as its MatservError subclass with the gRPC code and message; resident
-handles and streamed transfers above the unary message limit; and an offline `pip install`.
+handles and streamed transfers above the unary message limit; shared-memory regions (operands and
+results in place, cleanup, errors); and an offline `pip install`.
 """
 import concurrent.futures
 import importlib.util
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import grpc
@@ -332,6 +334,205 @@ class ClientTest(unittest.TestCase):
                 s = rand(3, 4)
                 with client.upload(s, stream=True) as h:
                     np.testing.assert_array_equal(h.download(stream=True), s)
+
+
+def shm_exists(key):
+    return os.path.exists("/dev/shm" + key)
+
+
+class SharedMemoryClientTest(unittest.TestCase):
+    """Client.create_shared_memory / register_shared_memory, ShmMatrix operands and `out`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess()
+        cls.client = Client(cls.server.target, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        code = cls.server.stop()
+        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+
+    def setUp(self):
+        self.region = self.client.create_shared_memory(4 << 20)
+
+    def tearDown(self):
+        self.region.close()
+        self.client.unregister_shared_memory()  # whatever a failed test left registered
+        self.assertFalse(shm_exists(self.region.key))
+
+    def test_server_offers_shared_memory(self):
+        self.assertTrue(self.client.server_info().limits.shared_memory)
+        self.assertFalse(self.region.pinned)  # the CPU backend pins nothing
+
+    def test_operands_and_result_in_shared_memory_match_numpy(self):
+        r = self.region
+        a, b, c = rand(37, 29, np.float64), rand(29, 13, np.float64), rand(37, 13, np.float64)
+        for order in ("C", "F"):
+            sa, sb = r.put(np.asarray(a, order=order)), r.put(np.asfortranarray(b))
+            sc = r.put(np.asarray(c, order=order))
+            out = r.empty(37, 13, "fp64", order=order)
+            res = self.client.multiply(sa, sb, c=sc, alpha=0.5, beta=-2.0, out=out)
+            self.assertTrue(np.shares_memory(res.c, out.array()))
+            self.assertEqual(res.c.flags.f_contiguous and not res.c.flags.c_contiguous,
+                             order == "F")
+            np.testing.assert_allclose(res.c, 0.5 * a @ b - 2.0 * c, rtol=1e-12, atol=1e-12)
+            # Transposed operands: op(A) = stored.T.
+            at, bt = r.put(a.T.copy()), r.put(b.T.copy())
+            out = r.empty(37, 13, "fp64", order=order)
+            res = self.client.multiply(at, bt, transpose_a=True, transpose_b=True, out=out)
+            np.testing.assert_allclose(out.array(), a @ b, rtol=1e-12, atol=1e-12)
+            r.reset()
+        a32, b32 = rand(64, 96), rand(96, 40)
+        out = r.empty(64, 40, np.float32)
+        res = self.client.multiply(r.put(a32), r.put(b32), out=out, verify=True)
+        self.assertEqual(res.c.dtype, np.float32)
+        self.assertLess(rel_l2(out.array().astype(np.float64), a32.astype(np.float64) @ b32),
+                        1e-5)
+        self.assertLess(res.verification.rel_l2_error, 1e-5)
+        self.assertTrue(res.variant and res.device)
+        # fp16 operands with an fp32 result (out_dtype), bf16 operands with a bf16 result.
+        h = r.put(rand(8, 8, np.float16))
+        res = self.client.multiply(h, h, out_dtype="fp32", out=r.empty(8, 8, "fp32"))
+        want = h.array().astype(np.float64) @ h.array().astype(np.float64)
+        self.assertLess(rel_l2(res.c.astype(np.float64), want), 1e-3)
+        bf = r.put(Bfloat16.from_float(rand(8, 8)))
+        res = self.client.multiply(bf, bf, out=r.empty(8, 8, "bf16"))
+        self.assertIsInstance(res.c, Bfloat16)
+        self.assertLess(rel_l2(res.c.to_float32().astype(np.float64),
+                               as_f64(bf.array()) @ as_f64(bf.array())), 1e-2)
+
+    def test_mixed_places(self):
+        r = self.region
+        a, b = rand(20, 31), rand(31, 11)
+        want = a.astype(np.float64) @ b
+        sa, sb = r.put(a), r.put(b)
+        res = self.client.multiply(sa, b)  # a in shared memory, b sent, C in the reply
+        self.assertFalse(np.shares_memory(res.c, sa.array()))
+        self.assertLess(rel_l2(res.c.astype(np.float64), want), 1e-5)
+        res = self.client.multiply(a, sb, out=r.empty(20, 11, "fp32"))  # b and C in the region
+        self.assertLess(rel_l2(res.c.astype(np.float64), want), 1e-5)
+        with self.client.upload(a) as ha:  # resident a, shared-memory b and C
+            res = self.client.multiply(ha, sb, out=r.empty(20, 11, "fp32"))
+            self.assertLess(rel_l2(res.c.astype(np.float64), want), 1e-5)
+        with self.client.upload(sa) as hs:  # a ShmMatrix uploads its bytes
+            np.testing.assert_array_equal(hs.download(), a)
+
+    def test_transpose_into_shared_memory(self):
+        r = self.region
+        for dtype in (np.float64, np.float32, np.float16):
+            for order in ("C", "F"):
+                a = np.asarray(rand(33, 65, dtype), order=order)
+                out = r.empty(65, 33, dtype, order=order)
+                res = self.client.transpose(r.put(a), scale=2.0, out=out)
+                self.assertTrue(np.shares_memory(res.b, out.array()))
+                np.testing.assert_array_equal(res.b, (2.0 * a.T).astype(dtype))
+                res = self.client.transpose(a, out=r.empty(65, 33, dtype, order=order))
+                np.testing.assert_array_equal(res.b, a.T)
+            r.reset()
+
+    def test_list_and_unregister(self):
+        with self.client.create_shared_memory(8192, name="second") as second:
+            listed = {i.name: i for i in self.client.list_shared_memory()}
+            self.assertEqual(sorted(listed), sorted([self.region.name, "second"]))
+            self.assertIsInstance(listed["second"], mc.SharedMemoryInfo)
+            self.assertEqual((listed["second"].key, listed["second"].offset,
+                              listed["second"].byte_size), (second.key, 0, 8192))
+            placed = second.put(rand(4, 4))
+            self.assertEqual(self.client.unregister_shared_memory("second"), 1)
+            self.assertEqual([i.name for i in self.client.list_shared_memory()],
+                             [self.region.name])
+            self.assertTrue(shm_exists(second.key))  # unregistered, still open here
+            with self.assertRaises(mc.NotFound):
+                self.client.multiply(placed, rand(4, 4))
+            with self.assertRaises(mc.NotFound):
+                self.client.unregister_shared_memory("second")
+        self.assertFalse(shm_exists(second.key))
+        self.assertEqual(self.client.unregister_shared_memory(), 1)  # every region of the caller
+        self.assertEqual(self.client.list_shared_memory(), [])
+
+    def test_context_manager_and_client_close_clean_up(self):
+        with self.client.create_shared_memory(1 << 16) as region:
+            res = self.client.multiply(region.put(rand(5, 5)), rand(5, 5),
+                                       out=region.empty(5, 5, "fp32"))
+            view = res.c
+        self.assertTrue(region.closed)
+        self.assertFalse(shm_exists(region.key))
+        self.assertNotIn(region.name, [i.name for i in self.client.list_shared_memory()])
+        self.assertEqual(view.shape, (5, 5))  # a view outlives the region (the pages stay mapped)
+        self.assertTrue(np.isfinite(view).all())
+        with Client(self.server.target, timeout=30) as other:
+            kept = other.create_shared_memory(4096)
+            self.assertIn(kept.name, [i.name for i in other.list_shared_memory()])
+        self.assertTrue(kept.closed)
+        self.assertFalse(shm_exists(kept.key))
+        self.assertEqual([i.name for i in self.client.list_shared_memory()], [self.region.name])
+
+    def test_registering_the_callers_own_object(self):
+        own = shared_memory.SharedMemory(create=True, size=1 << 16)
+        try:
+            a, b = rand(8, 8, np.float64), rand(8, 8, np.float64)
+            with self.client.register_shared_memory("own", "/" + own.name, 8192,
+                                                    offset=5000) as region:
+                self.assertFalse(region.owned)
+                res = self.client.multiply(region.put(a), region.put(b),
+                                           out=region.empty(8, 8, "fp64"))
+                np.testing.assert_allclose(res.c, a @ b, rtol=1e-12, atol=1e-12)
+                first = np.frombuffer(own.buf, np.float64, count=64, offset=5000)
+                np.testing.assert_array_equal(first.reshape(8, 8), a)
+                del first
+            self.assertTrue(shm_exists("/" + own.name))  # the caller's to unlink
+        finally:
+            own.close()
+            own.unlink()
+
+    def test_errors_map_to_their_classes(self):
+        r = self.region
+        ok = rand(4, 4)
+        S = grpc.StatusCode
+        beyond = mc.ShmMatrix(r, r.byte_size - 32, 4, 4, "fp32", "C")
+        e = self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "exceeds region",
+                              self.client.multiply, beyond, ok)
+        self.assertIn(r.name, e.message)
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "output_shm",
+                          self.client.multiply, ok, ok,
+                          out=mc.ShmMatrix(r, r.byte_size - 4, 4, 4, "fp32", "C"))
+        sa = r.put(ok)
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "overlaps",
+                          self.client.multiply, sa, ok,
+                          out=mc.ShmMatrix(r, sa.offset + 32, 4, 4, "fp32", "C"))
+        gone = self.client.create_shared_memory(4096)
+        placed = gone.put(ok)
+        self.client.unregister_shared_memory(gone.name)
+        self.assert_error(mc.NotFound, S.NOT_FOUND, f"no shared-memory region '{gone.name}'",
+                          self.client.multiply, placed, ok)
+        gone.close()
+        self.assert_error(mc.NotFound, S.NOT_FOUND, "no shared-memory object",
+                          self.client.register_shared_memory, "x",
+                          f"/matserve-absent-{os.getpid()}", 16)
+        self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "exceeds",
+                          self.client.register_shared_memory, "x", r.key, r.byte_size, offset=1)
+        self.assert_error(mc.AlreadyExists, S.ALREADY_EXISTS, "registered already",
+                          self.client.create_shared_memory, 64, name=r.name)
+        # Client-side checks come before any call.
+        with self.assertRaisesRegex(ValueError, "out: not with keep_result"):
+            self.client.multiply(sa, ok, keep_result=True, out=r.empty(4, 4, "fp32"))
+        with self.assertRaisesRegex(ValueError, r"out: shape \(4, 5\) differs"):
+            self.client.multiply(sa, ok, out=r.empty(4, 5, "fp32"))
+        # And the region still works.
+        res = self.client.multiply(sa, ok, out=r.empty(4, 4, "fp32"))
+        self.assertLess(rel_l2(res.c.astype(np.float64), ok.astype(np.float64) @ ok), 1e-5)
+
+    def test_switched_off_server_refuses_and_leaves_no_object(self):
+        before = set(os.listdir("/dev/shm"))
+        with ServerProcess("--shared_memory=false") as off, Client(off.target, timeout=30) as c:
+            self.assertFalse(c.server_info().limits.shared_memory)
+            self.assert_error(mc.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION,
+                              "--shared_memory=false", c.create_shared_memory, 4096)
+        self.assertEqual(set(os.listdir("/dev/shm")) - before, set())
+
+    assert_error = ClientTest.assert_error
 
 
 class PipInstallTest(unittest.TestCase):

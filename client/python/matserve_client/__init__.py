@@ -13,15 +13,17 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
                      Unavailable, Unimplemented, Unknown)
 from .resident import ResidentMatrix
 from .results import (DeviceInfo, KernelInfo, MultiplyResult, ResidentInfo, ServerInfo,
-                      ServerLimits, Timing, TransposeResult, Verification)
+                      ServerLimits, SharedMemoryInfo, Timing, TransposeResult, Verification)
+from .shared_memory import SharedMemoryRegion, ShmMatrix
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ResidentMatrix", "Bfloat16", "float_to_bf16_bits", "bf16_bits_to_float32",
-    "MultiplyResult", "TransposeResult", "Timing", "Verification", "KernelInfo", "ServerInfo",
-    "ServerLimits", "DeviceInfo", "ResidentInfo", "MatservError", "Cancelled", "Unknown",
-    "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied",
-    "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-    "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+    "Client", "ResidentMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
+    "float_to_bf16_bits", "bf16_bits_to_float32", "MultiplyResult", "TransposeResult", "Timing",
+    "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo", "ResidentInfo",
+    "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown", "InvalidArgument",
+    "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
+    "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable",
+    "DataLoss", "Unauthenticated",
 ]

@@ -7,21 +7,23 @@ MatservError subclass carrying the gRPC status code and the server's message.
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 
-from . import dtypes, transfer
+from . import dtypes, shared_memory, transfer
 from .auth import BearerToken
 from ._stubs import pb, rpc
-from .encoding import DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, decode, memory_order, prepare
-from .errors import MatservError, Unimplemented, error_for, from_rpc_error
+from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, decode,
+                       memory_order, prepare)
+from .errors import MatservError, NotFound, Unimplemented, error_for, from_rpc_error
 from .resident import ResidentMatrix
-from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
-                      TransposeResult, Verification)
+from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, SharedMemoryInfo,
+                      Timing, TransposeResult, Verification)
+from .shared_memory import SharedMemoryRegion, ShmMatrix
 
-Operand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, Any]
+Operand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, ShmMatrix, Any]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 DEFAULT_CHUNK_BYTES = 4 << 20
@@ -85,11 +87,25 @@ class Client:
         self._stub = rpc.MatrixServiceStub(calls)
         self._server_max_message: Optional[int] = None
         self._lock = threading.Lock()
+        self._regions: List[SharedMemoryRegion] = []  # open ones, made or registered here
+        self._registered: Dict[str, SharedMemoryRegion] = {}  # of those, still registered
+        self._regions_lock = threading.Lock()
 
     # --- connection ------------------------------------------------------------------------------
     def close(self) -> None:
-        """Closes the channel (resident matrices stay on the server until released or expired)."""
-        self._channel.close()
+        """Closes the shared-memory regions still open (unregistered; the ones this client made
+        unlinked too), then the channel. Resident matrices stay on the server until released or
+        expired."""
+        try:
+            with self._regions_lock:
+                regions = list(self._regions)
+            for region in regions:
+                try:
+                    region.close()
+                except MatservError:
+                    pass  # closed locally all the same; the server unmaps it at its own exit
+        finally:
+            self._channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -150,31 +166,41 @@ class Client:
                  precision: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
                  out_dtype: Optional[dtypes.DTypeLike] = None, out_order: Optional[str] = None,
                  verify: bool = False, keep_result: bool = False, bf16_bits: bool = False,
+                 out: Optional[ShmMatrix] = None,
                  timeout: Optional[float] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C on the server.
 
-        a, b: 2-D float64/float32/float16 arrays, `Bfloat16`, or `ResidentMatrix` handles; with
-        transpose_a the stored `a` is k x m and op(A) = a.T (likewise b). Both must have one dtype;
-        `dtype` converts array operands first (dtype="bf16" rounds floats nearest-even).
-        c: optional input C (m x n), converted to the output dtype and order; read when beta != 0.
+        a, b: 2-D float64/float32/float16 arrays, `Bfloat16`, `ResidentMatrix` handles, or
+        `ShmMatrix` places in shared memory; with transpose_a the stored `a` is k x m and
+        op(A) = a.T (likewise b). Both must have one dtype; `dtype` converts array operands first
+        (dtype="bf16" rounds floats nearest-even).
+        c: optional input C (m x n), converted to the output dtype and order; read when beta != 0
+        (a ShmMatrix c must already have the output dtype and order).
         precision: compute mode, None/"default" (the data's own), "fp64", "fp32", "tf32" (fp32 data
         on tensor cores), "fp16", "bf16" (fp32 data rounded on the device). out_dtype: e.g. "fp32"
-        for fp16/bf16 inputs. out_order: "C" or "F" (default: c's order, else "C").
+        for fp16/bf16 inputs. out_order: "C" or "F" (default: out's order, else c's, else "C").
         verify: the server also computes a float64 reference; see result.verification.
         keep_result: leave C on the server; result.resident is its ResidentMatrix, result.c None.
         bf16_bits: return bf16 results as Bfloat16 bits instead of float32 values.
+        out: a ShmMatrix (e.g. region.empty(m, n, dtype)) the server writes C into; it must have
+        the result's shape, dtype (out_dtype, else the inputs') and order (ValueError otherwise).
+        result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
         Raises a MatservError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         if precision is not None and precision.lower() not in PRECISIONS:
             raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16; "
                              f"got {precision!r}")
+        _check_out_place(out, keep_result)
         compute = PRECISIONS[precision.lower() if precision else None]
         ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
         out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
         order = _order(out_order)
+        if order is None and out is not None:
+            order = out.order
         if c is not None:
             if order is None:
-                order = c.order if isinstance(c, ResidentMatrix) else memory_order(c)
+                order = (c.order if isinstance(c, (ResidentMatrix, ShmMatrix))
+                         else memory_order(c))
             ops["c"] = self._operand(c, out_name, "c", order=order)
         order = order or "C"
         request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
@@ -186,13 +212,21 @@ class Client:
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
+        if out is not None:
+            _check_out_matches(out, (m, n), out_name, order,
+                               "out_dtype, else the inputs' dtype", "out_order")
+            request.output_shm.CopyFrom(out.ref())
+            result_bytes = 0  # not in the reply
         temporaries: List[ResidentMatrix] = []
         try:
             kept = self._fill_operands(request, ops, result_bytes, keep_result, temporaries,
                                        timeout)
             reply = self._call("Multiply", request, timeout)
-            matrix, resident = self._result(reply.c, reply.result if kept else None,
-                                            keep_result, bf16_bits, timeout)
+            if out is not None:
+                matrix, resident = _out_view(out, reply.c), None
+            else:
+                matrix, resident = self._result(reply.c, reply.result if kept else None,
+                                                keep_result, bf16_bits, timeout)
         finally:
             self._release_quietly(temporaries)
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
@@ -203,26 +237,40 @@ class Client:
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
                   keep_result: bool = False, in_place: bool = False, bf16_bits: bool = False,
+                  out: Optional[ShmMatrix] = None,
                   timeout: Optional[float] = None) -> TransposeResult:
         """B = scale * A^T on the server (same dtype and order as A).
 
-        a: 2-D array, Bfloat16 or ResidentMatrix. in_place (ResidentMatrix only): transpose the
-        resident matrix itself; afterwards `a` describes A^T and result.resident is `a`.
-        keep_result: leave B on the server (result.resident). Other arguments as in multiply.
+        a: 2-D array, Bfloat16, ResidentMatrix or ShmMatrix. in_place (ResidentMatrix only):
+        transpose the resident matrix itself; afterwards `a` describes A^T and result.resident is
+        `a`. keep_result: leave B on the server (result.resident).
+        out: a ShmMatrix (cols x rows, A's dtype and order) the server writes B into; result.b is
+        then out.array(), a view of the shared memory. Other arguments as in multiply.
         """
         if in_place and not isinstance(a, ResidentMatrix):
             raise ValueError("in_place transposes a ResidentMatrix (upload the array first)")
+        _check_out_place(out, keep_result)
+        if out is not None and in_place:
+            raise ValueError("out: not with in_place (the result replaces the resident matrix)")
         op = self._operand(a, dtype, "a")
         request = pb.TransposeRequest(scale=float(scale), variant=variant or "auto",
                                       verify=verify)
         if in_place:
             request.in_place = True
+        result_bytes = 0 if in_place else op.nbytes
+        if out is not None:
+            rows, cols = _shape(op)
+            _check_out_matches(out, (cols, rows), op.dtype, op.order, "A's dtype", "A's order")
+            request.output_shm.CopyFrom(out.ref())
+            result_bytes = 0
         temporaries: List[ResidentMatrix] = []
         try:
-            kept = self._fill_operands(request, {"a": op}, 0 if in_place else op.nbytes,
-                                       keep_result, temporaries, timeout)
+            kept = self._fill_operands(request, {"a": op}, result_bytes, keep_result,
+                                       temporaries, timeout)
             reply = self._call("Transpose", request, timeout)
-            if in_place:
+            if out is not None:
+                matrix, resident = _out_view(out, reply.b), None
+            elif in_place:
                 a._update(ResidentInfo.from_proto(reply.result))
                 matrix, resident = None, a
             else:
@@ -245,6 +293,8 @@ class Client:
         colocate_with: a resident matrix (or handle) whose device the new one goes to, so both can
         be operands of one request on a multi-GPU server; None: the least-loaded device.
         """
+        if isinstance(x, ShmMatrix):  # the server takes no shared memory in Upload: send bytes
+            x = x.array()
         return self._upload(prepare(x, dtype, "matrix", order=_order(order)), stream, timeout,
                             colocate_with)
 
@@ -273,12 +323,109 @@ class Client:
     def _release(self, handle: str, *, timeout: Optional[float]) -> int:
         return transfer.release(self._stub, handle, self._deadline(timeout))
 
+    # --- shared memory ------------------------------------------------------------------------
+    def create_shared_memory(self, byte_size: int, name: Optional[str] = None, *,
+                             timeout: Optional[float] = None) -> SharedMemoryRegion:
+        """Makes a POSIX shared-memory object of byte_size bytes, registers it with the server
+        under `name` (default: the object's own name) and returns its SharedMemoryRegion.
+
+        Same node only: the server maps the object by name. region.close() (or `with`) unregisters
+        it and unlinks the object. Raises FailedPrecondition when the server takes no shared
+        memory (ServerLimits.shared_memory), AlreadyExists for a name this caller registered.
+        """
+        region = shared_memory.create(self, byte_size, name, timeout)
+        self._track(region)
+        return region
+
+    def register_shared_memory(self, name: str, key: str, byte_size: int, offset: int = 0, *,
+                               timeout: Optional[float] = None) -> SharedMemoryRegion:
+        """Registers [offset, offset + byte_size) of a shared-memory object the caller made
+        (key: its shm_open name, "/..."; for multiprocessing.shared_memory.SharedMemory
+        "/" + shm.name) and maps it here for put/empty/array.
+
+        region.close() unregisters and unmaps it; the object itself stays the caller's to unlink.
+        Raises NotFound for an object the server cannot open, InvalidArgument for a range outside
+        it or a malformed name or key, AlreadyExists for a name this caller registered.
+        """
+        region = shared_memory.attach(self, name, key, byte_size, offset, timeout)
+        self._track(region)
+        return region
+
+    def unregister_shared_memory(self, name: Optional[str] = None, *,
+                                 timeout: Optional[float] = None) -> int:
+        """Unregisters one region by name, or with None every region of this caller (with
+        authentication off, every caller is one: that is every client's region); returns how
+        many. Regions of this client unregistered so stay mapped here until closed. Raises
+        NotFound for a name that is not registered."""
+        try:
+            reply = self._call("UnregisterSharedMemory",
+                               pb.UnregisterSharedMemoryRequest(name=name or ""), timeout)
+        except NotFound:
+            self._untrack(name)
+            raise
+        self._untrack(name)
+        return reply.unregistered
+
+    def list_shared_memory(self, *, timeout: Optional[float] = None) -> List[SharedMemoryInfo]:
+        """The regions this caller has registered (every client's with authentication off)."""
+        reply = self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout)
+        return [SharedMemoryInfo.from_proto(r) for r in reply.regions]
+
+    def _register(self, name: str, key: str, offset: int, byte_size: int,
+                  timeout: Optional[float]) -> SharedMemoryInfo:
+        reply = self._call("RegisterSharedMemory",
+                           pb.RegisterSharedMemoryRequest(name=name, key=key, offset=offset,
+                                                          byte_size=byte_size), timeout)
+        return SharedMemoryInfo.from_proto(reply.region)
+
+    def _unregister_name(self, name: str, timeout: Optional[float]) -> None:
+        try:
+            self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
+                       timeout)
+        except NotFound:
+            pass  # gone already
+
+    def _unregister_region(self, region: SharedMemoryRegion, *,
+                           timeout: Optional[float]) -> None:
+        """For region.close(): unregisters it unless unregister_shared_memory already did (its
+        name may since name another registration)."""
+        with self._regions_lock:
+            if region in self._regions:
+                self._regions.remove(region)
+            if self._registered.get(region.name) is not region:
+                return
+            del self._registered[region.name]
+        self._unregister_name(region.name, timeout)
+
+    def _track(self, region: SharedMemoryRegion) -> None:
+        with self._regions_lock:
+            self._regions.append(region)
+            self._registered[region.name] = region
+
+    def _untrack(self, name: Optional[str]) -> None:
+        """Regions no longer registered on the server (they stay open here until closed)."""
+        with self._regions_lock:
+            if name:
+                self._registered.pop(name, None)
+            else:
+                self._registered.clear()
+
     # --- helpers ----------------------------------------------------------------------------------
     def _operand(self, x: Operand, dtype, what: str,
-                 order: Optional[str] = None) -> Union[Prepared, ResidentMatrix]:
+                 order: Optional[str] = None) -> Union[Prepared, ResidentMatrix, ShmMatrix]:
         if isinstance(x, ResidentMatrix):
             if x.released:
                 raise ValueError(f"{what}: resident matrix {x.handle} was released")
+            return x
+        if isinstance(x, ShmMatrix):
+            if x.region.closed:
+                raise ValueError(f"{what}: shared-memory region {x.region.name!r} is closed")
+            if dtype is not None and dtypes.dtype_name(dtype) != x.dtype:
+                raise ValueError(f"{what}: the shared-memory matrix is {x.dtype}, not "
+                                 f"{dtypes.dtype_name(dtype)} (it is not converted in place)")
+            if order is not None and order != x.order:
+                raise ValueError(f"{what}: the shared-memory matrix is in order {x.order}, not "
+                                 f"{order} (it is not reordered in place)")
             return x
         return prepare(x, dtype, what, order=order)
 
@@ -302,6 +449,8 @@ class Client:
         for name, op in ops.items():
             if isinstance(op, ResidentMatrix):
                 setattr(request, f"{name}_handle", op.handle)
+            elif isinstance(op, ShmMatrix):
+                getattr(request, name).CopyFrom(op.header())
             else:
                 getattr(request, name).CopyFrom(op.header(with_data=True))
         keep = keep_result or (self.auto_stream and result_bytes > self.unary_limit_bytes())
@@ -329,7 +478,41 @@ class Client:
                 pass  # best effort: the server's idle TTL frees what a failed release leaves
 
 
-def _shape(op: Union[Prepared, ResidentMatrix]) -> Tuple[int, int]:
+def _shape(op: Union[Prepared, ResidentMatrix, ShmMatrix]) -> Tuple[int, int]:
     if isinstance(op, ResidentMatrix):
         return op.shape
     return (op.rows, op.cols)
+
+
+def _check_out_place(out: Optional[ShmMatrix], keep_result: bool) -> None:
+    if out is None:
+        return
+    if not isinstance(out, ShmMatrix):
+        raise TypeError(f"out: must be a ShmMatrix (region.empty(...) or region.put(...)), got "
+                        f"{type(out).__name__}")
+    if keep_result:
+        raise ValueError("out: not with keep_result (the result goes to shared memory, not the "
+                         "device)")
+    if out.region.closed:
+        raise ValueError(f"out: shared-memory region {out.region.name!r} is closed")
+
+
+def _check_out_matches(out: ShmMatrix, shape: Tuple[int, int], dtype: str, order: str,
+                       dtype_from: str, order_from: str) -> None:
+    """ValueError naming the first way `out` differs from the result the call produces."""
+    if out.shape != shape:
+        raise ValueError(f"out: shape {out.shape} differs from the result's {shape}")
+    if out.dtype != dtype:
+        raise ValueError(f"out: dtype {out.dtype} differs from the result's {dtype} "
+                         f"({dtype_from})")
+    if out.order != order:
+        raise ValueError(f"out: order {out.order} differs from the result's {order} "
+                         f"({order_from})")
+
+
+def _out_view(out: ShmMatrix, header) -> Union[np.ndarray, dtypes.Bfloat16]:
+    """The view of `out` once the server wrote the result there, checked against the reply."""
+    if (header.rows, header.cols) != out.shape or PROTO_TO_DTYPE.get(header.dtype) != out.dtype:
+        raise error_for(grpc.StatusCode.DATA_LOSS,
+                        f"reply: a {header.rows}x{header.cols} result for {out!r}")
+    return out.array()

@@ -126,6 +126,7 @@ class ServerLimits:
     max_matrix_bytes: int
     memory_budget_bytes: int = 0
     resident_ttl_ms: int = 0
+    shared_memory: bool = False  # RegisterSharedMemory accepted (clients on the server's node)
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class ServerInfo:
                               d.memory_free_bytes, d.multiprocessors) for d in r.devices]
         lim = r.limits
         extra = {}
-        for name in ("memory_budget_bytes", "resident_ttl_ms"):  # newer fields
+        for name in ("memory_budget_bytes", "resident_ttl_ms", "shared_memory"):  # newer fields
             if name in lim.DESCRIPTOR.fields_by_name:
                 extra[name] = getattr(lim, name)
         limits = ServerLimits(lim.max_message_bytes, lim.max_dimension, lim.max_matrix_bytes,
@@ -171,3 +172,18 @@ class ResidentInfo:
     def from_proto(cls, r) -> "ResidentInfo":
         return cls(r.handle, r.rows, r.cols, PROTO_TO_DTYPE.get(r.dtype, "unspecified"),
                    LAYOUT_TO_ORDER.get(r.layout, "C"), r.bytes, r.device, r.idle_expires_in_ms)
+
+
+@dataclass(frozen=True)
+class SharedMemoryInfo:
+    """A shared-memory region registered with the server (from ListSharedMemory)."""
+
+    name: str  # the caller's name for the region, as SharedMemoryRef and ShmMatrix name it
+    key: str  # the POSIX shared-memory object's name, "/..."
+    offset: int  # start of the registered range within the object, in bytes
+    byte_size: int  # length of the registered range
+    pinned: bool  # pinned for DMA by the server (CUDA backend): no staging copy
+
+    @classmethod
+    def from_proto(cls, r) -> "SharedMemoryInfo":
+        return cls(r.name, r.key, r.offset, r.byte_size, r.pinned)

@@ -6,17 +6,7 @@ import grpc
 
 import matserve_client
 from matserve_client.errors import ERROR_CLASSES, MatservError, error_for, from_rpc_error
-
-
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code, details):
-        self._code, self._details = code, details
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._details
+from fakes import FakeRpcError
 
 
 class ErrorsTest(unittest.TestCase):
