@@ -109,6 +109,9 @@ ABSL_FLAG(int64_t, stream_idle_timeout_seconds, 60,
           "an UploadStream or DownloadStream that moves no chunk for this long is cancelled and "
           "its memory freed (0: never)");
 ABSL_FLAG(int, max_concurrent_streams, 256, "concurrent RPCs per client connection");
+ABSL_FLAG(std::string, grpc_channel_args, "",
+          "more integer gRPC server arguments, NAME=INT comma-separated (transport tuning, e.g. "
+          "grpc.http2.max_frame_size=1048576)");
 ABSL_FLAG(int, grpc_min_pollers, 8,
           "gRPC threads kept waiting for calls: a call that finds none pays a thread creation");
 ABSL_FLAG(int, grpc_max_pollers, 128, "most idle gRPC threads kept (more exit after their call)");
@@ -206,6 +209,17 @@ int run() {
     return fail(absl::InvalidArgumentError("max_message_bytes: must be in [1024, 2147483647]"));
   }
   if (absl::Status s = check_limits(limits); !s.ok()) return fail(s);
+  std::vector<std::pair<std::string, int>> grpc_args;
+  for (absl::string_view arg :
+       absl::StrSplit(absl::GetFlag(FLAGS_grpc_channel_args), ',', absl::SkipEmpty())) {
+    const std::size_t eq = arg.find('=');
+    int value = 0;
+    if (eq == absl::string_view::npos || eq == 0 || !absl::SimpleAtoi(arg.substr(eq + 1), &value)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("grpc_channel_args: '", std::string(arg), "' is not NAME=INTEGER")));
+    }
+    grpc_args.emplace_back(std::string(arg.substr(0, eq)), value);
+  }
 
   BackendOptions options;
   options.backend = absl::GetFlag(FLAGS_backend);
@@ -302,6 +316,7 @@ int run() {
   builder.AddListeningPort(listen, *credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              absl::GetFlag(FLAGS_max_concurrent_streams));
+  for (const auto& [name, value] : grpc_args) builder.AddChannelArgument(name, value);
   // gRPC's sync server keeps 1-2 polling threads by default: with more calls in flight than
   // that (a client that releases results while it multiplies) about one call in three created a
   // thread (strace on the H200: 1244 creations for 3312 multiplies) and paid for it in latency.

@@ -69,6 +69,7 @@ int Main(int argc, char** argv) {
   ClientOptions client_options;
   client_options.deadline = std::chrono::milliseconds(o.deadline_ms);
   client_options.connect_timeout = std::chrono::seconds(10);
+  client_options.channel_args = o.channel_args;
   auto client = Client::Connect(o.target, client_options);
   if (!client.ok()) {
     std::cerr << "error: " << StatusCodeName(client.status().code()) << ": "

@@ -184,6 +184,13 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
         return Bad(absl::StrCat("--release: '", value, "' is not background or inline"));
       }
       o.release_inline = value == "inline";
+    } else if (name == "--channel-arg") {
+      const std::size_t eq = value.find('=');
+      int number = 0;
+      if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(value.substr(eq + 1), &number)) {
+        return Bad(absl::StrCat("--channel-arg: '", value, "' is not NAME=INTEGER"));
+      }
+      o.channel_args.emplace_back(value.substr(0, eq), number);
     } else if (name == "--deadline-ms") {
       auto v = ParseInt(name, value, 1);
       if (!v.ok()) return v.status();
@@ -232,6 +239,8 @@ usage: matserve-bench [options]
                            (no Release RPC overlaps a timed call: cleaner latency at low
                            concurrency); either way outside the timed call
   --deadline-ms N          per-call deadline (default 120000)
+  --channel-arg NAME=INT   an integer gRPC channel argument of every client (repeatable; e.g.
+                           grpc.http2.max_frame_size=1048576): transport tuning
   --seed N                 operand seed (worker w uses seed + w)
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
   --no-progress            no live progress line (it is shown only when stderr is a TTY)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,8 @@ struct BenchOptions {
   // before its next one, instead of a pool of release threads beside the workers (background).
   bool release_inline = false;
   std::int64_t deadline_ms = 120000;
+  // --channel-arg NAME=INT (repeatable): integer gRPC channel arguments of every client.
+  std::vector<std::pair<std::string, int>> channel_args;
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;

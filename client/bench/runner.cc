@@ -72,6 +72,7 @@ class Worker {
     if (client_ == nullptr) {
       ClientOptions options;
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
+      options.channel_args = o.channel_args;
       // gRPC shares one connection among channels with equal arguments (its global subchannel
       // pool); a message limit a few bytes apart gives each worker a TCP connection of its own.
       options.max_message_bytes -= index_ + 1;
@@ -262,6 +263,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
     if (client == nullptr) {
       ClientOptions options;
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
+      options.channel_args = o.channel_args;
       options.max_message_bytes -= spec.concurrency + 1;  // its own connection (see Setup)
       if (auto c = Client::Connect(o.target, options); c.ok()) release_client = *std::move(c);
       client = release_client.get();

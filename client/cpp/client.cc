@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     args.SetLoadBalancingPolicyName(options.dns_load_balancing_policy);
   }
   if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+  for (const auto& [name, value] : options.channel_args) args.SetInt(name, value);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +46,9 @@ struct ClientOptions {
   // When positive, Connect waits this long for the channel to become ready and returns
   // UNAVAILABLE if it does not; otherwise the channel connects lazily on the first call.
   std::chrono::milliseconds connect_timeout{0};
+  // More integer gRPC channel arguments (name, value), e.g. {"grpc.http2.max_frame_size", 1 << 20}:
+  // transport tuning, set after the ones above.
+  std::vector<std::pair<std::string, int>> channel_args;
 };
 
 // grpc::Status -> absl::Status: the code numbers agree, the message is kept.

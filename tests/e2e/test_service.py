@@ -438,5 +438,18 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("matserve: stopped", server.output())
 
 
+
+class BadFlagsTest(unittest.TestCase):
+    def test_malformed_flags_stop_the_server_with_a_message(self):
+        import subprocess
+        binary = os.environ.get("MATSERVE_SERVER", "matserve")
+        for flag, fragment in [("--grpc_channel_args=nonsense", "grpc_channel_args: 'nonsense'"),
+                               ("--max_shm_regions_per_owner=-1", "max_shm_regions_per_owner")]:
+            p = subprocess.run([binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                                "--backend=cpu", flag], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn(fragment, p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

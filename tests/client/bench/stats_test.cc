@@ -149,6 +149,15 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_EQ(ParseOptions({"--modes", "shm"})->modes, (std::vector<Mode>{Mode::kShm}));
   EXPECT_STREQ(ModeName(Mode::kShm), "shm");
   EXPECT_FALSE(ParseOptions({"--transport", "carrier-pigeon"}).ok());
+  auto tuned = ParseOptions({"--channel-arg", "grpc.http2.max_frame_size=1048576",
+                             "--channel-arg=grpc.http2.lookahead_bytes=65536"});
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->channel_args,
+            (std::vector<std::pair<std::string, int>>{{"grpc.http2.max_frame_size", 1048576},
+                                                      {"grpc.http2.lookahead_bytes", 65536}}));
+  EXPECT_FALSE(ParseOptions({"--channel-arg", "grpc.x"}).ok());
+  EXPECT_FALSE(ParseOptions({"--channel-arg", "=5"}).ok());
+  EXPECT_FALSE(ParseOptions({"--channel-arg", "grpc.x=big"}).ok());
   EXPECT_FALSE(ParseOptions({})->release_inline);
   EXPECT_TRUE(ParseOptions({"--release", "inline"})->release_inline);
   EXPECT_FALSE(ParseOptions({"--release", "never"}).ok());
