@@ -21,6 +21,16 @@
 
 namespace matserve::server {
 
+// Device memory of another process, opened for this one (CUDA IPC): where it lives and what keeps
+// it open.
+struct OpenedDeviceMemory {
+  int device = -1;    // the backend's device index
+  std::string label;  // "cuda:0"
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+  std::shared_ptr<void> keep;  // closes the mapping when the last holder lets go
+};
+
 struct DeviceDescription {
   int index = 0;
   std::string name;                // "NVIDIA H100 80GB HBM3", or the CPU's model
@@ -81,6 +91,15 @@ class Backend {
   // DMA with no staging copy, until the returned object goes away. nullptr when the backend has
   // no use for it or pinning failed: the memory is then used as it is.
   virtual std::shared_ptr<void> pin_host_memory(std::span<std::byte> /*bytes*/) { return nullptr; }
+
+  // Opens device memory another process on this node exported (a cudaIpcMemHandle_t's bytes).
+  // FAILED_PRECONDITION on a backend without CUDA devices.
+  virtual absl::StatusOr<OpenedDeviceMemory> open_ipc_memory(
+      std::span<const std::byte> /*handle*/) {
+    return absl::FailedPreconditionError(
+        "ipc_handle: CUDA memory needs a server on the CUDA backend (this one computes on the "
+        "CPU)");
+  }
 };
 
 }  // namespace matserve::server

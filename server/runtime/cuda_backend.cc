@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/ipc_memory.h"
 #include "kernels/cuda/launch_graphs.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
@@ -273,6 +274,13 @@ CudaBackend::Device* CudaBackend::least_loaded() {
   return best;
 }
 
+absl::Status CudaBackend::check_result_device(const ResidentMatrix* out, const Device& d) {
+  if (out == nullptr || out->device == d.index) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("output_shm: the result's CUDA memory is on ", out->device_label,
+                   ", the operation runs on ", d.label, " (keep operands and result on one GPU)"));
+}
+
 absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
     std::initializer_list<const Operand*> operands) {
   Device* chosen = nullptr;
@@ -302,6 +310,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   if (!picked.ok()) return picked.status();
   marks.mark("pick");
   Device& d = **picked;
+  if (absl::Status s = check_result_device(job.device_out.get(), d); !s.ok()) return s;
   const kernels::DType operand = kernels::kernel_operand_dtype(job.a.dtype, job.precision);
   const bool convert = operand != job.a.dtype;
   // The device memory this request needs, all admitted at once.
@@ -410,7 +419,14 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
   }
   marks.mark("kernel_wait");
   const absl::Time copy_out = absl::Now();
-  if (!job.keep_result) {
+  if (job.device_out != nullptr) {
+    if (absl::Status st = cuda_status(cudaMemcpyAsync(job.device_out->block.data(), c,
+                                                      job.out_bytes(), cudaMemcpyDeviceToDevice, s),
+                                      "result to CUDA memory");
+        !st.ok()) {
+      return st;
+    }
+  } else if (!job.keep_result) {
     if (absl::Status st = slot.staging.to_host(out.data(), c, out.size(), s, *copier_); !st.ok()) {
       return st;
     }
@@ -442,6 +458,7 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   absl::StatusOr<Device*> picked = pick({&job.a});
   if (!picked.ok()) return picked.status();
   Device& d = **picked;
+  if (absl::Status s = check_result_device(job.device_out.get(), d); !s.ok()) return s;
   std::vector<BlockSpec> specs;
   const bool inline_a = !job.a.is_resident();
   if (inline_a) specs.push_back({job.a.bytes(), false});
@@ -521,7 +538,14 @@ absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChoo
   }
   const absl::Time copy_out = absl::Now();
   const bool to_host = !job.keep_result && !job.in_place;
-  if (to_host) {
+  if (job.device_out != nullptr) {
+    if (absl::Status st = cuda_status(cudaMemcpyAsync(job.device_out->block.data(), dst,
+                                                      job.out_bytes(), cudaMemcpyDeviceToDevice, s),
+                                      "result to CUDA memory");
+        !st.ok()) {
+      return st;
+    }
+  } else if (to_host) {
     if (absl::Status st = slot.staging.to_host(out.data(), dst, out.size(), s, *copier_);
         !st.ok()) {
       return st;
@@ -585,6 +609,26 @@ absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
       out.data(), static_cast<const std::byte*>(m.block.data()) + offset, out.size(), s, *copier_);
   absl::Status done = finish(s, d.healthy);
   return st.ok() ? done : st;
+}
+
+absl::StatusOr<OpenedDeviceMemory> CudaBackend::open_ipc_memory(std::span<const std::byte> handle) {
+  if (devices_.empty()) return absl::FailedPreconditionError("ipc_handle: no CUDA device");
+  absl::StatusOr<kernels::IpcMemory> opened =
+      kernels::IpcMemory::open(handle, devices_.front()->ordinal);
+  if (!opened.ok()) return opened.status();
+  for (const auto& dev : devices_) {
+    if (dev->ordinal != opened->ordinal()) continue;
+    OpenedDeviceMemory m;
+    m.device = dev->index;
+    m.label = dev->label;
+    m.base = static_cast<std::byte*>(opened->base());
+    m.bytes = opened->bytes();
+    m.keep = std::make_shared<kernels::IpcMemory>(*std::move(opened));
+    return m;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("ipc_handle: the memory is on CUDA device ", opened->ordinal(),
+                   ", which this server does not use (--devices)"));
 }
 
 std::shared_ptr<void> CudaBackend::pin_host_memory(std::span<std::byte> bytes) {

@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   absl::Status read_resident(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
                              const Waiter& waiter) override;
   std::shared_ptr<void> pin_host_memory(std::span<std::byte> bytes) override;
+  absl::StatusOr<OpenedDeviceMemory> open_ipc_memory(std::span<const std::byte> handle) override;
 
  private:
   struct StreamSlot;
@@ -71,6 +72,8 @@ class CudaBackend final : public Backend {
   // The device of the resident operands (all must agree), or the least-loaded healthy one.
   absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
   Device* least_loaded();
+  // FAILED_PRECONDITION when a result in CUDA memory (`out`, may be null) is not on `d`.
+  static absl::Status check_result_device(const ResidentMatrix* out, const Device& d);
 
   // Host memory pinned by pin_host_memory, which the staging rings copy by DMA where it is.
   std::unique_ptr<PinnedRanges> pinned_ranges_ = std::make_unique<PinnedRanges>();

@@ -78,6 +78,8 @@ struct GemmJob {
   std::vector<std::shared_ptr<SharedMemoryRegion>> regions;
   // With output_shm: the result's place in its region (job.out_bytes() bytes), else empty.
   std::span<std::byte> shm_out;
+  // With output_shm in a device region (CUDA IPC): a view of the result's place, else null.
+  std::shared_ptr<ResidentMatrix> device_out;
 
   std::int64_t m() const { return transpose_a ? a.cols : a.rows; }
   std::int64_t k() const { return transpose_a ? a.rows : a.cols; }
@@ -98,6 +100,7 @@ struct TransposeJob {
   std::vector<ResidentLock> locks;
   std::vector<std::shared_ptr<SharedMemoryRegion>> regions;  // as GemmJob::regions
   std::span<std::byte> shm_out;                              // as GemmJob::shm_out
+  std::shared_ptr<ResidentMatrix> device_out;                // as GemmJob::device_out
 
   std::size_t out_bytes() const { return a.bytes(); }
 };

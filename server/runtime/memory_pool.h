@@ -91,6 +91,12 @@ class MemoryPool::Block {
   Block& operator=(const Block&) = delete;
   ~Block() { reset(); }
 
+  // A view of device memory the pool does not own (a client's CUDA IPC allocation): used like a
+  // block, never returned to a pool.
+  static Block external(void* p, std::size_t bytes) {
+    return Block(nullptr, p, bytes, bytes, false);
+  }
+
   void* data() const { return ptr_; }
   std::size_t size() const { return bytes_; }
   std::size_t capacity() const { return capacity_; }

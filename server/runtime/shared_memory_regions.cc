@@ -104,6 +104,23 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
   return r;
 }
 
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::on_device(
+    SharedMemoryRegionInfo info, OpenedDeviceMemory memory) {
+  const auto size = static_cast<std::int64_t>(memory.bytes);
+  if (info.offset > size || info.byte_size > size - info.offset) {
+    return absl::InvalidArgumentError(StrCat("byte_size: offset ", info.offset, " + byte_size ",
+                                             info.byte_size, " exceeds the ", size,
+                                             " bytes of the exported allocation"));
+  }
+  auto r = std::make_shared<SharedMemoryRegion>(Private{});
+  r->info_ = std::move(info);
+  r->info_.key.clear();
+  r->info_.device = memory.label;
+  r->base_ = memory.base + r->info_.offset;
+  r->device_ = std::move(memory);
+  return r;
+}
+
 SharedMemoryRegion::~SharedMemoryRegion() {
   pin_.reset();                       // unpin while the pages are still mapped
   guard_ = shm_fault_guard::Range();  // no fault can come from the range after this
@@ -112,6 +129,7 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 }
 
 absl::Status SharedMemoryRegion::check_intact() const {
+  if (is_device()) return absl::OkStatus();  // the client's allocation, open until unregistered
   struct stat st = {};
   const bool shrank = ::fstat(fd_, &st) != 0 || st.st_size < info_.offset + info_.byte_size;
   if (shrank || guard_.faulted()) {
@@ -123,20 +141,20 @@ absl::Status SharedMemoryRegion::check_intact() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
-    const std::string& owner, SharedMemoryRegionInfo info) {
-  if (absl::Status s = check_name(info.name); !s.ok()) return s;
-  if (absl::Status s = check_key(info.key); !s.ok()) return s;
-  if (info.offset < 0) {
-    return absl::InvalidArgumentError(StrCat("offset: must be >= 0 (got ", info.offset, ")"));
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert(
+    const std::string& owner, const std::string& name, std::int64_t offset, std::int64_t byte_size,
+    const Opener& open) {
+  if (absl::Status s = check_name(name); !s.ok()) return s;
+  if (offset < 0) {
+    return absl::InvalidArgumentError(StrCat("offset: must be >= 0 (got ", offset, ")"));
   }
-  if (info.byte_size < 1) {
-    return absl::InvalidArgumentError(StrCat("byte_size: must be >= 1 (got ", info.byte_size, ")"));
+  if (byte_size < 1) {
+    return absl::InvalidArgumentError(StrCat("byte_size: must be >= 1 (got ", byte_size, ")"));
   }
   const auto taken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    if (regions_.contains(Key(owner, info.name))) {
+    if (regions_.contains(Key(owner, name))) {
       return absl::AlreadyExistsError(
-          StrCat("name: a region '", info.name, "' is registered already (unregister it first)"));
+          StrCat("name: a region '", name, "' is registered already (unregister it first)"));
     }
     int mine = 0;
     for (const auto& [key, region] : regions_) mine += key.first == owner ? 1 : 0;
@@ -151,14 +169,35 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
     absl::MutexLock lock(&mu_);
     if (absl::Status s = taken(); !s.ok()) return s;
   }
-  // Mapping and pinning can take a while for large regions: not under the lock.
-  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region =
-      SharedMemoryRegion::open(std::move(info), pin_);
+  // Mapping, pinning or opening can take a while for large regions: not under the lock.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region = open();
   if (!region.ok()) return region.status();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = taken(); !s.ok()) return s;  // a concurrent registration won
-  regions_[Key(owner, (*region)->info().name)] = *region;
+  regions_[Key(owner, name)] = *region;
   return region;
+}
+
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
+    const std::string& owner, SharedMemoryRegionInfo info) {
+  if (absl::Status s = check_name(info.name); !s.ok()) return s;
+  if (absl::Status s = check_key(info.key); !s.ok()) return s;
+  const std::string name = info.name;
+  const std::int64_t offset = info.offset, byte_size = info.byte_size;
+  return insert(owner, name, offset, byte_size,
+                [&] { return SharedMemoryRegion::open(std::move(info), pin_); });
+}
+
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add_device(
+    const std::string& owner, SharedMemoryRegionInfo info, const DeviceOpener& open) {
+  const std::string name = info.name;
+  const std::int64_t offset = info.offset, byte_size = info.byte_size;
+  return insert(owner, name, offset, byte_size,
+                [&]() -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {
+                  absl::StatusOr<OpenedDeviceMemory> memory = open();
+                  if (!memory.ok()) return memory.status();
+                  return SharedMemoryRegion::on_device(std::move(info), *std::move(memory));
+                });
 }
 
 absl::StatusOr<int> SharedMemoryRegistry::remove(const std::string& owner,

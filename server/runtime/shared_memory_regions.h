@@ -1,8 +1,10 @@
-// Shared-memory regions: POSIX shared-memory objects that clients on the server's node create and
-// register, so that operands and results travel through memory both processes map instead of
-// through gRPC messages. A region maps its registered range for as long as it is registered and
-// any request still holds it; the CUDA backend also pins it for DMA. Registrations are per owner
-// (a token's name; "" with authentication off): one owner never sees another's.
+// Shared-memory regions: memory that clients on the server's node share with it, so that operands
+// and results travel through memory both processes map instead of through gRPC messages. A host
+// region is a POSIX shared-memory object (mapped, and pinned for DMA by the CUDA backend); a
+// device region is a client's GPU allocation exported with CUDA IPC (opened by the backend, read
+// and written in place). A region stays mapped for as long as it is registered and any request
+// still holds it. Registrations are per owner (a token's name; "" with authentication off): one
+// owner never sees another's. Host and device regions share one namespace of names.
 #pragma once
 
 #include <cstddef>
@@ -19,16 +21,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/runtime/backend.h"
 #include "server/runtime/shm_fault_guard.h"
 
 namespace matserve::server {
 
 struct SharedMemoryRegionInfo {
   std::string name;
-  std::string key;
+  std::string key;  // host regions: the object's name; empty for device regions
   std::int64_t offset = 0;
   std::int64_t byte_size = 0;
   bool pinned = false;
+  std::string device;  // device regions: where the memory lives ("cuda:0"); empty for host ones
 };
 
 // Pins host memory for DMA until the returned object goes away; nullptr when the backend has no
@@ -44,6 +48,10 @@ class SharedMemoryRegion {
   // when it is too small or not a shared-memory object.
   static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> open(SharedMemoryRegionInfo info,
                                                                   const HostPinner& pin);
+  // A device region over `memory` (CUDA IPC): INVALID_ARGUMENT when offset + byte_size passes
+  // the end of the exported allocation.
+  static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> on_device(SharedMemoryRegionInfo info,
+                                                                       OpenedDeviceMemory memory);
   struct Private {};  // open() is the one way to make a region
   explicit SharedMemoryRegion(Private) {}
   ~SharedMemoryRegion();
@@ -51,8 +59,12 @@ class SharedMemoryRegion {
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
 
   const SharedMemoryRegionInfo& info() const { return info_; }
-  // The registered range.
+  bool is_device() const { return device_.device >= 0; }
+  // The registered range: host memory, or device memory of device() for a device region (never
+  // dereferenced on the host).
   std::span<std::byte> bytes() const { return {base_, static_cast<std::size_t>(info_.byte_size)}; }
+  int device() const { return device_.device; }  // the backend's device index; -1 for host
+  const std::string& device_label() const { return device_.label; }
   // OK while the object still holds the registered range and no access has hit a lost page;
   // FAILED_PRECONDITION naming the region otherwise (it must be registered again).
   absl::Status check_intact() const;
@@ -65,6 +77,7 @@ class SharedMemoryRegion {
   std::byte* base_ = nullptr;  // the registered range within the mapping
   shm_fault_guard::Range guard_;
   std::shared_ptr<void> pin_;
+  OpenedDeviceMemory device_;  // device regions only
 };
 
 class SharedMemoryRegistry {
@@ -82,6 +95,12 @@ class SharedMemoryRegistry {
   // max_regions_per_owner, and SharedMemoryRegion::open's errors.
   absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> add(const std::string& owner,
                                                           SharedMemoryRegionInfo info);
+  // Registers a device region: `open` opens the client's memory (called outside the lock, after
+  // the name and limit checks). The same errors as add, and those of `open`.
+  using DeviceOpener = std::function<absl::StatusOr<OpenedDeviceMemory>()>;
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> add_device(const std::string& owner,
+                                                                 SharedMemoryRegionInfo info,
+                                                                 const DeviceOpener& open);
   // Unregisters `name` (NOT_FOUND when the owner has none), or all the owner's when `name` is
   // empty; returns how many. Requests that hold a region keep it mapped until they finish.
   absl::StatusOr<int> remove(const std::string& owner, const std::string& name);
@@ -93,6 +112,13 @@ class SharedMemoryRegistry {
 
  private:
   using Key = std::pair<std::string, std::string>;  // owner, name
+  using Opener = std::function<absl::StatusOr<std::shared_ptr<SharedMemoryRegion>>()>;
+  // The checks both kinds share, then `open` outside the lock, then the insertion.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> insert(const std::string& owner,
+                                                             const std::string& name,
+                                                             std::int64_t offset,
+                                                             std::int64_t byte_size,
+                                                             const Opener& open);
   HostPinner pin_;
   mutable absl::Mutex mu_;
   int max_per_owner_ ABSL_GUARDED_BY(mu_) = 64;

@@ -105,7 +105,10 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     c->set_dtype(to_proto(job->out_dtype));
     c->set_layout(request->output_layout());
     std::string* data = c->mutable_data();
-    if (!job->keep_result && job->shm_out.empty()) data->resize(job->out_bytes());
+    // The result in the reply only when it goes nowhere else (kept, shared memory, CUDA memory).
+    if (!job->keep_result && job->shm_out.empty() && job->device_out == nullptr) {
+      data->resize(job->out_bytes());
+    }
     marks.mark("quota+reply_alloc");
     const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
     if (absl::Status s =
@@ -165,7 +168,7 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     b->set_dtype(to_proto(job->a.dtype));
     b->set_layout(job->a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR : v1::COL_MAJOR);
     std::string* data = b->mutable_data();
-    if (!job->keep_result && !job->in_place && job->shm_out.empty()) {
+    if (!job->keep_result && !job->in_place && job->shm_out.empty() && job->device_out == nullptr) {
       data->resize(job->out_bytes());
     }
     Outcome outcome;

@@ -59,6 +59,9 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   grpc::Status UnregisterSharedMemory(grpc::ServerContext* context,
                                       const v1::UnregisterSharedMemoryRequest* request,
                                       v1::UnregisterSharedMemoryReply* reply) override;
+  grpc::Status RegisterCudaMemory(grpc::ServerContext* context,
+                                  const v1::RegisterCudaMemoryRequest* request,
+                                  v1::RegisterSharedMemoryReply* reply) override;
   grpc::Status ListSharedMemory(grpc::ServerContext* context,
                                 const v1::ListSharedMemoryRequest* request,
                                 v1::ListSharedMemoryReply* reply) override;

@@ -16,6 +16,7 @@ void fill_region(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* out
   out->set_offset(info.offset);
   out->set_byte_size(info.byte_size);
   out->set_pinned(info.pinned);
+  out->set_device(info.device);
 }
 
 absl::Status shared_memory_off(const std::string& field) {
@@ -62,6 +63,36 @@ grpc::Status MatrixServiceImpl::RegisterSharedMemory(grpc::ServerContext* contex
   }();
   if (!status.ok()) reply->Clear();
   record_simple("RegisterSharedMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
+                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
+  return to_grpc(status);
+}
+
+grpc::Status MatrixServiceImpl::RegisterCudaMemory(grpc::ServerContext* context,
+                                                   const v1::RegisterCudaMemoryRequest* request,
+                                                   v1::RegisterSharedMemoryReply* reply) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<std::string> owner =
+        authorize(*context, Permission::kSharedMemory, "RegisterCudaMemory");
+    if (!owner.ok()) return owner.status();
+    if (!limits_.shared_memory) return shared_memory_off("ipc_handle");
+    const std::string& handle = request->ipc_handle();
+    absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region =
+        runtime_.shared_memory().add_device(
+            *owner,
+            SharedMemoryRegionInfo{.name = request->name(),
+                                   .offset = request->offset(),
+                                   .byte_size = request->byte_size()},
+            [&] {
+              return runtime_.backend().open_ipc_memory(
+                  {reinterpret_cast<const std::byte*>(handle.data()), handle.size()});
+            });
+    if (!region.ok()) return region.status();
+    fill_region((*region)->info(), reply->mutable_region());
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) reply->Clear();
+  record_simple("RegisterCudaMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
                 static_cast<std::int64_t>(reply->ByteSizeLong()), start);
   return to_grpc(status);
 }

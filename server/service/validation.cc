@@ -96,10 +96,14 @@ class SharedMemoryPlaces {
  public:
   explicit SharedMemoryPlaces(const RegionResolver* resolve) : resolve_(resolve) {}
 
+  struct Place {
+    std::shared_ptr<SharedMemoryRegion> region;
+    std::span<std::byte> range;  // host memory, or device memory of a device region
+  };
+
   // `bytes` at `ref` for `field` (e.g. "a.shm"); an output's range must not overlap an input's.
-  absl::StatusOr<std::span<std::byte>> place(const std::string& field,
-                                             const v1::SharedMemoryRef& ref, std::int64_t bytes,
-                                             bool output) {
+  absl::StatusOr<Place> place(const std::string& field, const v1::SharedMemoryRef& ref,
+                              std::int64_t bytes, bool output) {
     if (resolve_ == nullptr) {
       return absl::InvalidArgumentError(
           StrCat(field, ": shared memory is for Multiply and Transpose; send the bytes instead"));
@@ -132,8 +136,8 @@ class SharedMemoryPlaces {
     } else {
       inputs_.push_back({field, range.data(), range.data() + range.size()});
     }
-    regions_.push_back(*std::move(region));
-    return range;
+    regions_.push_back(*region);
+    return Place{*std::move(region), range};
   }
 
   std::vector<std::shared_ptr<SharedMemoryRegion>> take_regions() { return std::move(regions_); }
@@ -149,26 +153,34 @@ class SharedMemoryPlaces {
   std::vector<Use> inputs_;
 };
 
-// A whole matrix: the header checks plus its bytes, inline (checked length) or at a place in
-// shared memory (`shm`; null where shared memory is not accepted).
+// A resident-like view of a device region's place (CUDA IPC): not in the store, owned by the
+// client, read and written in place by the backend.
+std::shared_ptr<ResidentMatrix> device_view(const SharedMemoryPlaces::Place& p, std::int64_t rows,
+                                            std::int64_t cols, kernels::DType dtype,
+                                            kernels::Layout layout) {
+  auto m = std::make_shared<ResidentMatrix>();
+  m->device = p.region->device();
+  m->device_label = p.region->device_label();
+  m->block = MemoryPool::Block::external(p.range.data(), p.range.size());
+  m->dtype = dtype;
+  m->layout = layout;
+  absl::MutexLock lock(&m->mu);
+  m->rows = rows;
+  m->cols = cols;
+  return m;
+}
+
+// A whole inline matrix: the header checks plus its byte length (Matrix.shm is for operands of
+// Multiply and Transpose only: see operand()).
 absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
-                                        const ServiceLimits& limits,
-                                        SharedMemoryPlaces* shm = nullptr) {
+                                        const ServiceLimits& limits) {
   absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
   if (!h.ok()) return h;
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(h->dtype));
   const std::int64_t expected = m.rows() * m.cols() * elem;
   if (m.has_shm()) {
-    if (!m.data().empty()) {
-      return absl::InvalidArgumentError(
-          StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
-    }
-    SharedMemoryPlaces none(nullptr);
-    absl::StatusOr<std::span<std::byte>> place =
-        (shm != nullptr ? *shm : none).place(field + ".shm", m.shm(), expected, false);
-    if (!place.ok()) return place.status();
-    h->data = *place;
-    return h;
+    return absl::InvalidArgumentError(
+        StrCat(field, ".shm: shared memory is for Multiply and Transpose; send the bytes instead"));
   }
   if (static_cast<std::int64_t>(m.data().size()) != expected) {
     return absl::InvalidArgumentError(StrCat(field, ".data: ", m.data().size(), " bytes, expected ",
@@ -238,7 +250,25 @@ absl::StatusOr<Operand> operand(const std::string& field, const v1::Matrix& m,
     o.resident = resident;
     return o;
   }
-  absl::StatusOr<HostMatrix> h = check_matrix(field, m, limits, &shm);
+  if (m.has_shm()) {
+    absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
+    if (!h.ok()) return h.status();
+    if (!m.data().empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
+    }
+    absl::StatusOr<SharedMemoryPlaces::Place> p =
+        shm.place(field + ".shm", m.shm(), static_cast<std::int64_t>(h->bytes()), false);
+    if (!p.ok()) return p.status();
+    static_cast<HostMatrix&>(o) = *h;
+    if (p->region->is_device()) {
+      o.resident = device_view(*p, h->rows, h->cols, h->dtype, h->layout);
+    } else {
+      o.data = p->range;
+    }
+    return o;
+  }
+  absl::StatusOr<HostMatrix> h = check_matrix(field, m, limits);
   if (!h.ok()) return h.status();
   static_cast<HostMatrix&>(o) = *h;
   return o;
@@ -415,16 +445,25 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
       return absl::InvalidArgumentError(
           "output_shm: not with keep_result (the result goes to one place)");
     }
-    absl::StatusOr<std::span<std::byte>> out = shm.place(
+    absl::StatusOr<SharedMemoryPlaces::Place> out = shm.place(
         "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
     if (!out.ok()) return out.status();
-    job.shm_out = *out;
+    if (out->region->is_device()) {
+      job.device_out = device_view(*out, job.m(), job.n(), job.out_dtype, job.out_layout);
+    } else {
+      job.shm_out = out->range;
+    }
   } else if (!job.keep_result) {
     if (absl::Status s = check_inline_result("c (the result)", job.out_bytes(), limits); !s.ok()) {
       return s;
     }
   }
   job.regions = shm.take_regions();
+  if (job.verify && job.device_out != nullptr) {
+    return absl::InvalidArgumentError(
+        "verify: not with a result in CUDA memory (the server does not read it back; check it "
+        "where it is)");
+  }
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits);
     if (!bytes.ok()) return bytes.status();
@@ -465,10 +504,14 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
   if (request.has_output_shm()) {
-    absl::StatusOr<std::span<std::byte>> out = shm.place(
+    absl::StatusOr<SharedMemoryPlaces::Place> out = shm.place(
         "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
     if (!out.ok()) return out.status();
-    job.shm_out = *out;
+    if (out->region->is_device()) {
+      job.device_out = device_view(*out, job.a.cols, job.a.rows, job.a.dtype, job.a.layout);
+    } else {
+      job.shm_out = out->range;
+    }
   } else if (!job.keep_result && !job.in_place) {
     if (absl::Status s = check_inline_result("b (the result)", job.out_bytes(), limits); !s.ok()) {
       return s;
@@ -476,6 +519,11 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   }
   job.regions = shm.take_regions();
   job.verify = request.verify();
+  if (job.verify && job.device_out != nullptr) {
+    return absl::InvalidArgumentError(
+        "verify: not with a result in CUDA memory (the server does not read it back; check it "
+        "where it is)");
+  }
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = transpose_verify_bytes(job, limits);
     if (!bytes.ok()) return bytes.status();

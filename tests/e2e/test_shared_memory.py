@@ -246,6 +246,13 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertIn("the limit per caller is 3 (--max_shm_regions_per_owner)",
                       ctx.exception.details())
 
+    def test_cuda_memory_needs_the_cuda_backend(self):
+        if os.environ.get("MATSERVE_BACKEND", "cpu") != "cpu":
+            self.skipTest("the CPU backend's refusal")
+        self.expect(grpc.StatusCode.FAILED_PRECONDITION, "ipc_handle: CUDA memory needs a server",
+                    self.stub.RegisterCudaMemory,
+                    pb.RegisterCudaMemoryRequest(name="g", ipc_handle=bytes(64), byte_size=16))
+
     def test_truncated_object_is_refused_not_a_crash(self):
         a = rand(64, 64)
         self.shm.put(0, a)

@@ -139,6 +139,38 @@ TEST(SharedMemoryRegions, TruncatedObjectFaultsIntoZerosAndIsReported) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(SharedMemoryRegions, DeviceRegionsAreCheckedAgainstTheAllocationAndShareTheNames) {
+  ShmObject obj(kPage);
+  SharedMemoryRegistry registry(nullptr);
+  ASSERT_TRUE(registry.add("", info("host", obj.key(), 0, 64)).ok());
+  std::byte fake[1000];  // stands for the client's device allocation (never dereferenced here)
+  int opened = 0;
+  const auto opener = [&]() -> absl::StatusOr<OpenedDeviceMemory> {
+    ++opened;
+    return OpenedDeviceMemory{.device = 1, .label = "cuda:1", .base = fake, .bytes = 1000};
+  };
+  auto r = registry.add_device("", info("gpu", "", 10, 990), opener);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->is_device());
+  EXPECT_EQ((*r)->device(), 1);
+  EXPECT_EQ((*r)->bytes().data(), fake + 10);
+  EXPECT_EQ((*r)->info().device, "cuda:1");
+  EXPECT_TRUE((*r)->check_intact().ok());
+  EXPECT_THAT(registry.add_device("", info("big", "", 10, 991), opener).status().message(),
+              HasSubstr("byte_size: offset 10 + byte_size 991 exceeds the 1000 bytes"));
+  // One namespace: a device region cannot take a host region's name; refused before opening.
+  const int before = opened;
+  EXPECT_EQ(registry.add_device("", info("host", "", 0, 8), opener).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(opened, before);
+  const auto refused = []() -> absl::StatusOr<OpenedDeviceMemory> {
+    return absl::InvalidArgumentError("ipc_handle: refused");
+  };
+  EXPECT_EQ(registry.add_device("", info("x", "", 0, 8), refused).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.list("").size(), 2u);
+}
+
 TEST(SharedMemoryRegionsDeathTest, FaultOutsideEveryGuardedRangeKeepsTheDefaultAction) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ShmObject guarded(kPage);
