@@ -14,12 +14,13 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
 from .resident import ResidentMatrix
 from .results import (DeviceInfo, KernelInfo, MultiplyResult, ResidentInfo, ServerInfo,
                       ServerLimits, SharedMemoryInfo, Timing, TransposeResult, Verification)
+from .cuda_memory import CudaMatrix
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ResidentMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
+    "Client", "ResidentMatrix", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
     "float_to_bf16_bits", "bf16_bits_to_float32", "MultiplyResult", "TransposeResult", "Timing",
     "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo", "ResidentInfo",
     "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown", "InvalidArgument",

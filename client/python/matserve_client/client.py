@@ -21,6 +21,7 @@ from .errors import MatservError, NotFound, Unimplemented, error_for, from_rpc_e
 from .resident import ResidentMatrix
 from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, SharedMemoryInfo,
                       Timing, TransposeResult, Verification)
+from . import cuda_memory
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
 Operand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, ShmMatrix, Any]
@@ -350,6 +351,17 @@ class Client:
         region = shared_memory.attach(self, name, key, byte_size, offset, timeout)
         self._track(region)
         return region
+
+    def cuda_matrix(self, tensor: Any, name: Optional[str] = None, *,
+                    timeout: Optional[float] = None) -> "cuda_memory.CudaMatrix":
+        """Shares a dense 2-D GPU tensor (PyTorch, CuPy, ...) with a server on this node through
+        CUDA IPC and returns a CudaMatrix: an operand or `out` of multiply/transpose that the
+        server reads and writes on the GPU in place (result.c is then the tensor). Close it (or
+        use `with`) to unregister; keep the tensor allocated until then. Raises
+        FailedPrecondition on a server without CUDA (or with shared memory off), InvalidArgument
+        when the server cannot open the handle (another node, another container without the
+        GPU)."""
+        return cuda_memory.register(self, tensor, name, timeout)
 
     def unregister_shared_memory(self, name: Optional[str] = None, *,
                                  timeout: Optional[float] = None) -> int:

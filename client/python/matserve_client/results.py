@@ -183,7 +183,8 @@ class SharedMemoryInfo:
     offset: int  # start of the registered range within the object, in bytes
     byte_size: int  # length of the registered range
     pinned: bool  # pinned for DMA by the server (CUDA backend): no staging copy
+    device: str = ""  # CUDA memory (register_cuda_memory): the GPU holding it, e.g. "cuda:0"
 
     @classmethod
     def from_proto(cls, r) -> "SharedMemoryInfo":
-        return cls(r.name, r.key, r.offset, r.byte_size, r.pinned)
+        return cls(r.name, r.key, r.offset, r.byte_size, r.pinned, r.device)
