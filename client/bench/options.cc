@@ -20,6 +20,7 @@ const char* ModeName(Mode mode) {
     case Mode::kResident: return "resident";
     case Mode::kPing: return "ping";
     case Mode::kShm: return "shm";
+    case Mode::kCudaIpc: return "cuda-ipc";
   }
   return "?";
 }
@@ -127,8 +128,11 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
           o.modes.push_back(Mode::kPing);
         } else if (m == "shm") {
           o.modes.push_back(Mode::kShm);
+        } else if (m == "cuda-ipc") {
+          o.modes.push_back(Mode::kCudaIpc);
         } else {
-          return Bad(absl::StrCat("--modes: '", m, "' is not inline, resident, shm or ping"));
+          return Bad(
+              absl::StrCat("--modes: '", m, "' is not inline, resident, shm, cuda-ipc or ping"));
         }
       }
       if (o.modes.empty()) return Bad("--modes: empty list");
@@ -140,8 +144,10 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
           o.modes.push_back(Mode::kInline);
         } else if (t == "shm") {
           o.modes.push_back(Mode::kShm);
+        } else if (t == "cuda-ipc") {
+          o.modes.push_back(Mode::kCudaIpc);
         } else {
-          return Bad(absl::StrCat("--transport: '", t, "' is not grpc or shm"));
+          return Bad(absl::StrCat("--transport: '", t, "' is not grpc, shm or cuda-ipc"));
         }
       }
       if (o.modes.empty()) return Bad("--transport: empty list");
@@ -184,6 +190,10 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
         return Bad(absl::StrCat("--release: '", value, "' is not background or inline"));
       }
       o.release_inline = value == "inline";
+    } else if (name == "--cuda-device") {
+      auto v = ParseInt(name, value, 0);
+      if (!v.ok()) return v.status();
+      o.cuda_device = static_cast<int>(*v);
     } else if (name == "--channel-arg") {
       const std::size_t eq = value.find('=');
       int number = 0;
@@ -226,7 +236,10 @@ usage: matserve-bench [options]
                            shapes, variants and precisions) and/or shm (operands and result in
                            a shared-memory region per worker, registered once; the server must
                            run on this node); default inline
-  --transport LIST         grpc and/or shm: the same as --modes inline / shm
+  --transport LIST         grpc, shm and/or cuda-ipc: the same as --modes inline / shm /
+                           cuda-ipc (operands and result in this process's GPU memory, shared
+                           with the server by CUDA IPC; a CUDA build, the server on this node)
+  --cuda-device N          the GPU the cuda-ipc transport allocates on (default 0)
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1

@@ -20,7 +20,8 @@ struct Shape {
 
 // kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
 // kShm: operands and result in a POSIX shared-memory region of each worker (same node only).
-enum class Mode { kInline, kResident, kPing, kShm };
+// kCudaIpc: operands and result in GPU memory of the bench process, shared by CUDA IPC.
+enum class Mode { kInline, kResident, kPing, kShm, kCudaIpc };
 const char* ModeName(Mode mode);
 
 struct BenchOptions {
@@ -38,6 +39,7 @@ struct BenchOptions {
   // before its next one, instead of a pool of release threads beside the workers (background).
   bool release_inline = false;
   std::int64_t deadline_ms = 120000;
+  int cuda_device = 0;  // --cuda-device: where the cuda-ipc transport allocates
   // --channel-arg NAME=INT (repeatable): integer gRPC channel arguments of every client.
   std::vector<std::pair<std::string, int>> channel_args;
   std::uint64_t seed = 1;

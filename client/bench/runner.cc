@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/bench/cuda_ipc_buffer.h"
 #include "client/bench/releaser.h"
 #include "client/cpp/matrix.h"
 #include "client/cpp/shared_memory.h"
@@ -96,6 +97,7 @@ class Worker {
       return true;
     }
     if (shared_.spec.mode == Mode::kShm) return SetupSharedMemory(std::move(a), std::move(b));
+    if (shared_.spec.mode == Mode::kCudaIpc) return SetupCudaIpc(std::move(a), std::move(b));
     // B joins A's device: on a multi-GPU server each worker's pair lands on one device, and the
     // pairs of different workers spread over the devices.
     for (auto [matrix, handle] : {std::pair{&a, &a_handle_}, std::pair{&b, &b_handle_}}) {
@@ -154,8 +156,10 @@ class Worker {
           if (!released) ++record_.release_errors;
         }
       }
-      bytes_received_ = static_cast<std::int64_t>(
-          shared_.spec.mode == Mode::kShm ? result_bytes_ : reply->c().data().size());
+      bytes_received_ = static_cast<std::int64_t>(shared_.spec.mode == Mode::kShm ||
+                                                          shared_.spec.mode == Mode::kCudaIpc
+                                                      ? result_bytes_
+                                                      : reply->c().data().size());
     }
   }
 
@@ -218,6 +222,44 @@ class Worker {
     return true;
   }
 
+  // The same places in GPU memory of this process: one allocation, exported by CUDA IPC and
+  // registered once; the server reads A and B and writes C on the GPU.
+  bool SetupCudaIpc(v1::Matrix a, v1::Matrix b) {
+    const auto round = [](std::size_t n) { return (n + 4095) / 4096 * 4096; };
+    const std::size_t a_bytes = a.data().size(), b_bytes = b.data().size();
+    const Shape& s = shared_.spec.shape;
+    result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b_bytes / (s.k * s.n));
+    const std::size_t off_b = round(a_bytes), off_c = off_b + round(b_bytes);
+    auto buffer = CudaIpcBuffer::Create(off_c + static_cast<std::size_t>(result_bytes_),
+                                        shared_.context.options.cuda_device);
+    if (!buffer.ok()) return Fail(buffer.status());
+    gpu_ = *std::move(buffer);
+    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
+      if (absl::Status st = gpu_.Write(offset, matrix->data().data(), matrix->data().size());
+          !st.ok()) {
+        return Fail(st);
+      }
+    }
+    const std::string name = absl::StrCat("bench-gpu-", index_);
+    v1::RegisterCudaMemoryRequest register_request;
+    register_request.set_name(name);
+    register_request.set_ipc_handle(gpu_.handle());
+    register_request.set_byte_size(static_cast<std::int64_t>(gpu_.size()));
+    auto region = client_->RegisterCudaMemory(register_request);
+    if (!region.ok()) return Fail(region.status());
+    region_ = name;
+    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
+      matrix->clear_data();
+      matrix->mutable_shm()->set_region(name);
+      matrix->mutable_shm()->set_offset(static_cast<std::int64_t>(offset));
+    }
+    *request_.mutable_a() = std::move(a);
+    *request_.mutable_b() = std::move(b);
+    request_.mutable_output_shm()->set_region(name);
+    request_.mutable_output_shm()->set_offset(static_cast<std::int64_t>(off_c));
+    return true;
+  }
+
   bool Fail(const absl::Status& status) {
     record_.RecordError(StatusCodeName(status.code()), "setup: " + std::string(status.message()));
     setup_failed_ = true;
@@ -231,6 +273,7 @@ class Worker {
   v1::MultiplyRequest request_;
   std::string a_handle_, b_handle_;
   SharedMemoryObject shm_;  // shm mode
+  CudaIpcBuffer gpu_;       // cuda-ipc mode
   std::string region_;      // its registered name
   std::int64_t operand_bytes_ = 0;
   std::int64_t result_bytes_ = 0;
@@ -325,7 +368,8 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   for (const auto& w : workers) {
     result.record.Merge(w->record());
     if (w->setup_failed()) ++result.setup_failures;
-    if ((spec.mode == Mode::kInline || spec.mode == Mode::kShm) && !w->setup_failed()) {
+    if ((spec.mode == Mode::kInline || spec.mode == Mode::kShm || spec.mode == Mode::kCudaIpc) &&
+        !w->setup_failed()) {
       result.bytes_sent_per_request = w->bytes_sent();
     }
     result.bytes_received_per_request =

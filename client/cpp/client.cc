@@ -288,6 +288,18 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterSharedMemory(const std::s
   return reply.region();
 }
 
+absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterCudaMemory(
+    const v1::RegisterCudaMemoryRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::RegisterSharedMemoryReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->RegisterCudaMemory(&context, request, &reply));
+      !s.ok()) {
+    return s;
+  }
+  return reply.region();
+}
+
 absl::StatusOr<int> Client::UnregisterSharedMemory(const std::string& name) {
   grpc::ClientContext context;
   PrepareContext(context);

@@ -93,6 +93,9 @@ class Client {
                                                               const std::string& key,
                                                               std::int64_t byte_size,
                                                               std::int64_t offset = 0);
+  // GPU memory of this process exported by CUDA IPC (request.ipc_handle: a cudaIpcMemHandle_t).
+  absl::StatusOr<v1::SharedMemoryRegion> RegisterCudaMemory(
+      const v1::RegisterCudaMemoryRequest& request);
   absl::StatusOr<int> UnregisterSharedMemory(const std::string& name);
   absl::StatusOr<v1::ListSharedMemoryReply> ListSharedMemory();
 

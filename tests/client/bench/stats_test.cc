@@ -149,6 +149,11 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_EQ(ParseOptions({"--modes", "shm"})->modes, (std::vector<Mode>{Mode::kShm}));
   EXPECT_STREQ(ModeName(Mode::kShm), "shm");
   EXPECT_FALSE(ParseOptions({"--transport", "carrier-pigeon"}).ok());
+  auto gpu = ParseOptions({"--transport", "cuda-ipc", "--cuda-device", "1"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->modes, (std::vector<Mode>{Mode::kCudaIpc}));
+  EXPECT_EQ(gpu->cuda_device, 1);
+  EXPECT_STREQ(ModeName(Mode::kCudaIpc), "cuda-ipc");
   auto tuned = ParseOptions({"--channel-arg", "grpc.http2.max_frame_size=1048576",
                              "--channel-arg=grpc.http2.lookahead_bytes=65536"});
   ASSERT_TRUE(tuned.ok()) << tuned.status();
