@@ -192,25 +192,25 @@ class Worker {
   std::int64_t bytes_received() const { return bytes_received_; }
 
  private:
-  // A region of A, B and room for C (each at a 4 KiB boundary), registered once; the request
-  // names places in it and carries no bytes.
-  bool SetupSharedMemory(v1::Matrix a, v1::Matrix b) {
+  // Where A, B and C go in a worker's region (each at a 4 KiB boundary).
+  struct Places {
+    std::size_t b = 0, c = 0, total = 0;
+  };
+  Places PlanPlaces(const v1::Matrix& a, const v1::Matrix& b) {
     const auto round = [](std::size_t n) { return (n + 4095) / 4096 * 4096; };
-    const std::size_t a_bytes = a.data().size(), b_bytes = b.data().size();
     const Shape& s = shared_.spec.shape;
-    result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b_bytes / (s.k * s.n));
-    const std::size_t off_b = round(a_bytes), off_c = off_b + round(b_bytes);
-    auto object = SharedMemoryObject::Create(off_c + static_cast<std::size_t>(result_bytes_));
-    if (!object.ok()) return Fail(object.status());
-    shm_ = *std::move(object);
-    std::memcpy(shm_.bytes().data(), a.data().data(), a_bytes);
-    std::memcpy(shm_.bytes().data() + off_b, b.data().data(), b_bytes);
-    const std::string name = absl::StrCat("bench-", index_);
-    auto region = client_->RegisterSharedMemory(name, shm_.key(),
-                                                static_cast<std::int64_t>(shm_.bytes().size()));
-    if (!region.ok()) return Fail(region.status());
+    result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b.data().size() / (s.k * s.n));
+    Places p;
+    p.b = round(a.data().size());
+    p.c = p.b + round(b.data().size());
+    p.total = p.c + static_cast<std::size_t>(result_bytes_);
+    return p;
+  }
+
+  // The request names places in the registered region `name` and carries no bytes.
+  void NamePlaces(const std::string& name, const Places& p, v1::Matrix a, v1::Matrix b) {
     region_ = name;
-    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
+    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, p.b}}) {
       matrix->clear_data();
       matrix->mutable_shm()->set_region(name);
       matrix->mutable_shm()->set_offset(static_cast<std::int64_t>(offset));
@@ -218,23 +218,33 @@ class Worker {
     *request_.mutable_a() = std::move(a);
     *request_.mutable_b() = std::move(b);
     request_.mutable_output_shm()->set_region(name);
-    request_.mutable_output_shm()->set_offset(static_cast<std::int64_t>(off_c));
+    request_.mutable_output_shm()->set_offset(static_cast<std::int64_t>(p.c));
+  }
+
+  // A POSIX shared-memory region of A, B and room for C, registered once.
+  bool SetupSharedMemory(v1::Matrix a, v1::Matrix b) {
+    const Places p = PlanPlaces(a, b);
+    auto object = SharedMemoryObject::Create(p.total);
+    if (!object.ok()) return Fail(object.status());
+    shm_ = *std::move(object);
+    std::memcpy(shm_.bytes().data(), a.data().data(), a.data().size());
+    std::memcpy(shm_.bytes().data() + p.b, b.data().data(), b.data().size());
+    const std::string name = absl::StrCat("bench-", index_);
+    auto region = client_->RegisterSharedMemory(name, shm_.key(),
+                                                static_cast<std::int64_t>(shm_.bytes().size()));
+    if (!region.ok()) return Fail(region.status());
+    NamePlaces(name, p, std::move(a), std::move(b));
     return true;
   }
 
   // The same places in GPU memory of this process: one allocation, exported by CUDA IPC and
   // registered once; the server reads A and B and writes C on the GPU.
   bool SetupCudaIpc(v1::Matrix a, v1::Matrix b) {
-    const auto round = [](std::size_t n) { return (n + 4095) / 4096 * 4096; };
-    const std::size_t a_bytes = a.data().size(), b_bytes = b.data().size();
-    const Shape& s = shared_.spec.shape;
-    result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b_bytes / (s.k * s.n));
-    const std::size_t off_b = round(a_bytes), off_c = off_b + round(b_bytes);
-    auto buffer = CudaIpcBuffer::Create(off_c + static_cast<std::size_t>(result_bytes_),
-                                        shared_.context.options.cuda_device);
+    const Places p = PlanPlaces(a, b);
+    auto buffer = CudaIpcBuffer::Create(p.total, shared_.context.options.cuda_device);
     if (!buffer.ok()) return Fail(buffer.status());
     gpu_ = *std::move(buffer);
-    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
+    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, p.b}}) {
       if (absl::Status st = gpu_.Write(offset, matrix->data().data(), matrix->data().size());
           !st.ok()) {
         return Fail(st);
@@ -247,16 +257,7 @@ class Worker {
     register_request.set_byte_size(static_cast<std::int64_t>(gpu_.size()));
     auto region = client_->RegisterCudaMemory(register_request);
     if (!region.ok()) return Fail(region.status());
-    region_ = name;
-    for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, off_b}}) {
-      matrix->clear_data();
-      matrix->mutable_shm()->set_region(name);
-      matrix->mutable_shm()->set_offset(static_cast<std::int64_t>(offset));
-    }
-    *request_.mutable_a() = std::move(a);
-    *request_.mutable_b() = std::move(b);
-    request_.mutable_output_shm()->set_region(name);
-    request_.mutable_output_shm()->set_offset(static_cast<std::int64_t>(off_c));
+    NamePlaces(name, p, std::move(a), std::move(b));
     return true;
   }
 
