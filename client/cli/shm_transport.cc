@@ -17,7 +17,8 @@ std::int64_t RoundUp(std::int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<ShmTransport> ShmTransport::Create(Client& client, std::vector<v1::Matrix*> operands,
+absl::StatusOr<ShmTransport> ShmTransport::Create(Client& client,
+                                                  const std::vector<v1::Matrix*>& operands,
                                                   std::int64_t result_bytes,
                                                   v1::SharedMemoryRef* output) {
   std::int64_t total = 0;

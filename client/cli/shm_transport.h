@@ -19,7 +19,8 @@ class ShmTransport {
  public:
   // Copies each operand's bytes into one new region (4 KiB aligned places), replaces them with
   // Matrix.shm, and points `output` at a place for `result_bytes`. Registers the region.
-  static absl::StatusOr<ShmTransport> Create(Client& client, std::vector<v1::Matrix*> operands,
+  static absl::StatusOr<ShmTransport> Create(Client& client,
+                                             const std::vector<v1::Matrix*>& operands,
                                              std::int64_t result_bytes,
                                              v1::SharedMemoryRef* output);
   ShmTransport(ShmTransport&& o) noexcept

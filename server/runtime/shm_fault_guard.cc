@@ -39,7 +39,7 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
       continue;
     }
     const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    void* at = reinterpret_cast<void*>(addr & ~(page - 1));
+    void* at = reinterpret_cast<void*>(addr & ~(page - 1));  // NOLINT(performance-no-int-to-ptr)
     if (mmap(at, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
         MAP_FAILED) {
       s.faulted.store(true, std::memory_order_release);
