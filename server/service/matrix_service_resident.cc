@@ -108,7 +108,12 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Upload");
     if (!owner.ok()) return owner.status();
     if (!request->has_matrix()) return absl::InvalidArgumentError("matrix: missing");
-    absl::StatusOr<HostMatrix> m = validate_matrix("matrix", request->matrix(), limits_);
+    // The bytes in the message, or at a place in one of the caller's shared-memory regions
+    // (held mapped until the upload is done).
+    const RegionResolver regions = region_resolver(*owner);
+    std::shared_ptr<SharedMemoryRegion> region;
+    absl::StatusOr<HostMatrix> m =
+        validate_matrix("matrix", request->matrix(), limits_, &regions, &region);
     if (!m.ok()) return m.status();
     absl::StatusOr<QuotaReservation> quota = reserve_quota(*owner, m->bytes());
     if (!quota.ok()) return quota.status();
@@ -119,6 +124,9 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
         runtime_.begin_upload(m->rows, m->cols, m->dtype, m->layout, *owner, *device, waiter);
     if (!r.ok()) return r.status();
     if (absl::Status s = runtime_.write(**r, 0, m->data, waiter); !s.ok()) return s;
+    if (region != nullptr) {
+      if (absl::Status s = region->check_intact(); !s.ok()) return s;
+    }
     if (absl::Status s = abandoned(*context, "the upload", start); !s.ok()) return s;
     runtime_.publish(*r);
     fill_resident(**r, reply->mutable_resident());
@@ -156,6 +164,11 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
     }
     if (!chunk.header().data().empty()) {
       return absl::InvalidArgumentError("header.data: must be empty; send bytes in `data`");
+    }
+    if (chunk.header().has_shm()) {
+      return absl::InvalidArgumentError(
+          "header.shm: shared memory is for Upload (one message), Multiply and Transpose; "
+          "UploadStream carries the bytes in `data`");
     }
     absl::StatusOr<HostMatrix> h = validate_header("header", chunk.header(), limits_);
     if (!h.ok()) return h.status();

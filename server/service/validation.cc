@@ -105,8 +105,8 @@ class SharedMemoryPlaces {
   absl::StatusOr<Place> place(const std::string& field, const v1::SharedMemoryRef& ref,
                               std::int64_t bytes, bool output) {
     if (resolve_ == nullptr) {
-      return absl::InvalidArgumentError(
-          StrCat(field, ": shared memory is for Multiply and Transpose; send the bytes instead"));
+      return absl::InvalidArgumentError(StrCat(
+          field, ": shared memory is for Upload, Multiply and Transpose; send the bytes instead"));
     }
     if (ref.region().empty()) {
       return absl::InvalidArgumentError(StrCat(field, ".region: missing (a registered name)"));
@@ -179,8 +179,9 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
   const auto elem = static_cast<std::int64_t>(kernels::dtype_size(h->dtype));
   const std::int64_t expected = m.rows() * m.cols() * elem;
   if (m.has_shm()) {
-    return absl::InvalidArgumentError(
-        StrCat(field, ".shm: shared memory is for Multiply and Transpose; send the bytes instead"));
+    return absl::InvalidArgumentError(StrCat(
+        field,
+        ".shm: shared memory is for Upload, Multiply and Transpose; send the bytes instead"));
   }
   if (static_cast<std::int64_t>(m.data().size()) != expected) {
     return absl::InvalidArgumentError(StrCat(field, ".data: ", m.data().size(), " bytes, expected ",
@@ -574,8 +575,28 @@ absl::Status check_limits(const ServiceLimits& limits) {
 }
 
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
-                                           const ServiceLimits& limits) {
-  return check_matrix(field, m, limits);
+                                           const ServiceLimits& limits,
+                                           const RegionResolver* regions,
+                                           std::shared_ptr<SharedMemoryRegion>* hold) {
+  if (!m.has_shm() || regions == nullptr) return check_matrix(field, m, limits);
+  absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
+  if (!h.ok()) return h;
+  if (!m.data().empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
+  }
+  SharedMemoryPlaces shm(regions);
+  absl::StatusOr<SharedMemoryPlaces::Place> p =
+      shm.place(field + ".shm", m.shm(), static_cast<std::int64_t>(h->bytes()), false);
+  if (!p.ok()) return p.status();
+  if (p->region->is_device()) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".shm: region '", m.shm().region(),
+               "' is CUDA memory: name it in Multiply or Transpose (it is read there in place)"));
+  }
+  h->data = p->range;
+  if (hold != nullptr) *hold = p->region;
+  return h;
 }
 
 absl::StatusOr<HostMatrix> validate_header(const std::string& field, const v1::Matrix& m,

@@ -43,9 +43,13 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
 // out of its range (e.g. --max_dimension above 2^31 - 1: the kernels take 32-bit dimensions).
 absl::Status check_limits(const ServiceLimits& limits);
 
-// A whole matrix (Upload), named `field` in messages.
+// A whole matrix (Upload), named `field` in messages. With `regions` (may be null: refused) its
+// bytes may be at a place in a host shared-memory region (Matrix.shm); `hold` then keeps the
+// region mapped for as long as the caller needs the bytes.
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
-                                           const ServiceLimits& limits);
+                                           const ServiceLimits& limits,
+                                           const RegionResolver* regions = nullptr,
+                                           std::shared_ptr<SharedMemoryRegion>* hold = nullptr);
 // The header of a streamed upload: everything but the data, which arrives in chunks.
 absl::StatusOr<HostMatrix> validate_header(const std::string& field, const v1::Matrix& m,
                                            const ServiceLimits& limits);

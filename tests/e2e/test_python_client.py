@@ -368,6 +368,12 @@ class SharedMemoryClientTest(unittest.TestCase):
         # The CUDA backend pins a region for DMA; the CPU backend has no use for it.
         self.assertEqual(self.region.pinned, info.backend == "cuda")
 
+    def test_upload_reads_the_region(self):
+        a = np.random.default_rng(5).uniform(-1, 1, (19, 23)).astype(np.float32)
+        with self.client.upload(self.region.put(np.asfortranarray(a))) as h:
+            self.assertEqual((h.shape, h.order), ((19, 23), "F"))
+            np.testing.assert_array_equal(h.download(), a)
+
     def test_operands_and_result_in_shared_memory_match_numpy(self):
         r = self.region
         a, b, c = rand(37, 29, np.float64), rand(29, 13, np.float64), rand(37, 13, np.float64)

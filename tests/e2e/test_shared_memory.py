@@ -143,6 +143,15 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertEqual((reply.b.rows, reply.b.cols, len(reply.b.data)), (65, 33, 0))
         np.testing.assert_array_equal(self.shm.get(16384, 65, 33), 2 * a.T)
 
+    def test_upload_from_shared_memory(self):
+        a = rand(33, 17)
+        self.shm.put(8192, a)
+        info = self.stub.Upload(pb.UploadRequest(matrix=shm_matrix(33, 17, "r", 8192)),
+                                timeout=30).resident
+        self.assertEqual((info.rows, info.cols, info.bytes), (33, 17, 33 * 17 * 4))
+        got = decode(self.stub.Download(pb.DownloadRequest(handle=info.handle), timeout=30).matrix)
+        np.testing.assert_array_equal(got, a)
+
     def test_registered_range_at_an_offset(self):
         # The range starts 5000 bytes in (not a page multiple); offsets count from its start.
         a, b = rand(8, 8), rand(8, 8)
@@ -203,8 +212,11 @@ class SharedMemoryTest(unittest.TestCase):
                     self.stub.Transpose,
                     pb.TransposeRequest(a=ok_b, keep_result=True, output_shm=ref("r")))
         self.expect(grpc.StatusCode.INVALID_ARGUMENT,
-                    "matrix.shm: shared memory is for Multiply and Transpose",
-                    self.stub.Upload, pb.UploadRequest(matrix=shm_matrix(4, 4, "r")))
+                    "matrix.shm: offset 1048572 + 64 bytes exceeds region 'r'",
+                    self.stub.Upload, pb.UploadRequest(matrix=shm_matrix(4, 4, "r", (1 << 20) - 4)))
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "header.shm: shared memory is for",
+                    self.stub.UploadStream,
+                    iter([pb.UploadChunk(header=shm_matrix(4, 4, "r"))]))
         # The server is unharmed and the region still works.
         self.shm.put(0, rand(4, 4))
         self.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(4, 4, "r"), b=ok_b), timeout=30)

@@ -293,9 +293,19 @@ class Client:
         stream: None streams in chunks when the matrix exceeds one message; True/False force it.
         colocate_with: a resident matrix (or handle) whose device the new one goes to, so both can
         be operands of one request on a multi-GPU server; None: the least-loaded device.
+        A ShmMatrix in a shared-memory region is read by the server from there (no bytes in the
+        message; dtype and order must be its own); a CudaMatrix is sent as bytes.
         """
-        if isinstance(x, ShmMatrix):  # the server takes no shared memory in Upload: send bytes
-            x = x.array()
+        if isinstance(x, ShmMatrix) and not isinstance(x, cuda_memory.CudaMatrix):
+            x = self._operand(x, dtype, "matrix", order=_order(order))
+            if isinstance(colocate_with, ResidentMatrix):
+                colocate_with = colocate_with.handle
+            info = self._call("Upload", pb.UploadRequest(matrix=x.header(),
+                                                         colocate_with=colocate_with or ""),
+                              timeout).resident
+            return ResidentMatrix(self, ResidentInfo.from_proto(info))
+        if isinstance(x, ShmMatrix):  # GPU memory: its bytes
+            x = x.array().cpu().numpy() if hasattr(x.array(), "cpu") else x.array()
         return self._upload(prepare(x, dtype, "matrix", order=_order(order)), stream, timeout,
                             colocate_with)
 
