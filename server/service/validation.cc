@@ -170,8 +170,8 @@ std::shared_ptr<ResidentMatrix> device_view(const SharedMemoryPlaces::Place& p, 
   return m;
 }
 
-// A whole inline matrix: the header checks plus its byte length (Matrix.shm is for operands of
-// Multiply and Transpose only: see operand()).
+// A whole inline matrix: the header checks plus its byte length (Matrix.shm is taken by operand()
+// and validate_matrix(), which know the caller's regions).
 absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
                                         const ServiceLimits& limits) {
   absl::StatusOr<HostMatrix> h = check_header(field, m, limits);
