@@ -128,17 +128,22 @@ SharedMemoryRegion::~SharedMemoryRegion() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+absl::Status SharedMemoryRegion::truncated_error() const {
+  return absl::FailedPreconditionError(
+      StrCat("shared-memory region '", info_.name, "': the object '", info_.key,
+             "' no longer holds its registered ", info_.byte_size,
+             " bytes (it was truncated); unregister it and register it again"));
+}
+
+absl::Status SharedMemoryRegion::check_not_faulted() const {
+  return guard_.faulted() ? truncated_error() : absl::OkStatus();
+}
+
 absl::Status SharedMemoryRegion::check_intact() const {
   if (is_device()) return absl::OkStatus();  // the client's allocation, open until unregistered
   struct stat st = {};
   const bool shrank = ::fstat(fd_, &st) != 0 || st.st_size < info_.offset + info_.byte_size;
-  if (shrank || guard_.faulted()) {
-    return absl::FailedPreconditionError(
-        StrCat("shared-memory region '", info_.name, "': the object '", info_.key,
-               "' no longer holds its registered ", info_.byte_size,
-               " bytes (it was truncated); unregister it and register it again"));
-  }
-  return absl::OkStatus();
+  return shrank ? truncated_error() : check_not_faulted();
 }
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert(
@@ -180,7 +185,6 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
     const std::string& owner, SharedMemoryRegionInfo info) {
-  if (absl::Status s = check_name(info.name); !s.ok()) return s;
   if (absl::Status s = check_key(info.key); !s.ok()) return s;
   const std::string name = info.name;
   const std::int64_t offset = info.offset, byte_size = info.byte_size;

@@ -68,8 +68,13 @@ class SharedMemoryRegion {
   // OK while the object still holds the registered range and no access has hit a lost page;
   // FAILED_PRECONDITION naming the region otherwise (it must be registered again).
   absl::Status check_intact() const;
+  // The part of check_intact that needs no system call: FAILED_PRECONDITION once an access hit a
+  // lost page. For after a use whose range check_intact passed before it.
+  absl::Status check_not_faulted() const;
 
  private:
+  absl::Status truncated_error() const;
+
   SharedMemoryRegionInfo info_;
   int fd_ = -1;
   void* mapping_ = nullptr;  // page-aligned start of the mapping

@@ -88,9 +88,11 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner, std::size_t more_bytes);
   HandleResolver resolver(const std::string& owner);
   // The caller's shared-memory regions (FAILED_PRECONDITION for all with --shared_memory=false).
+  // Refers to `owner`, which must outlive it.
   RegionResolver region_resolver(const std::string& owner);
-  // After a job that used shared memory: FAILED_PRECONDITION when a region was truncated while
-  // the job read or wrote it (the result would be garbage), else OK.
+  // After a job that used shared memory: FAILED_PRECONDITION when the job reached a page a
+  // truncation took away (the result would be garbage), else OK. (Each region's size was checked
+  // when the request named it.)
   static absl::Status regions_intact(const std::vector<std::shared_ptr<SharedMemoryRegion>>& r);
   // Streams that move no chunk for this long are cancelled (--stream_idle_timeout_seconds).
   absl::Duration stream_idle_timeout() const;
@@ -104,6 +106,11 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   template <typename Reply>
   grpc::Status finish_rpc(const absl::Status& status, Reply& reply, RequestRecord& rec,
                           absl::Time received);
+  // Ends a unary RPC that manages shared-memory regions: clears the reply on failure, records
+  // it, maps the status (defined in matrix_service_shm.cc, where it is used).
+  template <typename Request, typename Reply>
+  grpc::Status finish_simple(const char* rpc, const absl::Status& status, const Request& request,
+                             Reply& reply, absl::Time start);
   // Records an RPC that moves or manages resident matrices.
   void record_simple(const std::string& rpc, const absl::Status& status, std::int64_t received,
                      std::int64_t sent, absl::Time start);

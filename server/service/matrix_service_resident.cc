@@ -125,7 +125,7 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
     if (!r.ok()) return r.status();
     if (absl::Status s = runtime_.write(**r, 0, m->data, waiter); !s.ok()) return s;
     if (region != nullptr) {
-      if (absl::Status s = region->check_intact(); !s.ok()) return s;
+      if (absl::Status s = region->check_not_faulted(); !s.ok()) return s;
     }
     if (absl::Status s = abandoned(*context, "the upload", start); !s.ok()) return s;
     runtime_.publish(*r);

@@ -26,8 +26,20 @@ absl::Status shared_memory_off(const std::string& field) {
 
 }  // namespace
 
+template <typename Request, typename Reply>
+grpc::Status MatrixServiceImpl::finish_simple(const char* rpc, const absl::Status& status,
+                                              const Request& request, Reply& reply,
+                                              absl::Time start) {
+  if (!status.ok()) reply.Clear();
+  record_simple(rpc, status, static_cast<std::int64_t>(request.ByteSizeLong()),
+                static_cast<std::int64_t>(reply.ByteSizeLong()), start);
+  return to_grpc(status);
+}
+
 RegionResolver MatrixServiceImpl::region_resolver(const std::string& owner) {
-  return [this, owner](
+  // By reference: small enough for std::function's inline storage, so building it on every
+  // request allocates nothing.
+  return [this, &owner](
              const std::string& field,
              const std::string& name) -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {
     if (!limits_.shared_memory) return shared_memory_off(field);
@@ -38,7 +50,7 @@ RegionResolver MatrixServiceImpl::region_resolver(const std::string& owner) {
 absl::Status MatrixServiceImpl::regions_intact(
     const std::vector<std::shared_ptr<SharedMemoryRegion>>& regions) {
   for (const auto& r : regions) {
-    if (absl::Status s = r->check_intact(); !s.ok()) return s;
+    if (absl::Status s = r->check_not_faulted(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -61,10 +73,7 @@ grpc::Status MatrixServiceImpl::RegisterSharedMemory(grpc::ServerContext* contex
     fill_region((*region)->info(), reply->mutable_region());
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  record_simple("RegisterSharedMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
-                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
-  return to_grpc(status);
+  return finish_simple("RegisterSharedMemory", status, *request, *reply, start);
 }
 
 grpc::Status MatrixServiceImpl::RegisterCudaMemory(grpc::ServerContext* context,
@@ -91,10 +100,7 @@ grpc::Status MatrixServiceImpl::RegisterCudaMemory(grpc::ServerContext* context,
     fill_region((*region)->info(), reply->mutable_region());
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  record_simple("RegisterCudaMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
-                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
-  return to_grpc(status);
+  return finish_simple("RegisterCudaMemory", status, *request, *reply, start);
 }
 
 grpc::Status MatrixServiceImpl::UnregisterSharedMemory(
@@ -110,11 +116,7 @@ grpc::Status MatrixServiceImpl::UnregisterSharedMemory(
     reply->set_unregistered(*n);
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  record_simple("UnregisterSharedMemory", status,
-                static_cast<std::int64_t>(request->ByteSizeLong()),
-                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
-  return to_grpc(status);
+  return finish_simple("UnregisterSharedMemory", status, *request, *reply, start);
 }
 
 grpc::Status MatrixServiceImpl::ListSharedMemory(grpc::ServerContext* context,
@@ -130,10 +132,7 @@ grpc::Status MatrixServiceImpl::ListSharedMemory(grpc::ServerContext* context,
     }
     return absl::OkStatus();
   }();
-  if (!status.ok()) reply->Clear();
-  record_simple("ListSharedMemory", status, static_cast<std::int64_t>(request->ByteSizeLong()),
-                static_cast<std::int64_t>(reply->ByteSizeLong()), start);
-  return to_grpc(status);
+  return finish_simple("ListSharedMemory", status, *request, *reply, start);
 }
 
 }  // namespace matserve::server

@@ -136,7 +136,9 @@ class SharedMemoryPlaces {
     } else {
       inputs_.push_back({field, range.data(), range.data() + range.size()});
     }
-    regions_.push_back(*region);
+    if (std::find(regions_.begin(), regions_.end(), *region) == regions_.end()) {
+      regions_.push_back(*region);  // held once, however many places it holds
+    }
     return Place{*std::move(region), range};
   }
 
