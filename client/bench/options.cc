@@ -1,8 +1,11 @@
 // Parsing matserve-bench's options (see options.h); "--name value" and "--name=value" both work.
 #include "client/bench/options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +45,22 @@ absl::StatusOr<std::int64_t> ParseInt(const std::string& name, const std::string
 
 std::vector<std::string> SplitList(const std::string& text) {
   return absl::StrSplit(text, ',', absl::SkipEmpty());
+}
+
+// The modes a comma list names, each through `names` (name, mode); `flag` and `expected` for the
+// message when one is not there.
+absl::StatusOr<std::vector<Mode>> ParseModeList(
+    const std::string& flag, const std::string& text,
+    std::initializer_list<std::pair<std::string_view, Mode>> names, const char* expected) {
+  std::vector<Mode> modes;
+  for (const std::string& item : SplitList(text)) {
+    const auto* it =
+        std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == item; });
+    if (it == names.end()) return Bad(absl::StrCat(flag, ": '", item, "' is not ", expected));
+    modes.push_back(it->second);
+  }
+  if (modes.empty()) return Bad(absl::StrCat(flag, ": empty list"));
+  return modes;
 }
 
 }  // namespace
@@ -117,40 +136,24 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       auto v = ParseShapes(value);
       if (!v.ok()) return v.status();
       o.shapes = *v;
-    } else if (name == "--modes") {
-      o.modes.clear();
-      for (const std::string& m : SplitList(value)) {
-        if (m == "inline") {
-          o.modes.push_back(Mode::kInline);
-        } else if (m == "resident") {
-          o.modes.push_back(Mode::kResident);
-        } else if (m == "ping") {
-          o.modes.push_back(Mode::kPing);
-        } else if (m == "shm") {
-          o.modes.push_back(Mode::kShm);
-        } else if (m == "cuda-ipc") {
-          o.modes.push_back(Mode::kCudaIpc);
-        } else {
-          return Bad(
-              absl::StrCat("--modes: '", m, "' is not inline, resident, shm, cuda-ipc or ping"));
-        }
-      }
-      if (o.modes.empty()) return Bad("--modes: empty list");
-    } else if (name == "--transport") {
-      // How operands and results travel: the same runs as --modes inline / shm.
-      o.modes.clear();
-      for (const std::string& t : SplitList(value)) {
-        if (t == "grpc") {
-          o.modes.push_back(Mode::kInline);
-        } else if (t == "shm") {
-          o.modes.push_back(Mode::kShm);
-        } else if (t == "cuda-ipc") {
-          o.modes.push_back(Mode::kCudaIpc);
-        } else {
-          return Bad(absl::StrCat("--transport: '", t, "' is not grpc, shm or cuda-ipc"));
-        }
-      }
-      if (o.modes.empty()) return Bad("--transport: empty list");
+    } else if (name == "--modes" || name == "--transport") {
+      // --transport: how operands and results travel, the same runs as --modes inline / shm /
+      // cuda-ipc.
+      auto modes =
+          name == "--modes"
+              ? ParseModeList(name, value,
+                              {{"inline", Mode::kInline},
+                               {"resident", Mode::kResident},
+                               {"ping", Mode::kPing},
+                               {"shm", Mode::kShm},
+                               {"cuda-ipc", Mode::kCudaIpc}},
+                              "inline, resident, shm, cuda-ipc or ping")
+              : ParseModeList(
+                    name, value,
+                    {{"grpc", Mode::kInline}, {"shm", Mode::kShm}, {"cuda-ipc", Mode::kCudaIpc}},
+                    "grpc, shm or cuda-ipc");
+      if (!modes.ok()) return modes.status();
+      o.modes = *std::move(modes);
     } else if (name == "--variants") {
       o.variants = SplitList(value);
       if (o.variants.empty()) return Bad("--variants: empty list");

@@ -19,6 +19,12 @@ from matserve.v1 import matrix_service_pb2_grpc as rpc
 MAX_MESSAGE = 1 << 30
 
 
+def call(stub_method, request, token=None):
+    """A unary call with "authorization: Bearer <token>" when a token is given, 30 s deadline."""
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    return stub_method(request, metadata=metadata, timeout=30)
+
+
 class ServerProcess:
     """A running matserve; use as a context manager or call stop()."""
 

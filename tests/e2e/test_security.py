@@ -14,7 +14,7 @@ import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
 from matserve.v1 import matrix_service_pb2_grpc as rpc
-from server_process import ServerProcess, health_check, matrix
+from server_process import ServerProcess, call, health_check, matrix
 from test_service import rand
 
 CLI = os.environ.get("MATSERVE_CLI")
@@ -31,11 +31,6 @@ ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789ab"
 READER = "reader-token-0123456789"
 CAROL = "carol-token-0123456789"
-
-
-def call(stub_method, request, token=None):
-    metadata = [("authorization", f"Bearer {token}")] if token else None
-    return stub_method(request, metadata=metadata, timeout=30)
 
 
 class TokenTest(unittest.TestCase):

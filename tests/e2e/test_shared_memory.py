@@ -16,7 +16,7 @@ import grpc
 import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
-from server_process import ServerProcess, matrix
+from server_process import ServerProcess, call, matrix
 from test_service import decode, rand, rel_l2
 
 ALICE = "alice-token-0123456789"
@@ -55,11 +55,6 @@ def ref(region, offset=0):
 
 def shm_matrix(rows, cols, region, offset=0, dtype=pb.FP32):
     return pb.Matrix(rows=rows, cols=cols, dtype=dtype, shm=ref(region, offset))
-
-
-def call(method, request, token=None):
-    metadata = [("authorization", f"Bearer {token}")] if token else None
-    return method(request, metadata=metadata, timeout=30)
 
 
 class SharedMemoryTest(unittest.TestCase):

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
+from . import dtypes
 from ._stubs import pb
 from .results import SharedMemoryInfo
 from .shared_memory import ShmMatrix
@@ -61,13 +62,13 @@ def describe(tensor: Any) -> Tuple[int, int, int, str, str]:
     name = type(tensor).__module__.split(".")[0]
     if name == "torch":  # also bfloat16, which __cuda_array_interface__ cannot describe
         import torch
-        dtypes = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
-                  torch.bfloat16: "bf16"}
-        if not tensor.is_cuda or tensor.dim() != 2 or tensor.dtype not in dtypes:
+        names = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
+                 torch.bfloat16: "bf16"}
+        if not tensor.is_cuda or tensor.dim() != 2 or tensor.dtype not in names:
             raise ValueError("cuda_matrix: a 2-D CUDA tensor of float64/32/16 or bfloat16")
         rows, cols = tensor.shape
         shape, strides, ptr, dtype = (rows, cols), tuple(tensor.stride()), tensor.data_ptr(), \
-            dtypes[tensor.dtype]
+            names[tensor.dtype]
         item = tensor.element_size()
         strides = (strides[0] * item, strides[1] * item)
     else:
@@ -143,7 +144,7 @@ def register(client: "Client", tensor: Any, name: Optional[str],
              timeout: Optional[float]) -> CudaMatrix:
     ptr, rows, cols, dtype, order = describe(tensor)
     handle, offset = export_allocation(ptr)
-    nbytes = rows * cols * {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2}[dtype]
+    nbytes = rows * cols * dtypes.itemsize(dtype)
     name = name or f"cuda-{uuid.uuid4().hex[:16]}"
     reply = client._call("RegisterCudaMemory",
                          pb.RegisterCudaMemoryRequest(name=name, ipc_handle=handle, offset=offset,
