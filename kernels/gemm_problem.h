@@ -10,6 +10,25 @@
 
 namespace matserve::kernels {
 
+// Where the products of a batched problem keep their matrices: product z reads A at
+// a + z * stride_a elements (stride 0: one A for every product, "broadcast"), likewise B and C;
+// or, with device arrays of `count` pointers, at a_array[z], b_array[z], c_array[z] (the
+// problem's a, b, c are then not read). Arrays are all set or all null.
+struct GemmBatch {
+  std::int64_t count = 1;
+  std::int64_t stride_a = 0;
+  std::int64_t stride_b = 0;
+  std::int64_t stride_c = 0;
+  const void* const* a_array = nullptr;
+  const void* const* b_array = nullptr;
+  void* const* c_array = nullptr;
+  // Every pointer in the arrays is 16-byte aligned (the caller checked, on the host): vector
+  // loads may be used.
+  bool arrays_aligned16 = false;
+
+  bool has_arrays() const { return a_array != nullptr; }
+};
+
 struct GemmProblem {
   std::int64_t m = 0;
   std::int64_t n = 0;
@@ -32,6 +51,8 @@ struct GemmProblem {
   Precision precision = Precision::kF32;
   double alpha = 1.0;
   double beta = 0.0;
+  // More than one product (count > 1): only variants marked `batched` in the registry take it.
+  GemmBatch batch;
 };
 
 // One stored operand of a user's request, before canonicalization.
@@ -54,6 +75,7 @@ struct GemmRequestDesc {
   Precision precision = Precision::kF32;
   double alpha = 1.0;
   double beta = 0.0;
+  GemmBatch batch;  // a and b above describe product 0 (or are unused with pointer arrays)
 };
 
 // Reduces a request to the canonical form. Shapes must already agree (validated by the caller):
@@ -82,6 +104,7 @@ inline GemmProblem canonicalize_gemm(const GemmRequestDesc& r) {
   p.precision = r.precision;
   p.alpha = r.alpha;
   p.beta = r.beta;
+  p.batch = r.batch;
   if (r.c_layout == Layout::kColMajor) {
     GemmProblem t = p;
     t.m = p.n;
@@ -93,14 +116,38 @@ inline GemmProblem canonicalize_gemm(const GemmRequestDesc& r) {
     t.ldb = p.lda;
     t.b_trans = !p.a_trans;
     t.ldc = t.n;
+    t.batch.stride_a = p.batch.stride_b;
+    t.batch.stride_b = p.batch.stride_a;
+    t.batch.a_array = p.batch.b_array;
+    t.batch.b_array = p.batch.a_array;
     return t;
   }
   return p;
 }
 
-// 2 * m * n * k, the flop count GFLOP/s figures use.
+// Product z of a batched problem whose pointers (and pointer arrays) are host memory, as a
+// problem of one product: what the CPU backend and the references compute.
+inline GemmProblem host_product(const GemmProblem& p, std::int64_t z) {
+  GemmProblem q = p;
+  q.batch = GemmBatch{};
+  const auto elem = static_cast<std::int64_t>(dtype_size(p.in_type));
+  const auto out_elem = static_cast<std::int64_t>(dtype_size(p.out_type));
+  if (p.batch.has_arrays()) {
+    q.a = p.batch.a_array[z];
+    q.b = p.batch.b_array[z];
+    q.c = p.batch.c_array[z];
+  } else {
+    q.a = static_cast<const char*>(p.a) + z * p.batch.stride_a * elem;
+    q.b = static_cast<const char*>(p.b) + z * p.batch.stride_b * elem;
+    q.c = static_cast<char*>(p.c) + z * p.batch.stride_c * out_elem;
+  }
+  return q;
+}
+
+// 2 * m * n * k per product, the flop count GFLOP/s figures use.
 inline double gemm_flops(const GemmProblem& p) {
-  return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+  return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
+         static_cast<double>(p.batch.count);
 }
 
 }  // namespace matserve::kernels

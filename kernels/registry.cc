@@ -57,8 +57,25 @@ absl::Status check_gemm_variant(const GemmVariant& v, const GemmProblem& p) {
                      std::string(precision_name(p.precision)),
                      " (it supports: ", precision_list(v.precisions), ")"));
   }
+  if (p.batch.count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch: ", p.batch.count, " products (must be >= 1)"));
+  }
+  if (p.batch.count > 1 && !v.batched) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variant '", std::string(v.name),
+        "' computes one product per launch (batched variants: ", batched_variant_list(), ")"));
+  }
   if (v.can_implement != nullptr) return v.can_implement(p);
   return absl::OkStatus();
+}
+
+std::string batched_variant_list() {
+  std::vector<std::string> names;
+  for (const GemmVariant& v : gemm_variants()) {
+    if (v.batched) names.emplace_back(v.name);
+  }
+  return names.empty() ? std::string("none in this build") : absl::StrJoin(names, ", ");
 }
 
 absl::Status check_transpose_variant(const TransposeVariant& v, const TransposeProblem& p) {

@@ -46,6 +46,8 @@ struct GemmVariant {
   // False when launch() must talk to the host mid-call (a read-back, a synchronization): it then
   // cannot be captured as a CUDA graph and replayed (kernels/cuda/launch_graphs.h).
   bool capturable = true;
+  // Takes a batched problem (batch.count > 1, strided or pointer arrays) in one launch.
+  bool batched = false;
 
   bool supports(Precision p) const { return (precisions & precision_bit(p)) != 0; }
 };
@@ -75,6 +77,9 @@ const TransposeVariant* find_transpose_variant(std::string_view name);
 // can_implement plus the precision and output-dtype checks every variant shares.
 absl::Status check_gemm_variant(const GemmVariant& v, const GemmProblem& p);
 absl::Status check_transpose_variant(const TransposeVariant& v, const TransposeProblem& p);
+
+// The names of the variants that take batched problems, comma-separated.
+std::string batched_variant_list();
 
 // Comma-separated precision names, e.g. "fp32,tf32".
 std::string precision_list(PrecisionSet s);

@@ -16,6 +16,7 @@ void append_cpu_variants(std::vector<GemmVariant>& gemm, std::vector<TransposeVa
       .precisions = kAllPrecisions | precision_bit(Precision::kF8),
       .can_implement = nullptr,
       .launch = &openblas_gemm,
+      .batched = true,
   });
   transpose.push_back(TransposeVariant{
       .name = "cpu_blocked",

@@ -14,13 +14,15 @@ void append_cuda_variants(std::vector<GemmVariant>& gemm,
   gemm.push_back(GemmVariant{
       .name = "cublas",
       .family = "library",
-      .description = "cuBLAS cublasGemmEx: fp64 (DMMA), fp32 pedantic (no tensor cores), tf32, "
-                     "fp16/bf16 tensor cores with fp32 accumulation",
+      .description = "cuBLAS cublasGemmEx (batches: cublasGemm[Strided]BatchedEx): fp64 (DMMA), "
+                     "fp32 pedantic (no tensor cores), tf32, fp16/bf16 tensor cores with fp32 "
+                     "accumulation",
       .constraints = "dimensions and leading dimensions below 2^31",
       .backend = Backend::kCuda,
       .precisions = kAllPrecisions,
       .can_implement = &cublas_gemm_can_implement,
       .launch = &cublas_gemm,
+      .batched = true,
   });
   transpose.push_back(TransposeVariant{
       .name = "cublas_geam",

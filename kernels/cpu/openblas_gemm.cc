@@ -54,7 +54,9 @@ int set_openblas_threads(int threads) {
   return openblas_get_num_threads();
 }
 
-absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
+namespace {
+
+absl::Status one_product(const GemmProblem& p) {
   const int m = static_cast<int>(p.m);
   const int n = static_cast<int>(p.n);
   const int k = static_cast<int>(p.k);
@@ -93,6 +95,17 @@ absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
     for (std::int64_t j = 0; j < p.n; ++j) {
       store_element(p.c, p.out_type, i * p.ldc + j, c[static_cast<std::size_t>(i * p.ldc + j)]);
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// A batch is its products one after another (host pointers and pointer arrays).
+absl::Status openblas_gemm(const GemmProblem& p, const ExecContext& /*ctx*/) {
+  if (p.batch.count == 1) return one_product(p);
+  for (std::int64_t z = 0; z < p.batch.count; ++z) {
+    if (absl::Status s = one_product(host_product(p, z)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,7 @@
 // cuBLAS GEMM: see cublas_gemm.h. cuBLAS is column-major; the canonical row-major C (m x n) is the
 // column-major C^T (n x m) = B'^T * A'^T, so the operands swap places and keep their own flags.
+// Batched problems go to cublasGemmStridedBatchedEx (strides, 0 broadcasting one matrix) or
+// cublasGemmBatchedEx (device pointer arrays).
 #include "kernels/cublas/cublas_gemm.h"
 
 #include <cublas_v2.h>
@@ -42,6 +44,9 @@ absl::Status cublas_gemm_can_implement(const GemmProblem& p) {
   if (p.m > kMax || p.n > kMax || p.k > kMax || p.lda > kMax || p.ldb > kMax || p.ldc > kMax) {
     return absl::FailedPreconditionError("variant 'cublas': dimensions must fit in 32 bits");
   }
+  if (p.batch.count > kMax) {
+    return absl::FailedPreconditionError("variant 'cublas': at most 2^31-1 products per batch");
+  }
   const bool sixteen = p.precision == Precision::kF16 || p.precision == Precision::kBF16;
   if (sixteen && p.in_type == DType::kF32) {
     return absl::FailedPreconditionError(
@@ -61,13 +66,29 @@ absl::Status cublas_gemm(const GemmProblem& p, const ExecContext& ctx) {
   const void* beta = f64 ? static_cast<const void*>(&p.beta) : &beta_f;
   const cublasOperation_t op_first = p.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = p.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  return cublas_status(
-      cublasGemmEx(handle, op_first, op_second, static_cast<int>(p.n), static_cast<int>(p.m),
-                   static_cast<int>(p.k), alpha, p.b, cuda_type(p.in_type), static_cast<int>(p.ldb),
-                   p.a, cuda_type(p.in_type), static_cast<int>(p.lda), beta, p.c,
-                   cuda_type(p.out_type), static_cast<int>(p.ldc), compute_type(p.precision),
-                   CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx");
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  const int lda = static_cast<int>(p.lda), ldb = static_cast<int>(p.ldb);
+  const int ldc = static_cast<int>(p.ldc);
+  const cudaDataType_t in = cuda_type(p.in_type), out = cuda_type(p.out_type);
+  if (p.batch.count == 1) {
+    return cublas_status(
+        cublasGemmEx(handle, op_first, op_second, n, m, k, alpha, p.b, in, ldb, p.a, in, lda, beta,
+                     p.c, out, ldc, compute_type(p.precision), CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+  }
+  const int count = static_cast<int>(p.batch.count);
+  if (p.batch.has_arrays()) {
+    return cublas_status(
+        cublasGemmBatchedEx(handle, op_first, op_second, n, m, k, alpha, p.batch.b_array, in, ldb,
+                            p.batch.a_array, in, lda, beta, p.batch.c_array, out, ldc, count,
+                            compute_type(p.precision), CUBLAS_GEMM_DEFAULT),
+        "cublasGemmBatchedEx");
+  }
+  return cublas_status(cublasGemmStridedBatchedEx(
+                           handle, op_first, op_second, n, m, k, alpha, p.b, in, ldb,
+                           p.batch.stride_b, p.a, in, lda, p.batch.stride_a, beta, p.c, out, ldc,
+                           p.batch.stride_c, count, compute_type(p.precision), CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmStridedBatchedEx");
 }
 
 }  // namespace matserve::kernels

@@ -2,8 +2,10 @@
 // pipeline (16-byte copies, edge chunks zero-filled through cp.async's src-size), fragments read
 // with ldmatrix (.trans for m- or n-contiguous operands), 8 warps of 64x32. Overlapping copies
 // with math and ldmatrix's conflict-free padded rows are what WMMA's synchronous staging lacks.
+// A batched problem adds a grid dimension: blockIdx.z is the product.
 #include <cstdint>
 
+#include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
 namespace matserve::kernels {
@@ -104,10 +106,9 @@ __device__ __forceinline__ void load_tile(T* dst, int ld_s, const T* src, long l
 // The warp's 64x32 accumulators to C: fragment element x of tile (i, j) is at row
 // i*16 + (x/2)*8 (+ row0), column j*8 + x%2 (+ col0).
 template <typename O>
-__device__ __forceinline__ void store_tile(const float (&acc)[4][4][4], const GemmProblem& p,
+__device__ __forceinline__ void store_tile(const float (&acc)[4][4][4], const GemmProblem& p, O* c,
                                            long long row0, long long col0, float alpha,
                                            float beta) {
-  O* c = static_cast<O*>(p.c);
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -131,8 +132,9 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
   constexpr int kStage = stage_halves(kAT, kBT);
   constexpr int kAld = a_ld(kAT), kBld = b_ld(kBT);
   constexpr int kAHalves = a_rows(kAT) * kAld;
-  const T* a = static_cast<const T*>(p.a);
-  const T* b = static_cast<const T*>(p.b);
+  const long long z = blockIdx.z;
+  const T* a = batch::a_of<T>(p.batch, p.a, z);
+  const T* b = batch::b_of<T>(p.batch, p.b, z);
   const long long m0 = static_cast<long long>(blockIdx.y) * kBM;
   const long long n0 = static_cast<long long>(blockIdx.x) * kBN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -217,11 +219,14 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int g = lane / 4, t2 = (lane % 4) * 2;
   if (out_code == 0) {
-    store_tile<float>(acc, p, m0 + wm + g, n0 + wn + t2, alpha, beta);
+    store_tile<float>(acc, p, batch::c_of<float>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2, alpha,
+                      beta);
   } else if (out_code == 1) {
-    store_tile<__half>(acc, p, m0 + wm + g, n0 + wn + t2, alpha, beta);
+    store_tile<__half>(acc, p, batch::c_of<__half>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2,
+                       alpha, beta);
   } else {
-    store_tile<__nv_bfloat16>(acc, p, m0 + wm + g, n0 + wn + t2, alpha, beta);
+    store_tile<__nv_bfloat16>(acc, p, batch::c_of<__nv_bfloat16>(p.batch, p.c, z), m0 + wm + g,
+                              n0 + wn + t2, alpha, beta);
   }
 }
 
@@ -235,7 +240,8 @@ cudaError_t launch_one(const GemmProblem& p, int out_code, cudaStream_t stream) 
     return e;
   }
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN),
-                  static_cast<unsigned>((p.m + kBM - 1) / kBM));
+                  static_cast<unsigned>((p.m + kBM - 1) / kBM),
+                  static_cast<unsigned>(p.batch.count));
   kernel<<<grid, kThreads, bytes, stream>>>(p, out_code);
   return cudaGetLastError();
 }
@@ -248,13 +254,15 @@ cudaError_t launch_trans(const GemmProblem& p, int out_code, cudaStream_t stream
   return launch_one<T, false, false, kVec>(p, out_code, stream);
 }
 
-bool aligned16(const void* ptr, long long ld) {
-  return (reinterpret_cast<std::uintptr_t>(ptr) % 16) == 0 && ld % 8 == 0;
+// Every product's rows start on 16 bytes (8 halves), so whole rows go by 16-byte cp.async.
+bool aligned16(const GemmBatch& batch, const void* ptr, long long ld, long long stride) {
+  return batch::starts_aligned16(batch, ptr, stride, 2) && ld % 8 == 0;
 }
 
 template <typename T>
 cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream) {
-  if (aligned16(p.a, p.lda) && aligned16(p.b, p.ldb))
+  if (aligned16(p.batch, p.a, p.lda, p.batch.stride_a) &&
+      aligned16(p.batch, p.b, p.ldb, p.batch.stride_b))
     return launch_trans<T, true>(p, out_code, stream);
   return launch_trans<T, false>(p, out_code, stream);
 }
@@ -263,7 +271,7 @@ cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream
 
 cudaError_t launch_mma_sync_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
-  if ((p.m + kBM - 1) / kBM > 65535) return cudaErrorInvalidValue;
+  if ((p.m + kBM - 1) / kBM > 65535 || p.batch.count > 65535) return cudaErrorInvalidValue;
   const int out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
   if (p.in_type == DType::kF16) return launch_typed<__half>(p, out_code, stream);
   if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out_code, stream);

@@ -41,6 +41,10 @@ absl::Status wmma_can_implement(const GemmProblem& p) {
   return sixteen_bit_operands("wmma", p);
 }
 absl::Status mma_sync_can_implement(const GemmProblem& p) {
+  if (p.batch.count > 65535) {
+    return absl::FailedPreconditionError(
+        "variant 'mma_sync': at most 65535 products per batch (one grid layer each)");
+  }
   return sixteen_bit_operands("mma_sync", p);
 }
 
@@ -108,11 +112,12 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .description = "mma.sync m16n8k16: 128x128x32 tiles, 4-stage cp.async pipeline (zero-filled "
                      "edges), ldmatrix fragments, 8 warps of 64x32",
       .constraints = "fp16/bf16 operands; fp32 or operand-type output; 16-byte aligned rows take "
-                     "the cp.async path, others a slower predicated path",
+                     "the cp.async path, others a slower predicated path; batches up to 65535",
       .backend = Backend::kCuda,
       .precisions = kHalfPrecisions,
       .can_implement = &mma_sync_can_implement,
       .launch = &launch_cuda<GemmProblem, &launch_mma_sync_gemm>,
+      .batched = true,
   });
   gemm.push_back(GemmVariant{
       .name = "wgmma",

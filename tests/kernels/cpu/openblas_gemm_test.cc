@@ -97,3 +97,68 @@ TEST(OpenblasGemm, Fp16InputsWithFp32Output) {
 
 }  // namespace
 }  // namespace matserve::kernels
+
+namespace matserve::kernels {
+namespace {
+
+// A batch through host pointer arrays in a shuffled order (product z reads matrices count-1-z)
+// and through strides with B broadcast: each product equals its own float64 reference.
+TEST(OpenblasGemm, BatchedProductsEachMatchTheirReference) {
+  constexpr std::int64_t kM = 7, kN = 5, kK = 3, kCount = 4;
+  auto a = testing::random_matrix(kM * kK * kCount, DType::kF32, 1);
+  auto b = testing::random_matrix(kK * kN, DType::kF32, 2);
+  auto c = testing::random_matrix(kM * kN * kCount, DType::kF32, 3);
+  const std::vector<std::byte> c0 = c;
+  GemmProblem p;
+  p.m = kM;
+  p.n = kN;
+  p.k = kK;
+  p.lda = kK;
+  p.ldb = kN;
+  p.ldc = kN;
+  p.alpha = 0.5;
+  p.beta = 2.0;
+  p.batch.count = kCount;
+  p.batch.stride_a = kM * kK;
+  p.batch.stride_b = 0;
+  p.batch.stride_c = kM * kN;
+  p.a = a.data();
+  p.b = b.data();
+  p.c = c.data();
+  ASSERT_TRUE(openblas_gemm(p, {}).ok());
+  for (std::int64_t z = 0; z < kCount; ++z) {
+    GemmProblem one = host_product(p, z);
+    one.c = nullptr;
+    const std::vector<double> ref = reference_gemm(one, c0.data() + z * kM * kN * 4);
+    const ErrorStats e =
+        compare_with_reference(c.data() + z * kM * kN * 4, DType::kF32, kM, kN, kN, ref);
+    EXPECT_LT(e.rel_l2_error, 1e-5) << "strided product " << z;
+  }
+
+  std::vector<std::byte> d = c0;
+  std::vector<const void*> as, bs;
+  std::vector<void*> cs;
+  for (std::int64_t z = 0; z < kCount; ++z) {
+    as.push_back(a.data() + (kCount - 1 - z) * kM * kK * 4);
+    bs.push_back(b.data());
+    cs.push_back(d.data() + (kCount - 1 - z) * kM * kN * 4);
+  }
+  GemmProblem q = p;
+  q.batch.a_array = as.data();
+  q.batch.b_array = bs.data();
+  q.batch.c_array = cs.data();
+  ASSERT_TRUE(openblas_gemm(q, {}).ok());
+  for (std::int64_t z = 0; z < kCount; ++z) {
+    GemmProblem one = p;
+    one.batch = GemmBatch{};
+    one.a = as[static_cast<std::size_t>(z)];
+    const std::byte* before = c0.data() + (kCount - 1 - z) * kM * kN * 4;
+    const std::vector<double> ref = reference_gemm(one, before);
+    const ErrorStats e =
+        compare_with_reference(static_cast<const std::byte*>(cs[z]), DType::kF32, kM, kN, kN, ref);
+    EXPECT_LT(e.rel_l2_error, 1e-5) << "pointer-array product " << z;
+  }
+}
+
+}  // namespace
+}  // namespace matserve::kernels
