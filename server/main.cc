@@ -105,6 +105,13 @@ ABSL_FLAG(bool, shared_memory, true,
           "server opens the POSIX shared-memory objects they name");
 ABSL_FLAG(int, max_shm_regions_per_owner, 64,
           "shared-memory regions one caller (token) may have registered at once");
+ABSL_FLAG(int64_t, max_batch_products, 65536,
+          "most products in one MultiplyBatched call (batch field)");
+ABSL_FLAG(int, max_batch_size, 0,
+          "dynamic batching: concurrent compatible Multiply requests merged into one launch, at "
+          "most this many (0 or 1: off); a lone request is never delayed");
+ABSL_FLAG(int64_t, max_batch_delay_us, 500,
+          "dynamic batching: the longest a request waits for others to join its launch");
 ABSL_FLAG(int64_t, stream_idle_timeout_seconds, 60,
           "an UploadStream or DownloadStream that moves no chunk for this long is cancelled and "
           "its memory freed (0: never)");
@@ -201,6 +208,9 @@ int run() {
   limits.stream_idle_timeout_seconds = absl::GetFlag(FLAGS_stream_idle_timeout_seconds);
   limits.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   limits.max_shm_regions_per_owner = absl::GetFlag(FLAGS_max_shm_regions_per_owner);
+  limits.max_batch_products = absl::GetFlag(FLAGS_max_batch_products);
+  limits.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  limits.max_batch_delay_us = absl::GetFlag(FLAGS_max_batch_delay_us);
   absl::StatusOr<Authenticator> auth = authenticator();
   if (!auth.ok()) return fail(auth.status());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server_credentials();
@@ -265,7 +275,9 @@ int run() {
         make_tuned_choice(*std::move(table), devs.empty() ? "" : devs[0].name, (*backend)->kind());
   }
   Runtime runtime(*std::move(backend), std::move(tuned),
-                  absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)));
+                  absl::Seconds(absl::GetFlag(FLAGS_resident_ttl_seconds)),
+                  BatchingOptions{.max_batch_size = limits.max_batch_size,
+                                  .max_delay = absl::Microseconds(limits.max_batch_delay_us)});
   runtime.verify_budget().set_limit(limits.max_verify_bytes);
   runtime.shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));

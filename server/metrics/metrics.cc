@@ -32,6 +32,26 @@ const prometheus::Histogram::BucketBoundaries& size_buckets() {
   return buckets;
 }
 
+// Requests or products per launch: 1, 2, 4, ... 65536.
+const prometheus::Histogram::BucketBoundaries& count_buckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = [] {
+    prometheus::Histogram::BucketBoundaries b;
+    for (double v = 1; v <= 65536; v *= 2) b.push_back(v);
+    return b;
+  }();
+  return buckets;
+}
+
+// Delay added by dynamic batching: 0 (ran at once) then 10 us to about 1.3 s, doubling.
+const prometheus::Histogram::BucketBoundaries& wait_buckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = [] {
+    prometheus::Histogram::BucketBoundaries b{0.0};
+    for (double v = 10e-6; v < 1.5; v *= 2) b.push_back(v);
+    return b;
+  }();
+  return buckets;
+}
+
 }  // namespace
 
 Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus::Registry>()) {
@@ -85,6 +105,22 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                    .Help(
                        "GEMMs and transposes by how their device work was enqueued "
                        "(path=graph_replayed|graph_captured|direct)")
+                   .Register(*registry_);
+  merged_ = &BuildHistogram()
+                 .Name("matserve_batch_merged_requests")
+                 .Help(
+                     "Dynamic batching: for each successful Multiply, the requests its launch "
+                     "computed (1: it ran alone)")
+                 .Register(*registry_);
+  batch_wait_ = &BuildHistogram()
+                     .Name("matserve_batch_wait_seconds")
+                     .Help(
+                         "Dynamic batching: for each successful Multiply, the time it waited for "
+                         "other requests to join its launch")
+                     .Register(*registry_);
+  products_ = &BuildHistogram()
+                   .Name("matserve_batched_products")
+                   .Help("Products per successful MultiplyBatched call")
                    .Register(*registry_);
   BuildGauge()
       .Name("matserve_build_info")
@@ -161,6 +197,14 @@ void Metrics::record(const RequestRecord& r) {
   s.problem_size->Observe(r.problem_size);
   if (!r.launch_path.empty()) {
     launches_->Add({{"device", r.device}, {"path", r.launch_path}}).Increment();
+  }
+  if (r.merged_requests > 0) {
+    merged_->Add({{"device", r.device}}, count_buckets()).Observe(r.merged_requests);
+    batch_wait_->Add({{"device", r.device}}, wait_buckets()).Observe(r.batch_wait_us * 1e-6);
+  }
+  if (r.products > 0) {
+    products_->Add({{"device", r.device}}, count_buckets())
+        .Observe(static_cast<double>(r.products));
   }
 }
 

@@ -43,6 +43,11 @@ struct RequestRecord {
   std::int64_t bytes_received = 0;
   std::int64_t bytes_sent = 0;
   std::string launch_path;  // "graph_replayed", "graph_captured", "direct"; empty: not counted
+  // Multiply: requests computed by the launch that computed this one (dynamic batching; 1 when
+  // it ran alone) and the time it waited for them. 0: not a Multiply.
+  int merged_requests = 0;
+  double batch_wait_us = 0;
+  std::int64_t products = 0;  // MultiplyBatched: products in the call; 0 otherwise
 };
 
 class Metrics {
@@ -96,6 +101,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* sent_;
   prometheus::Family<prometheus::Histogram>* problem_size_;
   prometheus::Family<prometheus::Counter>* launches_;
+  prometheus::Family<prometheus::Histogram>* merged_;
+  prometheus::Family<prometheus::Histogram>* batch_wait_;
+  prometheus::Family<prometheus::Histogram>* products_;
   std::function<RuntimeSnapshot()> runtime_source_;
   std::unique_ptr<Nvml> nvml_;
   std::map<std::string, std::string> device_by_uuid_;

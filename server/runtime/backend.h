@@ -72,6 +72,11 @@ class Backend {
   virtual absl::Status multiply(const GemmJob& job, const GemmChooser& choose,
                                 std::span<std::byte> out, const Waiter& waiter,
                                 Outcome& outcome) = 0;
+  // Every product of `job` in one launch (the chooser sees the batched problem): results into
+  // job.outs, or, with keep_result, into new resident matrices (outcome.results, in order).
+  // Fills `outcome` for the whole batch, except verification.
+  virtual absl::Status multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
+                                      const Waiter& waiter, Outcome& outcome) = 0;
   // Out-of-place, or in place on job.a's resident memory when job.in_place (the caller swaps the
   // resident matrix's shape afterwards).
   virtual absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/openblas_gemm.h"
+#include "server/runtime/batch_placement.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
@@ -102,6 +103,57 @@ absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
   if (job.keep_result) {
     outcome.result = make_resident(admission->take_block(0), job.m(), job.n(), job.out_dtype,
                                    job.out_layout, job.owner, 0, "cpu");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
+                                        const Waiter& waiter, Outcome& outcome) {
+  const absl::Time queued = absl::Now();
+  const GemmJob& shape = job.shape;
+  const std::size_t out_bytes = shape.out_bytes();
+  std::vector<BlockSpec> specs;
+  if (shape.keep_result) {
+    specs.assign(static_cast<std::size_t>(job.count), BlockSpec{out_bytes, true});
+  }
+  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
+  if (!admission.ok()) return admission.status();
+  outcome.times.queue_us = micros_since(queued);
+  ProductPointers ptrs;
+  for (const Operand& a : job.a) ptrs.a.push_back(bytes_of(a));
+  for (const Operand& b : job.b) ptrs.b.push_back(bytes_of(b));
+  for (std::int64_t i = 0; i < job.count; ++i) {
+    void* c = shape.keep_result ? admission->block(static_cast<std::size_t>(i)).data()
+                                : job.out_of(i).data();
+    if (const Operand* c0 = job.c_of(i); c0 != nullptr && shape.beta != 0.0) {
+      std::memcpy(c, bytes_of(*c0), out_bytes);
+    }
+    ptrs.c.push_back(c);
+  }
+  // Host memory: pointer arrays are read where they are.
+  const std::size_t in_elem = kernels::dtype_size(shape.a.dtype);
+  const std::optional<kernels::GemmBatch> strided =
+      strided_batch(ptrs, in_elem, kernels::dtype_size(shape.out_dtype));
+  PointerArrays arrays;
+  if (!strided.has_value()) arrays = pointer_arrays(ptrs);
+  const kernels::GemmBatch batch =
+      strided.has_value() ? *strided : arrays.placed_at(arrays.host.data());
+  const kernels::GemmProblem p =
+      gemm_problem(shape, shape.a.dtype, ptrs.a[0], ptrs.b[0], ptrs.c[0], batch);
+  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
+  const absl::Time start = absl::Now();
+  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
+  outcome.times.kernel_us = micros_since(start);
+  outcome.variant = std::string((*v)->name);
+  outcome.device = "cpu";
+  outcome.work = kernels::gemm_flops(p);
+  if (shape.keep_result) {
+    for (std::int64_t i = 0; i < job.count; ++i) {
+      outcome.results.push_back(make_resident(admission->take_block(static_cast<std::size_t>(i)),
+                                              shape.m(), shape.n(), shape.out_dtype,
+                                              shape.out_layout, shape.owner, 0, "cpu"));
+    }
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,8 @@ class CpuBackend final : public Backend {
   bool healthy() const override { return true; }
   absl::Status multiply(const GemmJob& job, const GemmChooser& choose, std::span<std::byte> out,
                         const Waiter& waiter, Outcome& outcome) override;
+  absl::Status multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
+                              const Waiter& waiter, Outcome& outcome) override;
   absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) override;
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(

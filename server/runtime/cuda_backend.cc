@@ -20,6 +20,7 @@
 #include "kernels/cuda/launch_graphs.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
+#include "server/runtime/batch_placement.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/host_limits.h"
 #include "server/runtime/message_memory.h"
@@ -283,6 +284,11 @@ absl::Status CudaBackend::check_result_device(const ResidentMatrix* out, const D
 
 absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
     std::initializer_list<const Operand*> operands) {
+  return pick(std::vector<const Operand*>(operands));
+}
+
+absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
+    const std::vector<const Operand*>& operands) {
   Device* chosen = nullptr;
   for (const Operand* o : operands) {
     if (o == nullptr || !o->is_resident()) continue;
@@ -448,6 +454,214 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
                                    job.out_layout, job.owner, d.index, d.label);
   }
   marks.mark("outcome");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
+                                         const Waiter& waiter, Outcome& outcome) {
+  const absl::Time queued = absl::Now();
+  const GemmJob& shape = job.shape;
+  std::vector<const Operand*> operands;
+  for (const std::vector<Operand>* list : {&job.a, &job.b, &job.c}) {
+    for (const Operand& o : *list) operands.push_back(&o);
+  }
+  absl::StatusOr<Device*> picked = pick(operands);
+  if (!picked.ok()) return picked.status();
+  Device& d = **picked;
+  const kernels::DType operand = kernels::kernel_operand_dtype(shape.a.dtype, shape.precision);
+  const bool convert = operand != shape.a.dtype;
+  const std::size_t out_bytes = shape.out_bytes();
+  const auto count = static_cast<std::size_t>(job.count);
+  // Device memory, admitted at once: each operand's inline matrices stacked in order, the results
+  // (one block for the batch, or one resident block per product), the converted operands, and
+  // room for pointer arrays.
+  const auto inline_bytes = [](const std::vector<Operand>& list) {
+    std::size_t n = 0;
+    for (const Operand& o : list) n += o.is_resident() ? 0 : o.bytes();
+    return n;
+  };
+  std::vector<BlockSpec> specs;
+  const auto add = [&specs](std::size_t bytes, bool long_lived = false) {
+    specs.push_back({std::max<std::size_t>(bytes, 1), long_lived});
+    return specs.size() - 1;
+  };
+  const std::size_t ia = add(inline_bytes(job.a));
+  const std::size_t ib = add(inline_bytes(job.b));
+  const std::size_t io = shape.keep_result ? specs.size() : add(count * out_bytes);
+  if (shape.keep_result) {
+    for (std::size_t i = 0; i < count; ++i) add(out_bytes, true);
+  }
+  const std::size_t na = static_cast<std::size_t>(shape.a.rows * shape.a.cols);
+  const std::size_t nb = static_cast<std::size_t>(shape.b.rows * shape.b.cols);
+  const std::size_t op_size = kernels::dtype_size(operand);
+  const std::size_t ica = convert ? add(job.a.size() * na * op_size) : SIZE_MAX;
+  const std::size_t icb = convert ? add(job.b.size() * nb * op_size) : SIZE_MAX;
+  const std::size_t iarr = add(3 * count * sizeof(void*));
+  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit(specs, waiter);
+  if (!adm.ok()) return adm.status();
+  outcome.times.queue_us = micros_since(queued);
+  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
+  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
+  cudaStream_t s = slot.resources.stream();
+  absl::Cleanup drain = [s] { cudaStreamSynchronize(s); };  // before the blocks are returned
+
+  // Where each matrix is on the device, and the host -> device copies that put the inline ones
+  // there (consecutive host matrices going to consecutive places merge into one copy).
+  std::vector<StagedCopy> copies;
+  const auto stage = [&copies](void* dst, const void* src, std::size_t n) {
+    if (!copies.empty()) {
+      StagedCopy& last = copies.back();
+      if (static_cast<const std::byte*>(last.src) + last.bytes == src &&
+          static_cast<std::byte*>(last.dst) + last.bytes == dst) {
+        last.bytes += n;
+        return;
+      }
+    }
+    copies.push_back({dst, src, n});
+  };
+  const auto place = [&](const std::vector<Operand>& list, std::size_t block) {
+    std::vector<const void*> where;
+    auto* next = static_cast<std::byte*>(adm->block(block).data());
+    for (const Operand& o : list) {
+      if (o.is_resident()) {
+        where.push_back(o.resident->block.data());
+      } else {
+        stage(next, o.data.data(), o.bytes());
+        where.push_back(next);
+        next += o.bytes();
+      }
+    }
+    return where;
+  };
+  const std::vector<const void*> a_where = place(job.a, ia);
+  const std::vector<const void*> b_where = place(job.b, ib);
+  ProductPointers ptrs;
+  ptrs.a = a_where;
+  ptrs.b = b_where;
+  if (convert) {  // the kernel reads the converted stacks, one matrix after another
+    ptrs.a.clear();
+    ptrs.b.clear();
+    for (std::size_t i = 0; i < job.a.size(); ++i) {
+      ptrs.a.push_back(static_cast<std::byte*>(adm->block(ica).data()) + i * na * op_size);
+    }
+    for (std::size_t i = 0; i < job.b.size(); ++i) {
+      ptrs.b.push_back(static_cast<std::byte*>(adm->block(icb).data()) + i * nb * op_size);
+    }
+  }
+  std::vector<std::pair<void*, const void*>> resident_c;  // device-to-device copies of C
+  for (std::size_t i = 0; i < count; ++i) {
+    void* c = shape.keep_result ? adm->block(io + i).data()
+                                : static_cast<std::byte*>(adm->block(io).data()) + i * out_bytes;
+    ptrs.c.push_back(c);
+    const Operand* c0 = job.c_of(static_cast<std::int64_t>(i));
+    if (c0 == nullptr || shape.beta == 0.0) continue;
+    if (c0->is_resident()) {
+      resident_c.emplace_back(c, c0->resident->block.data());
+    } else {
+      stage(c, c0->data.data(), out_bytes);
+    }
+  }
+  const std::optional<kernels::GemmBatch> strided =
+      strided_batch(ptrs, op_size, kernels::dtype_size(shape.out_dtype));
+  PointerArrays arrays;
+  if (!strided.has_value()) {
+    arrays = pointer_arrays(ptrs);
+    stage(adm->block(iarr).data(), arrays.host.data(), arrays.host.size() * sizeof(void*));
+  }
+  const kernels::GemmBatch batch =
+      strided.has_value() ? *strided : arrays.placed_at(adm->block(iarr).data());
+  const kernels::GemmProblem p =
+      gemm_problem(shape, operand, ptrs.a[0], ptrs.b[0], ptrs.c[0], batch);
+  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
+  if (!v.ok()) return v.status();
+
+  cudaEventRecord(slot.events[0].get(), s);
+  for (const auto& [dst, src] : resident_c) {
+    if (absl::Status st = cuda_status(
+            cudaMemcpyAsync(dst, src, out_bytes, cudaMemcpyDeviceToDevice, s), "copy C");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (!copies.empty()) {
+    if (absl::Status st = slot.staging.to_device(copies, s, *copier_); !st.ok()) return st;
+  }
+  cudaEventRecord(slot.events[3].get(), s);
+  // Launched directly: batches vary in size and place, so a captured graph would rarely be
+  // replayed.
+  const absl::Time launch = absl::Now();
+  const auto enqueue = [&]() -> absl::Status {
+    cudaEventRecord(slot.events[1].get(), s);
+    if (convert) {
+      const auto convert_all = [&](const std::vector<Operand>& list,
+                                   const std::vector<const void*>& from,
+                                   const std::vector<const void*>& to, std::size_t elems,
+                                   const char* what) -> absl::Status {
+        for (std::size_t i = 0; i < list.size(); ++i) {
+          if (absl::Status st = cuda_status(
+                  kernels::launch_convert(from[i], list[i].dtype, const_cast<void*>(to[i]), operand,
+                                          static_cast<std::int64_t>(elems), s),
+                  what);
+              !st.ok()) {
+            return st;
+          }
+        }
+        return absl::OkStatus();
+      };
+      if (absl::Status st = convert_all(job.a, a_where, ptrs.a, na, "convert A"); !st.ok()) {
+        return st;
+      }
+      if (absl::Status st = convert_all(job.b, b_where, ptrs.b, nb, "convert B"); !st.ok()) {
+        return st;
+      }
+    }
+    if (absl::Status st = (*v)->launch(p, slot.resources.context()); !st.ok()) return st;
+    cudaEventRecord(slot.events[2].get(), s);
+    return absl::OkStatus();
+  };
+  if (absl::Status st = enqueue(); !st.ok()) {
+    (void)finish(s, d.healthy);
+    return st;
+  }
+  outcome.times.launch_us = micros_since(launch);
+  outcome.launch_path = "direct";
+  if (absl::Status st = cuda_status(cudaEventSynchronize(slot.events[2].get()), "kernel");
+      !st.ok()) {
+    return finish(s, d.healthy);
+  }
+  const absl::Time copy_out = absl::Now();
+  if (!shape.keep_result) {
+    if (job.outs.size() == 1) {  // the whole batch to one place
+      if (absl::Status st = slot.staging.to_host(job.outs[0].data(), adm->block(io).data(),
+                                                 count * out_bytes, s, *copier_);
+          !st.ok()) {
+        return st;
+      }
+    } else {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (absl::Status st =
+                slot.staging.to_host(job.outs[i].data(), ptrs.c[i], out_bytes, s, *copier_);
+            !st.ok()) {
+          return st;
+        }
+      }
+    }
+  }
+  if (absl::Status st = finish(s, d.healthy); !st.ok()) return st;
+  std::move(drain).Cancel();  // finish() synchronized the stream
+  outcome.times.device_to_host_us = shape.keep_result ? 0.0 : micros_since(copy_out);
+  outcome.times.host_to_device_us = elapsed_us(slot.events[0].get(), slot.events[3].get());
+  outcome.times.kernel_us = elapsed_us(slot.events[1].get(), slot.events[2].get());
+  outcome.variant = std::string((*v)->name);
+  outcome.device = d.display_name;
+  outcome.work = kernels::gemm_flops(p);
+  if (shape.keep_result) {
+    for (std::size_t i = 0; i < count; ++i) {
+      outcome.results.push_back(make_resident(adm->take_block(io + i), shape.m(), shape.n(),
+                                              shape.out_dtype, shape.out_layout, shape.owner,
+                                              d.index, d.label));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
   bool healthy() const override;
   absl::Status multiply(const GemmJob& job, const GemmChooser& choose, std::span<std::byte> out,
                         const Waiter& waiter, Outcome& outcome) override;
+  absl::Status multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
+                              const Waiter& waiter, Outcome& outcome) override;
   absl::Status transpose(const TransposeJob& job, const TransposeChooser& choose,
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) override;
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_resident(
@@ -71,6 +73,7 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   // The device of the resident operands (all must agree), or the least-loaded healthy one.
   absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
+  absl::StatusOr<Device*> pick(const std::vector<const Operand*>& operands);
   Device* least_loaded();
   // FAILED_PRECONDITION when a result in CUDA memory (`out`, may be null) is not on `d`.
   static absl::Status check_result_device(const ResidentMatrix* out, const Device& d);

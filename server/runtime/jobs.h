@@ -89,6 +89,41 @@ struct GemmJob {
   }
 };
 
+// Products of one shape and one set of options computed in one launch: a MultiplyBatched
+// request, or concurrent Multiply requests merged by the dynamic batcher. `shape` carries the
+// options and product 0's operands; its locks and regions are held for the whole batch. a, b and
+// c hold one operand per product, or one that every product uses (broadcast); c is empty when
+// the products have no C. The operands' bytes are views, as in GemmJob.
+struct GemmBatchJob {
+  GemmJob shape;
+  std::int64_t count = 1;
+  std::vector<Operand> a;
+  std::vector<Operand> b;
+  std::vector<Operand> c;
+  // Products whose result stays on the device (shape.keep_result): none of `outs` is used.
+  // Otherwise where product i's result goes (shape.out_bytes() bytes): outs[i], or, with one span
+  // for the whole batch, at i * shape.out_bytes() within it.
+  std::vector<std::span<std::byte>> outs;
+
+  const Operand& a_of(std::int64_t i) const {
+    return a.size() == 1 ? a[0] : a[static_cast<std::size_t>(i)];
+  }
+  const Operand& b_of(std::int64_t i) const {
+    return b.size() == 1 ? b[0] : b[static_cast<std::size_t>(i)];
+  }
+  const Operand* c_of(std::int64_t i) const {
+    if (c.empty()) return nullptr;
+    return c.size() == 1 ? &c[0] : &c[static_cast<std::size_t>(i)];
+  }
+  std::span<std::byte> out_of(std::int64_t i) const {
+    if (shape.keep_result) return {};
+    if (outs.size() == 1 && count > 1) {
+      return outs[0].subspan(static_cast<std::size_t>(i) * shape.out_bytes(), shape.out_bytes());
+    }
+    return outs[static_cast<std::size_t>(i)];
+  }
+};
+
 struct TransposeJob {
   Operand a;
   double scale = 1.0;
@@ -113,6 +148,7 @@ struct StageTimes {
   double kernel_us = 0;
   double device_to_host_us = 0;
   double total_us = 0;
+  double batch_wait_us = 0;  // dynamic batching: waited for others to join (inside queue_us)
 };
 
 struct Outcome {
@@ -122,6 +158,10 @@ struct Outcome {
   double work = 0;  // flops (GEMM) or bytes moved (transpose), for GFLOP/s and GB/s
   std::optional<kernels::ErrorStats> verification;
   std::shared_ptr<ResidentMatrix> result;  // keep_result: the new resident matrix (no handle yet)
+  // A batch with keep_result: product i's new resident matrix at index i (no handles yet).
+  std::vector<std::shared_ptr<ResidentMatrix>> results;
+  // Dynamic batching: requests computed by this request's launch (1: it ran alone).
+  int merged_requests = 1;
   // In-place transpose done out of place: the block holding the result, to replace the matrix's
   // own (the device work on it is finished). Empty otherwise.
   MemoryPool::Block replacement_block;

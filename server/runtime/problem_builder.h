@@ -9,9 +9,12 @@
 namespace matserve::server {
 
 // `operand_type` is the dtype of the A and B buffers the kernel reads (differs from the data's
-// when fp32 data was converted to fp16/bf16 on the device).
+// when fp32 data was converted to fp16/bf16 on the device). A batch gives product 0's pointers
+// and the placement of the others (in the request's operand order; canonicalization swaps it
+// with the operands).
 inline kernels::GemmProblem gemm_problem(const GemmJob& job, kernels::DType operand_type,
-                                         const void* a, const void* b, void* c) {
+                                         const void* a, const void* b, void* c,
+                                         const kernels::GemmBatch& batch = {}) {
   kernels::GemmRequestDesc r;
   r.a = {job.a.rows, job.a.cols, job.a.layout, job.transpose_a, a};
   r.b = {job.b.rows, job.b.cols, job.b.layout, job.transpose_b, b};
@@ -22,6 +25,7 @@ inline kernels::GemmProblem gemm_problem(const GemmJob& job, kernels::DType oper
   r.precision = job.precision;
   r.alpha = job.alpha;
   r.beta = job.c.has_value() ? job.beta : 0.0;  // absent C means C = 0
+  r.batch = batch;
   return kernels::canonicalize_gemm(r);
 }
 

@@ -1,6 +1,8 @@
 // Runtime façade: see runtime.h.
 #include "server/runtime/runtime.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "kernels/cpu/reference.h"
@@ -23,8 +25,20 @@ absl::Status precheck_transpose(std::string_view variant, kernels::Backend backe
 
 }  // namespace
 
-Runtime::Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl)
-    : backend_(std::move(backend)), residents_(resident_ttl) {
+Runtime::Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl,
+                 BatchingOptions batching)
+    : backend_(std::move(backend)),
+      residents_(resident_ttl),
+      batcher_(
+          batching,
+          [this](const GemmBatchJob& job, std::string_view variant, const Waiter& waiter,
+                 Outcome& outcome) {
+            return backend_->multiply_batch(job, gemm_chooser(variant), waiter, outcome);
+          },
+          [this](const GemmJob& job, std::string_view variant, std::span<std::byte> out,
+                 const Waiter& waiter, Outcome& outcome) {
+            return backend_->multiply(job, gemm_chooser(variant), out, waiter, outcome);
+          }) {
   selection_.backend = backend_->kind();
   selection_.tuned = std::move(tuned);
   sweeper_ = std::thread([this] {
@@ -47,41 +61,86 @@ absl::StatusOr<std::span<const std::byte>> Runtime::host_bytes(const Operand& o,
   return std::span<const std::byte>(storage);
 }
 
+GemmChooser Runtime::gemm_chooser(std::string_view variant) const {
+  return [this, variant](const kernels::GemmProblem& p) {
+    return select_gemm_variant(variant, p, selection_);
+  };
+}
+
+absl::StatusOr<kernels::ErrorStats> Runtime::verify_product(const GemmJob& shape, const Operand& a,
+                                                            const Operand& b, const Operand* c,
+                                                            std::span<std::byte> got,
+                                                            ResidentMatrix* kept,
+                                                            const Waiter& waiter) {
+  std::vector<std::byte> a_storage, b_storage, c_storage;
+  absl::StatusOr<std::span<const std::byte>> ha = host_bytes(a, a_storage, waiter);
+  if (!ha.ok()) return ha.status();
+  absl::StatusOr<std::span<const std::byte>> hb = host_bytes(b, b_storage, waiter);
+  if (!hb.ok()) return hb.status();
+  const void* c0 = nullptr;
+  if (c != nullptr && shape.beta != 0.0) {
+    absl::StatusOr<std::span<const std::byte>> hc = host_bytes(*c, c_storage, waiter);
+    if (!hc.ok()) return hc.status();
+    c0 = hc->data();
+  }
+  std::vector<std::byte> result;
+  if (kept != nullptr) {
+    result.resize(shape.out_bytes());
+    if (absl::Status s = backend_->read_resident(*kept, 0, result, waiter); !s.ok()) {
+      return s;
+    }
+    got = result;
+  }
+  const kernels::GemmProblem host =
+      gemm_problem(shape, shape.a.dtype, ha->data(), hb->data(), got.data());
+  const std::vector<double> ref = kernels::reference_gemm(host, c0);
+  return kernels::compare_with_reference(got.data(), shape.out_dtype, host.m, host.n, host.ldc,
+                                         ref);
+}
+
 absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
                                std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
   if (absl::Status s = precheck_gemm(variant, selection_.backend); !s.ok()) return s;
-  const GemmChooser choose = [&](const kernels::GemmProblem& p) {
-    return select_gemm_variant(variant, p, selection_);
-  };
-  if (absl::Status s = backend_->multiply(job, choose, out, waiter, outcome); !s.ok()) return s;
+  const std::optional<std::string> key = batcher_.key(job, variant);
+  const absl::Status ran =
+      key.has_value() ? batcher_.run(*key, job, variant, out, waiter, outcome)
+                      : backend_->multiply(job, gemm_chooser(variant), out, waiter, outcome);
+  if (!ran.ok()) return ran;
   if (job.verify) {
     absl::StatusOr<HostBudget::Lease> lease = verify_budget_.acquire(job.verify_bytes, waiter);
     if (!lease.ok()) return lease.status();
-    std::vector<std::byte> a_storage, b_storage, c_storage;
-    absl::StatusOr<std::span<const std::byte>> a = host_bytes(job.a, a_storage, waiter);
-    if (!a.ok()) return a.status();
-    absl::StatusOr<std::span<const std::byte>> b = host_bytes(job.b, b_storage, waiter);
-    if (!b.ok()) return b.status();
-    const void* c0 = nullptr;
-    if (job.c.has_value() && job.beta != 0.0) {
-      absl::StatusOr<std::span<const std::byte>> c = host_bytes(*job.c, c_storage, waiter);
-      if (!c.ok()) return c.status();
-      c0 = c->data();
+    absl::StatusOr<kernels::ErrorStats> e =
+        verify_product(job, job.a, job.b, job.c ? &*job.c : nullptr, out,
+                       job.keep_result ? outcome.result.get() : nullptr, waiter);
+    if (!e.ok()) return e.status();
+    outcome.verification = *e;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::multiply_batch(const GemmBatchJob& job, std::string_view variant,
+                                     const Waiter& waiter, Outcome& outcome) {
+  if (absl::Status s = precheck_gemm(variant, selection_.backend); !s.ok()) return s;
+  if (absl::Status s = backend_->multiply_batch(job, gemm_chooser(variant), waiter, outcome);
+      !s.ok()) {
+    return s;
+  }
+  if (job.shape.verify) {
+    absl::StatusOr<HostBudget::Lease> lease =
+        verify_budget_.acquire(job.shape.verify_bytes, waiter);
+    if (!lease.ok()) return lease.status();
+    kernels::ErrorStats worst;
+    for (std::int64_t i = 0; i < job.count; ++i) {
+      absl::StatusOr<kernels::ErrorStats> e = verify_product(
+          job.shape, job.a_of(i), job.b_of(i), job.c_of(i), job.out_of(i),
+          job.shape.keep_result ? outcome.results[static_cast<std::size_t>(i)].get() : nullptr,
+          waiter);
+      if (!e.ok()) return e.status();
+      worst.max_abs_error = std::max(worst.max_abs_error, e->max_abs_error);
+      worst.rel_l2_error = std::max(worst.rel_l2_error, e->rel_l2_error);
+      worst.nonfinite += e->nonfinite;
     }
-    std::vector<std::byte> result;
-    std::span<std::byte> got = out;
-    if (job.keep_result) {
-      result.resize(job.out_bytes());
-      if (absl::Status s = backend_->read_resident(*outcome.result, 0, result, waiter); !s.ok()) {
-        return s;
-      }
-      got = result;
-    }
-    const kernels::GemmProblem host =
-        gemm_problem(job, job.a.dtype, a->data(), b->data(), got.data());
-    const std::vector<double> ref = kernels::reference_gemm(host, c0);
-    outcome.verification =
-        kernels::compare_with_reference(got.data(), job.out_dtype, host.m, host.n, host.ldc, ref);
+    outcome.verification = worst;
   }
   return absl::OkStatus();
 }

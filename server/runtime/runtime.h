@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/dynamic_batcher.h"
 #include "server/runtime/host_budget.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/resident_store.h"
@@ -23,12 +24,17 @@ namespace matserve::server {
 
 class Runtime {
  public:
-  Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl);
+  Runtime(std::unique_ptr<Backend> backend, TunedChoice tuned, absl::Duration resident_ttl,
+          BatchingOptions batching = {});
   ~Runtime();  // stops the sweeper, releases every resident matrix
 
   // `out` holds job.out_bytes() (empty with keep_result). `variant`: a name, "auto" or empty.
   absl::Status multiply(const GemmJob& job, std::string_view variant, std::span<std::byte> out,
                         const Waiter& waiter, Outcome& outcome);
+  // Every product of `job` in one launch; with verify, outcome.verification is the largest error
+  // over the products.
+  absl::Status multiply_batch(const GemmBatchJob& job, std::string_view variant,
+                              const Waiter& waiter, Outcome& outcome);
   absl::Status transpose(const TransposeJob& job, std::string_view variant,
                          std::span<std::byte> out, const Waiter& waiter, Outcome& outcome);
 
@@ -50,6 +56,7 @@ class Runtime {
                     const Waiter& waiter);
 
   ResidentStore& residents() { return residents_; }
+  const BatchingOptions& batching() const { return batcher_.options(); }
   // Shared-memory regions registered by clients on this node (pinned by the backend).
   SharedMemoryRegistry& shared_memory() { return shared_memory_; }
   // Host memory the float64 references of `verify` may hold at once (--max_verify_bytes); each
@@ -66,6 +73,12 @@ class Runtime {
   absl::StatusOr<std::span<const std::byte>> host_bytes(const Operand& o,
                                                         std::vector<std::byte>& storage,
                                                         const Waiter& waiter);
+  // The float64 reference of one product against its result (`got`, or `kept` on the device).
+  absl::StatusOr<kernels::ErrorStats> verify_product(const GemmJob& shape, const Operand& a,
+                                                     const Operand& b, const Operand* c,
+                                                     std::span<std::byte> got, ResidentMatrix* kept,
+                                                     const Waiter& waiter);
+  GemmChooser gemm_chooser(std::string_view variant) const;
 
   std::unique_ptr<Backend> backend_;
   SelectionContext selection_;
@@ -75,6 +88,7 @@ class Runtime {
       [this](std::span<std::byte> bytes) { return backend_->pin_host_memory(bytes); }};
   HostBudget verify_budget_{"--max_verify_bytes"};
   StageTrace trace_{StageTrace::enabled_by_env()};
+  DynamicBatcher batcher_;
   absl::Notification stopping_;
   std::thread sweeper_;
 };

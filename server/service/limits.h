@@ -19,8 +19,12 @@ struct ServiceLimits {
   // UploadStream/DownloadStream calls that move no chunk for this long are cancelled (0: never).
   std::int64_t stream_idle_timeout_seconds = 60;  // --stream_idle_timeout_seconds
   // Shared-memory regions (RegisterSharedMemory) accepted at all, and per caller at most.
-  bool shared_memory = true;           // --shared_memory
-  int max_shm_regions_per_owner = 64;  // --max_shm_regions_per_owner
+  bool shared_memory = true;                // --shared_memory
+  int max_shm_regions_per_owner = 64;       // --max_shm_regions_per_owner
+  std::int64_t max_batch_products = 65536;  // --max_batch_products: products per MultiplyBatched
+  // Dynamic batching of concurrent Multiply requests (off at 0 or 1).
+  int max_batch_size = 0;                 // --max_batch_size
+  std::int64_t max_batch_delay_us = 500;  // --max_batch_delay_us
 };
 
 }  // namespace matserve::server

@@ -38,6 +38,7 @@ void report_outcome(const Outcome& outcome, Reply& reply, RequestRecord& rec) {
   reply.set_variant(outcome.variant);
   reply.set_device(outcome.device);
   fill_timing(outcome.times, reply.mutable_timing());
+  reply.mutable_timing()->set_merged_requests(outcome.merged_requests);
   if (outcome.verification.has_value()) {
     fill_verification(*outcome.verification, reply.mutable_verification());
   }
@@ -127,12 +128,80 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
     reply->set_precision(rec.precision);
     reply->set_gflops(outcome.rate());
     report_outcome(outcome, *reply, rec);
+    rec.merged_requests = outcome.merged_requests;
+    rec.batch_wait_us = outcome.times.batch_wait_us;
     return absl::OkStatus();
   }();
   grpc::Status done = finish_rpc(status, *reply, rec, received);
   marks.mark("metrics");
   runtime_.trace().record(marks);
   return done;
+}
+
+grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
+                                                const v1::MultiplyBatchedRequest* request,
+                                                v1::MultiplyBatchedReply* reply) {
+  const absl::Time received = absl::Now();
+  const std::size_t request_bytes = request->ByteSizeLong();
+  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
+  RequestRecord rec{.rpc = "MultiplyBatched",
+                    .op = "gemm",
+                    .variant = "none",
+                    .precision = "none",
+                    .device = "none"};
+  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
+  const absl::Status status = [&]() -> absl::Status {
+    const bool resident = request->keep_result() || !request->a_handles().empty() ||
+                          !request->b_handles().empty() || !request->c_handles().empty();
+    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "MultiplyBatched");
+    if (!owner.ok()) return owner.status();
+    const RegionResolver regions = region_resolver(*owner);
+    absl::StatusOr<GemmBatchJob> batch =
+        validate_multiply_batched(*request, limits_, resolver(*owner), &regions);
+    if (!batch.ok()) return batch.status();
+    GemmJob& shape = batch->shape;
+    shape.owner = *owner;
+    const std::size_t all_bytes = shape.out_bytes() * static_cast<std::size_t>(batch->count);
+    absl::StatusOr<QuotaReservation> quota =
+        reserve_quota(*owner, shape.keep_result ? all_bytes : 0);
+    if (!quota.ok()) return quota.status();
+    rec.precision = std::string(kernels::precision_name(shape.precision));
+    rec.problem_size = static_cast<double>(shape.m()) * static_cast<double>(shape.n()) *
+                       static_cast<double>(shape.k()) * static_cast<double>(batch->count);
+    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
+    v1::Matrix* c = reply->mutable_c();
+    c->set_rows(shape.m());
+    c->set_cols(shape.n());
+    c->set_batch(batch->count);
+    c->set_dtype(to_proto(shape.out_dtype));
+    c->set_layout(request->output_layout());
+    if (!shape.keep_result && shape.shm_out.empty()) {
+      std::string* data = c->mutable_data();
+      data->resize(all_bytes);
+      batch->outs = {as_span(*data)};
+    }
+    Outcome outcome;
+    if (absl::Status s =
+            runtime_.multiply_batch(*batch, request->variant(), waiter_of(*context), outcome);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = regions_intact(shape.regions); !s.ok()) return s;
+    if (!outcome.results.empty()) {
+      if (absl::Status s = abandoned(*context, "its results", received); !s.ok()) return s;
+      for (const std::shared_ptr<ResidentMatrix>& r : outcome.results) {
+        runtime_.publish(r);
+        fill_resident(*r, reply->add_results());
+      }
+    }
+    outcome.times.total_us = micros_since(received);
+    reply->set_precision(rec.precision);
+    reply->set_gflops(outcome.rate());
+    report_outcome(outcome, *reply, rec);
+    rec.products = batch->count;
+    return absl::OkStatus();
+  }();
+  return finish_rpc(status, *reply, rec, received);
 }
 
 grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
@@ -217,6 +286,7 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
     k->set_constraints(std::string(v.constraints));
     k->set_description(std::string(v.description));
     k->set_backend(std::string(kernels::backend_name(v.backend)));
+    k->set_batched(v.batched);
   }
   for (const kernels::TransposeVariant& v : kernels::transpose_variants()) {
     if (v.backend != mine) continue;
@@ -267,6 +337,9 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
   if (!stats.empty()) l->set_memory_budget_bytes(stats[0].pool.budget_bytes);
   l->set_resident_ttl_ms(absl::ToInt64Milliseconds(runtime_.residents().ttl()));
   l->set_shared_memory(limits_.shared_memory);
+  l->set_max_batch_products(limits_.max_batch_products);
+  l->set_max_batch_size(limits_.max_batch_size > 1 ? limits_.max_batch_size : 0);
+  l->set_max_batch_delay_us(limits_.max_batch_delay_us);
   RequestRecord rec{.rpc = "GetServerInfo",
                     .op = "info",
                     .variant = "none",

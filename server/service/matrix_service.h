@@ -25,6 +25,9 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
 
   grpc::Status Multiply(grpc::ServerContext* context, const v1::MultiplyRequest* request,
                         v1::MultiplyReply* reply) override;
+  grpc::Status MultiplyBatched(grpc::ServerContext* context,
+                               const v1::MultiplyBatchedRequest* request,
+                               v1::MultiplyBatchedReply* reply) override;
   grpc::Status Transpose(grpc::ServerContext* context, const v1::TransposeRequest* request,
                          v1::TransposeReply* reply) override;
   grpc::Status ListKernels(grpc::ServerContext* context, const v1::ListKernelsRequest* request,

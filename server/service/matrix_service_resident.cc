@@ -324,9 +324,26 @@ grpc::Status MatrixServiceImpl::Release(grpc::ServerContext* context,
                                         v1::ReleaseReply* reply) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Release");
-  absl::StatusOr<std::int64_t> freed = owner.ok()
-                                           ? runtime_.residents().release(request->handle(), *owner)
-                                           : absl::StatusOr<std::int64_t>(owner.status());
+  const absl::StatusOr<std::int64_t> freed = [&]() -> absl::StatusOr<std::int64_t> {
+    if (!owner.ok()) return owner.status();
+    if (request->handle().empty() && request->handles().empty()) {
+      return absl::InvalidArgumentError("handle: missing (give handle or handles)");
+    }
+    std::int64_t total = 0;
+    absl::Status first_error;
+    const auto release = [&](const std::string& handle) {
+      absl::StatusOr<std::int64_t> one = runtime_.residents().release(handle, *owner);
+      if (one.ok()) {
+        total += *one;
+      } else if (first_error.ok()) {
+        first_error = one.status();
+      }
+    };
+    if (!request->handle().empty()) release(request->handle());
+    for (const std::string& handle : request->handles()) release(handle);
+    if (!first_error.ok()) return first_error;
+    return total;
+  }();
   if (freed.ok()) reply->set_bytes_freed(*freed);
   record_simple("Release", freed.status(), static_cast<std::int64_t>(request->ByteSizeLong()),
                 static_cast<std::int64_t>(reply->ByteSizeLong()), start);

@@ -53,6 +53,7 @@ void fill_timing(const StageTimes& t, v1::Timing* out) {
   out->set_launch_us(t.launch_us);
   out->set_device_to_host_us(t.device_to_host_us);
   out->set_total_us(t.total_us);
+  out->set_batch_wait_us(t.batch_wait_us);
 }
 
 void fill_verification(const kernels::ErrorStats& e, v1::Verification* out) {

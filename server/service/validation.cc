@@ -66,7 +66,12 @@ absl::Status check_size(const std::string& field, std::int64_t rows, std::int64_
 
 // Dtype, layout, dimensions and size limit of a matrix (not its data).
 absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matrix& m,
-                                        const ServiceLimits& limits) {
+                                        const ServiceLimits& limits, bool batched = false) {
+  if (!batched && m.batch() > 1) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".batch: ", m.batch(),
+               " matrices where one is taken (several products: MultiplyBatched)"));
+  }
   const std::optional<kernels::DType> dtype = from_proto(m.dtype());
   if (!dtype.has_value()) {
     return absl::InvalidArgumentError(
@@ -302,15 +307,18 @@ double resident_bytes(const Operand& o) {
 
 // A GEMM reference: op(A), op(B) and the m x n result as dense doubles, host copies of resident
 // operands (and of a kept result), and 2*m*n*k flops of one CPU's time.
-absl::StatusOr<std::int64_t> gemm_verify_bytes(const GemmJob& job, const ServiceLimits& limits) {
+// A batch's products are checked one after another: the flops add up, the memory does not.
+absl::StatusOr<std::int64_t> gemm_verify_bytes(const GemmJob& job, const ServiceLimits& limits,
+                                               std::int64_t products) {
   const auto m = static_cast<double>(job.m());
   const auto n = static_cast<double>(job.n());
   const auto k = static_cast<double>(job.k());
-  const double flops = 2.0 * m * n * k;
+  const double flops = 2.0 * m * n * k * static_cast<double>(products);
   if (flops > limits.max_verify_flops) {
     return absl::InvalidArgumentError(StrCat(
-        "verify: the float64 reference of this ", dims(job.m(), job.n()), "x", job.k(),
-        " product is ", flops, " flops of server CPU, above the limit of ", limits.max_verify_flops,
+        "verify: the float64 reference of ", products > 1 ? StrCat(products, " x ") : "this ",
+        dims(job.m(), job.n()), "x", job.k(), products > 1 ? " products is " : " product is ",
+        flops, " flops of server CPU, above the limit of ", limits.max_verify_flops,
         " (--max_verify_flops); check the result on the client or verify a smaller "
         "problem"));
   }
@@ -343,34 +351,10 @@ absl::Status check_inline_result(const char* field, std::size_t bytes,
 
 }  // namespace
 
-absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
-                                          const ServiceLimits& limits,
-                                          const HandleResolver& resolve,
-                                          const RegionResolver* regions) {
-  if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
-  if (absl::Status s = one_of("b", request.has_b(), request.b_handle(), true); !s.ok()) return s;
-  if (absl::Status s = one_of("c", request.has_c(), request.c_handle(), false); !s.ok()) return s;
-  GemmJob job;
-  SharedMemoryPlaces shm(regions);
-  ResidentOperands residents(resolve);
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
-      residents.add("a_handle", request.a_handle());
-  if (!ra.ok()) return ra.status();
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rb =
-      residents.add("b_handle", request.b_handle());
-  if (!rb.ok()) return rb.status();
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rc =
-      residents.add("c_handle", request.c_handle());
-  if (!rc.ok()) return rc.status();
-  job.locks = residents.lock(/*exclusive=*/false);
-  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits, shm);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<Operand> b = operand("b", request.b(), *rb, limits, shm);
-  if (!b.ok()) return b.status();
-  job.a = *std::move(a);
-  job.b = *std::move(b);
-  job.transpose_a = request.transpose_a();
-  job.transpose_b = request.transpose_b();
+namespace {
+
+// op(A) and op(B) agree: one dtype, matching inner dimensions.
+absl::Status check_operands_agree(const GemmJob& job) {
   if (job.b.dtype != job.a.dtype) {
     return absl::InvalidArgumentError(
         StrCat("b.dtype: ", name_of(to_proto(job.b.dtype)), " differs from a.dtype ",
@@ -383,6 +367,13 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                dims(k_b, job.n()), " (transpose_a=", job.transpose_a ? "true" : "false",
                ", transpose_b=", job.transpose_b ? "true" : "false", ")"));
   }
+  return absl::OkStatus();
+}
+
+// The options Multiply and MultiplyBatched share (same field names in both messages): compute
+// mode, output type and layout, alpha and beta, and the result's size limit.
+template <typename Request>
+absl::Status apply_options(const Request& request, const ServiceLimits& limits, GemmJob& job) {
   const std::optional<kernels::Compute> compute = from_proto(request.compute());
   if (!compute.has_value()) {
     return absl::InvalidArgumentError(
@@ -417,49 +408,55 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
   if (absl::Status s = check_finite("alpha", job.alpha); !s.ok()) return s;
   if (absl::Status s = check_finite("beta", job.beta); !s.ok()) return s;
   // The output obeys the same limits as the inputs (m and n are already within max_dimension).
-  if (absl::Status s =
-          check_size("c (the result)", job.m(), job.n(),
-                     static_cast<std::int64_t>(kernels::dtype_size(job.out_dtype)), limits);
-      !s.ok()) {
-    return s;
+  return check_size("c (the result)", job.m(), job.n(),
+                    static_cast<std::int64_t>(kernels::dtype_size(job.out_dtype)), limits);
+}
+
+// C (when given) is m x n in the output's dtype and layout.
+absl::Status check_c(const Operand& c, const GemmJob& job) {
+  if (c.rows != job.m() || c.cols != job.n()) {
+    return absl::InvalidArgumentError(StrCat("c: is ", dims(c.rows, c.cols), ", expected ",
+                                             dims(job.m(), job.n()), " (m x n of op(A)*op(B))"));
   }
-  if (request.has_c() || *rc != nullptr) {
-    absl::StatusOr<Operand> c = operand("c", request.c(), *rc, limits, shm);
-    if (!c.ok()) return c.status();
-    if (c->rows != job.m() || c->cols != job.n()) {
-      return absl::InvalidArgumentError(StrCat("c: is ", dims(c->rows, c->cols), ", expected ",
-                                               dims(job.m(), job.n()), " (m x n of op(A)*op(B))"));
-    }
-    if (c->dtype != job.out_dtype) {
-      return absl::InvalidArgumentError(StrCat("c.dtype: ", name_of(to_proto(c->dtype)),
-                                               " differs from the output type ",
-                                               std::string(kernels::dtype_name(job.out_dtype))));
-    }
-    if (c->layout != job.out_layout) {
-      return absl::InvalidArgumentError(
-          "c.layout: must equal output_layout (the result is written in C's place)");
-    }
-    job.c = *std::move(c);
+  if (c.dtype != job.out_dtype) {
+    return absl::InvalidArgumentError(StrCat("c.dtype: ", name_of(to_proto(c.dtype)),
+                                             " differs from the output type ",
+                                             std::string(kernels::dtype_name(job.out_dtype))));
   }
+  if (c.layout != job.out_layout) {
+    return absl::InvalidArgumentError(
+        "c.layout: must equal output_layout (the result is written in C's place)");
+  }
+  return absl::OkStatus();
+}
+
+// Where the results go (`products` of them): kept, a shared-memory place, or the reply.
+template <typename Request>
+absl::Status place_result(const Request& request, const ServiceLimits& limits,
+                          SharedMemoryPlaces& shm, std::int64_t products, GemmJob& job) {
   job.verify = request.verify();
   job.keep_result = request.keep_result();
+  const std::size_t bytes = job.out_bytes() * static_cast<std::size_t>(products);
   if (request.has_output_shm()) {
     if (job.keep_result) {
       return absl::InvalidArgumentError(
           "output_shm: not with keep_result (the result goes to one place)");
     }
-    absl::StatusOr<SharedMemoryPlaces::Place> out = shm.place(
-        "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
+    absl::StatusOr<SharedMemoryPlaces::Place> out =
+        shm.place("output_shm", request.output_shm(), static_cast<std::int64_t>(bytes), true);
     if (!out.ok()) return out.status();
     if (out->region->is_device()) {
+      if (products > 1) {
+        return absl::InvalidArgumentError(
+            "output_shm: a batch's results go to host shared memory or the reply (not CUDA "
+            "memory)");
+      }
       job.device_out = device_view(*out, job.m(), job.n(), job.out_dtype, job.out_layout);
     } else {
       job.shm_out = out->range;
     }
   } else if (!job.keep_result) {
-    if (absl::Status s = check_inline_result("c (the result)", job.out_bytes(), limits); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = check_inline_result("c (the result)", bytes, limits); !s.ok()) return s;
   }
   job.regions = shm.take_regions();
   if (job.verify && job.device_out != nullptr) {
@@ -467,12 +464,215 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
         "verify: not with a result in CUDA memory (the server does not read it back; check it "
         "where it is)");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
+                                          const ServiceLimits& limits,
+                                          const HandleResolver& resolve,
+                                          const RegionResolver* regions) {
+  if (absl::Status s = one_of("a", request.has_a(), request.a_handle(), true); !s.ok()) return s;
+  if (absl::Status s = one_of("b", request.has_b(), request.b_handle(), true); !s.ok()) return s;
+  if (absl::Status s = one_of("c", request.has_c(), request.c_handle(), false); !s.ok()) return s;
+  GemmJob job;
+  SharedMemoryPlaces shm(regions);
+  ResidentOperands residents(resolve);
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> ra =
+      residents.add("a_handle", request.a_handle());
+  if (!ra.ok()) return ra.status();
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rb =
+      residents.add("b_handle", request.b_handle());
+  if (!rb.ok()) return rb.status();
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> rc =
+      residents.add("c_handle", request.c_handle());
+  if (!rc.ok()) return rc.status();
+  job.locks = residents.lock(/*exclusive=*/false);
+  absl::StatusOr<Operand> a = operand("a", request.a(), *ra, limits, shm);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<Operand> b = operand("b", request.b(), *rb, limits, shm);
+  if (!b.ok()) return b.status();
+  job.a = *std::move(a);
+  job.b = *std::move(b);
+  job.transpose_a = request.transpose_a();
+  job.transpose_b = request.transpose_b();
+  if (absl::Status s = check_operands_agree(job); !s.ok()) return s;
+  if (absl::Status s = apply_options(request, limits, job); !s.ok()) return s;
+  if (request.has_c() || *rc != nullptr) {
+    absl::StatusOr<Operand> c = operand("c", request.c(), *rc, limits, shm);
+    if (!c.ok()) return c.status();
+    if (absl::Status s = check_c(*c, job); !s.ok()) return s;
+    job.c = *std::move(c);
+  }
+  if (absl::Status s = place_result(request, limits, shm, 1, job); !s.ok()) return s;
   if (job.verify) {
-    absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits);
+    absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, 1);
     if (!bytes.ok()) return bytes.status();
     job.verify_bytes = *bytes;
   }
   return job;
+}
+
+namespace {
+
+// One operand of a batch: an inline (or shared-memory) stack of 1 or `count` matrices, or 1 or
+// `count` resident handles. Returns the operands in order (size 1: every product uses it).
+absl::StatusOr<std::vector<Operand>> batch_operand(
+    const std::string& field, bool has_inline, const v1::Matrix& m,
+    const google::protobuf::RepeatedPtrField<std::string>& handles, std::int64_t count,
+    bool required, const ServiceLimits& limits, ResidentOperands& residents,
+    SharedMemoryPlaces& shm) {
+  const std::string handles_field = field + "_handles";
+  if (has_inline && !handles.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(field, " and ", handles_field, ": give one of them, not both"));
+  }
+  if (!has_inline && handles.empty()) {
+    if (!required) return std::vector<Operand>{};
+    return absl::InvalidArgumentError(
+        StrCat(field, ": missing (send ", field, " or ", handles_field, ")"));
+  }
+  std::vector<Operand> out;
+  if (!handles.empty()) {
+    const auto n = static_cast<std::int64_t>(handles.size());
+    if (n != 1 && n != count) {
+      return absl::InvalidArgumentError(StrCat(handles_field, ": ", n,
+                                               " handles, expected 1 (used by every product) or "
+                                               "batch = ",
+                                               count));
+    }
+    for (int i = 0; i < handles.size(); ++i) {
+      const std::string at = StrCat(handles_field, "[", i, "]");
+      absl::StatusOr<std::shared_ptr<ResidentMatrix>> r = residents.add(at, handles[i]);
+      if (!r.ok()) return r.status();
+      if (*r == nullptr) return absl::InvalidArgumentError(StrCat(at, ": empty handle"));
+      Operand o;
+      o.resident = *r;  // the shape is read once the matrices are locked (resident_shapes)
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+  const std::int64_t stacked = std::max<std::int64_t>(m.batch(), 1);
+  if (stacked != 1 && stacked != count) {
+    return absl::InvalidArgumentError(StrCat(field, ".batch: ", stacked,
+                                             " matrices, expected 1 (used by every product) or "
+                                             "batch = ",
+                                             count));
+  }
+  absl::StatusOr<HostMatrix> h = check_header(field, m, limits, /*batched=*/true);
+  if (!h.ok()) return h.status();
+  const std::size_t one = h->bytes();
+  const std::size_t total = one * static_cast<std::size_t>(stacked);
+  std::span<const std::byte> bytes;
+  if (m.has_shm()) {
+    if (!m.data().empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
+    }
+    absl::StatusOr<SharedMemoryPlaces::Place> p =
+        shm.place(field + ".shm", m.shm(), static_cast<std::int64_t>(total), false);
+    if (!p.ok()) return p.status();
+    if (p->region->is_device()) {
+      return absl::InvalidArgumentError(
+          StrCat(field,
+                 ".shm: a batch's operands come from host shared memory, the request or resident "
+                 "handles (not CUDA memory)"));
+    }
+    bytes = p->range;
+  } else {
+    if (m.data().size() != total) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ".data: ", m.data().size(), " bytes, expected ", total, " (", stacked,
+                 " x rows ", m.rows(), " * cols ", m.cols(), " * ", kernels::dtype_size(h->dtype),
+                 " bytes per ", name_of(m.dtype()), ")"));
+    }
+    bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data().data()),
+                                       m.data().size());
+  }
+  for (std::int64_t i = 0; i < stacked; ++i) {
+    Operand o;
+    static_cast<HostMatrix&>(o) = *h;
+    o.data = bytes.subspan(static_cast<std::size_t>(i) * one, one);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// The shapes of a batch operand's resident matrices, read under their locks: one shape, dtype
+// and layout for all.
+absl::Status resident_shapes(const std::string& field, std::vector<Operand>& list) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    Operand& o = list[i];
+    if (!o.is_resident()) return absl::OkStatus();
+    o.rows = o.resident->rows;
+    o.cols = o.resident->cols;
+    o.dtype = o.resident->dtype;
+    o.layout = o.resident->layout;
+    const Operand& first = list[0];
+    if (o.rows != first.rows || o.cols != first.cols || o.dtype != first.dtype ||
+        o.layout != first.layout) {
+      return absl::InvalidArgumentError(
+          StrCat(field, "_handles[", i, "]: is ", dims(o.rows, o.cols), " ",
+                 std::string(kernels::dtype_name(o.dtype)), ", ", field, "_handles[0] is ",
+                 dims(first.rows, first.cols), " ", std::string(kernels::dtype_name(first.dtype)),
+                 " (every matrix of a batch has one shape, dtype and layout)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatchedRequest& request,
+                                                       const ServiceLimits& limits,
+                                                       const HandleResolver& resolve,
+                                                       const RegionResolver* regions) {
+  const std::int64_t count = request.batch();
+  if (count < 1 || count > limits.max_batch_products) {
+    return absl::InvalidArgumentError(StrCat("batch: ", count, " products, must be in [1, ",
+                                             limits.max_batch_products,
+                                             "] (--max_batch_products)"));
+  }
+  GemmBatchJob batch;
+  batch.count = count;
+  GemmJob& job = batch.shape;
+  SharedMemoryPlaces shm(regions);
+  ResidentOperands residents(resolve);
+  absl::StatusOr<std::vector<Operand>> a = batch_operand(
+      "a", request.has_a(), request.a(), request.a_handles(), count, true, limits, residents, shm);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<std::vector<Operand>> b = batch_operand(
+      "b", request.has_b(), request.b(), request.b_handles(), count, true, limits, residents, shm);
+  if (!b.ok()) return b.status();
+  absl::StatusOr<std::vector<Operand>> c = batch_operand(
+      "c", request.has_c(), request.c(), request.c_handles(), count, false, limits, residents, shm);
+  if (!c.ok()) return c.status();
+  job.locks = residents.lock(/*exclusive=*/false);
+  batch.a = *std::move(a);
+  batch.b = *std::move(b);
+  batch.c = *std::move(c);
+  if (absl::Status s = resident_shapes("a", batch.a); !s.ok()) return s;
+  if (absl::Status s = resident_shapes("b", batch.b); !s.ok()) return s;
+  if (absl::Status s = resident_shapes("c", batch.c); !s.ok()) return s;
+  job.a = batch.a[0];
+  job.b = batch.b[0];
+  job.transpose_a = request.transpose_a();
+  job.transpose_b = request.transpose_b();
+  if (absl::Status s = check_operands_agree(job); !s.ok()) return s;
+  if (absl::Status s = apply_options(request, limits, job); !s.ok()) return s;
+  if (!batch.c.empty()) {
+    if (absl::Status s = check_c(batch.c[0], job); !s.ok()) return s;
+    job.c = batch.c[0];
+  }
+  if (absl::Status s = place_result(request, limits, shm, count, job); !s.ok()) return s;
+  if (!job.shm_out.empty()) batch.outs.push_back(job.shm_out);
+  if (job.verify) {
+    absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, count);
+    if (!bytes.ok()) return bytes.status();
+    job.verify_bytes = *bytes;
+  }
+  return batch;
 }
 
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
@@ -563,6 +763,19 @@ absl::Status check_limits(const ServiceLimits& limits) {
     return absl::InvalidArgumentError(
         StrCat("stream_idle_timeout_seconds: must be >= 0 (0: never; got ",
                limits.stream_idle_timeout_seconds, ")"));
+  }
+  if (limits.max_batch_products < 1) {
+    return absl::InvalidArgumentError(
+        StrCat("max_batch_products: must be >= 1 (got ", limits.max_batch_products, ")"));
+  }
+  if (limits.max_batch_size < 0 || limits.max_batch_size > 65535) {
+    return absl::InvalidArgumentError(
+        StrCat("max_batch_size: must be in [0, 65535] (0: dynamic batching off; got ",
+               limits.max_batch_size, ")"));
+  }
+  if (limits.max_batch_delay_us < 0 || limits.max_batch_delay_us > 1000000) {
+    return absl::InvalidArgumentError(StrCat("max_batch_delay_us: must be in [0, 1000000] (got ",
+                                             limits.max_batch_delay_us, ")"));
   }
   if (limits.max_shm_regions_per_owner < 0) {
     return absl::InvalidArgumentError(

@@ -34,6 +34,13 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                                           const ServiceLimits& limits,
                                           const HandleResolver& resolve,
                                           const RegionResolver* regions = nullptr);
+// A batch: each operand's products as views into `request` (or locked resident matrices, or
+// shared memory), the options as for Multiply; with output_shm, batch.outs holds the one place
+// of all the results; an inline result is placed by the caller.
+absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatchedRequest& request,
+                                                       const ServiceLimits& limits,
+                                                       const HandleResolver& resolve,
+                                                       const RegionResolver* regions = nullptr);
 absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& request,
                                                 const ServiceLimits& limits,
                                                 const HandleResolver& resolve,
