@@ -32,7 +32,9 @@ std::vector<RunSpec> Plan(const BenchOptions& o) {
       if (mode == Mode::kPing) continue;
       for (const std::string& variant : o.variants) {
         for (const std::string& precision : o.precisions) {
-          for (int c : o.concurrency) plan.push_back({shape, mode, variant, precision, c});
+          for (int c : o.concurrency) {
+            plan.push_back({shape, mode, variant, precision, c, o.batch});
+          }
         }
       }
     }
@@ -42,7 +44,8 @@ std::vector<RunSpec> Plan(const BenchOptions& o) {
 
 std::string Label(const RunSpec& s, std::size_t i, std::size_t n) {
   return absl::StrCat("[", i + 1, "/", n, "] ", s.shape.Name(), " ", ModeName(s.mode), " ",
-                      s.variant, " ", s.precision, " c=", s.concurrency);
+                      s.variant, " ", s.precision, " c=", s.concurrency,
+                      s.batch > 1 ? absl::StrCat(" batch=", s.batch) : "");
 }
 
 bool WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write) {
@@ -107,7 +110,8 @@ int Main(int argc, char** argv) {
     if (!tty) {
       const RunReport& r = reports.back();
       std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "
-                << r.requests_per_s << " req/s, p50 " << r.client_us.p50 << " us\n";
+                << r.requests_per_s << " req/s, " << r.matrices_per_s << " matrices/s, p50 "
+                << r.client_us.p50 << " us\n";
     }
   }
   std::cout << "\n";

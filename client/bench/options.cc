@@ -169,6 +169,10 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       auto v = ParseConcurrency(value);
       if (!v.ok()) return v.status();
       o.concurrency = *v;
+    } else if (name == "--batch") {
+      auto v = ParseInt(name, value, 1);
+      if (!v.ok()) return v.status();
+      o.batch = *v;
     } else if (name == "--requests") {
       auto v = ParseInt(name, value, 1);
       if (!v.ok()) return v.status();
@@ -222,12 +226,20 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       return Bad(absl::StrCat("unknown option '", name, "' (see --help)"));
     }
   }
+  if (o.batch > 1) {
+    for (Mode mode : o.modes) {
+      if (mode == Mode::kShm || mode == Mode::kCudaIpc) {
+        return Bad(absl::StrCat("--batch: ", o.batch, " products per request need the inline or ",
+                                "resident mode, not ", ModeName(mode)));
+      }
+    }
+  }
   if (!o.requests && !o.duration_s) o.duration_s = 5.0;
   return o;
 }
 
 std::string Usage() {
-  return R"(matserve-bench: closed-loop load on a matserve server (Multiply RPCs).
+  return R"(matserve-bench: closed-loop load on a matserve server (Multiply, or MultiplyBatched).
 
 usage: matserve-bench [options]
   --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target)
@@ -246,6 +258,13 @@ usage: matserve-bench [options]
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1
+  --batch N                products per request (default 1). N > 1: each request is one
+                           MultiplyBatched of N products of the shape (inline: A and B sent
+                           stacked N deep; resident: N handles each, uploaded once, the N
+                           results kept and released outside the timed call); inline and
+                           resident modes only. matrices/s counts the products (req/s x N);
+                           merged is the mean Timing.merged_requests, how many requests the
+                           server's dynamic batching (--max_batch_size) put in each launch
   --requests N             stop each run after N timed requests (all workers together)
   --duration S             stop each run after S seconds (default 5 when --requests is not given)
   --warmup N               untimed requests per worker before each run (default 2)

@@ -31,6 +31,9 @@ struct BenchOptions {
   std::vector<std::string> variants = {"auto"};
   std::vector<std::string> precisions = {"fp32"};  // fp64 fp32 tf32 fp16 bf16
   std::vector<int> concurrency = {1};
+  // --batch N: products per request. N > 1 sends each request as one MultiplyBatched of N
+  // products of the shape (inline and resident modes only); 1 sends plain Multiply requests.
+  std::int64_t batch = 1;
   std::optional<std::int64_t> requests;  // total timed requests per run
   std::optional<double> duration_s;      // timed seconds per run (default 5 when neither given)
   int warmup = 2;                        // untimed requests per worker before each run

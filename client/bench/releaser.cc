@@ -15,10 +15,10 @@ Releaser::~Releaser() {
   Finish(ignored);
 }
 
-void Releaser::Push(std::string handle) {
+void Releaser::Push(std::vector<std::string> handles) {
   std::unique_lock lock(mu_);
   changed_.wait(lock, [&] { return queue_.size() < max_queued_; });
-  queue_.push_back(std::move(handle));
+  queue_.push_back(std::move(handles));
   changed_.notify_all();
 }
 
@@ -39,17 +39,17 @@ void Releaser::Finish(Recorder& record) {
 
 void Releaser::Loop() {
   for (;;) {
-    std::string handle;
+    std::vector<std::string> handles;
     {
       std::unique_lock lock(mu_);
       changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });
       if (queue_.empty()) return;  // closing and drained
-      handle = std::move(queue_.front());
+      handles = std::move(queue_.front());
       queue_.pop_front();
       changed_.notify_all();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = client_.Release(handle).ok();
+    const bool ok = client_.Release(handles).ok();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard lock(mu_);

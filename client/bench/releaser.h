@@ -26,7 +26,8 @@ class Releaser {
   Releaser(const Releaser&) = delete;
   Releaser& operator=(const Releaser&) = delete;
 
-  void Push(std::string handle);
+  // The handles of one request's results, released by one call.
+  void Push(std::vector<std::string> handles);
   // Drains the queue, joins the threads and adds their release_us / release_errors to `record`.
   void Finish(Recorder& record);
 
@@ -37,7 +38,7 @@ class Releaser {
   std::size_t max_queued_;
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<std::string> queue_;
+  std::deque<std::vector<std::string>> queue_;
   bool closing_ = false;
   Recorder record_;  // release_us and release_errors only; guarded by mu_
   std::vector<std::thread> threads_;

@@ -30,8 +30,10 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.requests_per_s = static_cast<double>(rep.requests) / wall;
   rep.ok_per_s = static_cast<double>(rep.ok) / wall;
   const Shape& s = result.spec.shape;
-  rep.gflops_per_s = rep.ok_per_s * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
-                     static_cast<double>(s.k) / 1e9;
+  const auto batch = static_cast<double>(result.spec.batch);
+  rep.matrices_per_s = result.spec.mode == Mode::kPing ? 0 : rep.ok_per_s * batch;
+  rep.gflops_per_s = rep.ok_per_s * batch * 2.0 * static_cast<double>(s.m) *
+                     static_cast<double>(s.n) * static_cast<double>(s.k) / 1e9;
   rep.client_us = Summarize(r.client_us);
   rep.server_total_us = Summarize(r.server_total_us);
   rep.kernel_us = Summarize(r.kernel_us);
@@ -40,6 +42,8 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.h2d_us = Summarize(r.host_to_device_us);
   rep.d2h_us = Summarize(r.device_to_host_us);
   rep.release_us = Summarize(r.release_us);
+  rep.merged_requests = Summarize(r.merged_requests);
+  rep.batch_wait_us = Summarize(r.batch_wait_us);
   rep.bytes_sent_per_request = result.bytes_sent_per_request;
   rep.bytes_received_per_request = result.bytes_received_per_request;
   if (rep.bytes_sent_per_request > 0 && rep.h2d_us.p50 > 0) {
@@ -68,11 +72,16 @@ std::string Errors(const RunReport& r) {
   return out;
 }
 
+// The mean of merged_requests, "-" when the server reported none.
+std::string Merged(const RunReport& r) {
+  return r.merged_requests.count > 0 ? absl::StrFormat("%.2f", r.merged_requests.mean) : "-";
+}
+
 std::vector<std::string> Headers() {
-  return {"shape",   "mode",    "variant",  "prec",     "conc",     "requests",
-          "errors",  "req/s",   "p50 us",   "p90 us",   "p95 us",   "p99 us",
-          "max us",  "srv p50", "srv p99",  "kern p50", "kern p99", "ovh p50",
-          "ovh p99", "h2d p50", "H2D GB/s", "busy%"};
+  return {"shape",   "mode",    "variant",    "prec",    "conc",     "batch",    "requests",
+          "errors",  "req/s",   "matrices/s", "merged",  "p50 us",   "p90 us",   "p95 us",
+          "p99 us",  "max us",  "srv p50",    "srv p99", "kern p50", "kern p99", "ovh p50",
+          "ovh p99", "h2d p50", "H2D GB/s",   "busy%"};
 }
 
 std::vector<std::string> Cells(const RunReport& r) {
@@ -81,9 +90,12 @@ std::vector<std::string> Cells(const RunReport& r) {
           r.spec.variant,
           r.spec.precision,
           absl::StrCat(r.spec.concurrency),
+          absl::StrCat(r.spec.batch),
           absl::StrCat(r.requests),
           Errors(r),
           Rate(r.requests_per_s),
+          r.spec.mode == Mode::kPing ? "-" : Rate(r.matrices_per_s),
+          Merged(r),
           Us(r.client_us.p50),
           Us(r.client_us.p90),
           Us(r.client_us.p95),
@@ -130,7 +142,9 @@ void PrintTable(std::ostream& out, const std::vector<RunReport>& runs) {
          " us, nearest-rank\npercentiles over successful timed requests; busy% = sum(kernel)/(wall "
          "x"
          " devices): a lower bound on\ndevice busy while kernels do not overlap (over 100% means"
-         " concurrent kernels shared the device).\n";
+         " concurrent kernels shared the device).\nmatrices/s = products per second (successful"
+         " req/s x batch); merged = mean requests per launch\nas the replies report it (the"
+         " server's dynamic batching; 1 = each ran alone).\n";
   for (const auto& r : runs) {
     if (!r.first_error.empty()) {
       out << "errors in " << r.spec.shape.Name() << " " << ModeName(r.spec.mode) << " "
@@ -149,7 +163,9 @@ void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
          " h2d = host to device), nearest-rank percentiles over successful timed requests;"
          " H2D GB/s = bytes sent per request / median h2d; busy% = sum(kernel) / (wall x devices),"
          " a lower bound on device busy while kernels do not overlap (over 100% means concurrent"
-         " kernels shared the device).\n\n|";
+         " kernels shared the device); matrices/s = products per second (successful req/s x"
+         " batch); merged = mean requests per launch as the replies report it (the server's"
+         " dynamic batching; 1 = each ran alone).\n\n|";
   const auto headers = Headers();
   for (const auto& h : headers) out << " " << h << " |";
   out << "\n|";
@@ -223,9 +239,9 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
     out << (i ? "," : "") << "\n    {\"shape\": " << Q(s.Name()) << ", \"m\": " << s.m
         << ", \"n\": " << s.n << ", \"k\": " << s.k << ", \"mode\": " << Q(ModeName(r.spec.mode))
         << ", \"variant\": " << Q(r.spec.variant) << ", \"precision\": " << Q(r.spec.precision)
-        << ", \"concurrency\": " << r.spec.concurrency << ",\n     \"requests\": " << r.requests
-        << ", \"ok\": " << r.ok << ", \"errors\": " << r.errors
-        << ", \"errors_by_code\": " << Json(r.errors_by_code)
+        << ", \"concurrency\": " << r.spec.concurrency << ", \"batch\": " << r.spec.batch
+        << ",\n     \"requests\": " << r.requests << ", \"ok\": " << r.ok
+        << ", \"errors\": " << r.errors << ", \"errors_by_code\": " << Json(r.errors_by_code)
         << ", \"setup_failures\": " << r.setup_failures
         << ", \"release_errors\": " << r.release_errors << ", \"first_error\": " << Q(r.first_error)
         << ",\n     \"variants_ran\": " << Json(r.variants)
@@ -234,6 +250,8 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ", \"start_unix_s\": " << absl::StrFormat("%.3f", r.start_unix_s)
         << ", \"requests_per_s\": " << Num(r.requests_per_s)
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
+        << ", \"matrices_per_s\": " << Num(r.matrices_per_s) << ", \"merged_requests_mean\": "
+        << (r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "null")
         << ",\n     \"client_us\": " << Json(r.client_us)
         << ",\n     \"server_total_us\": " << Json(r.server_total_us)
         << ",\n     \"kernel_us\": " << Json(r.kernel_us)
@@ -242,6 +260,7 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ",\n     \"host_to_device_us\": " << Json(r.h2d_us)
         << ",\n     \"device_to_host_us\": " << Json(r.d2h_us)
         << ",\n     \"release_us\": " << Json(r.release_us)
+        << ",\n     \"batch_wait_us\": " << Json(r.batch_wait_us)
         << ",\n     \"bytes_sent_per_request\": " << r.bytes_sent_per_request
         << ", \"bytes_received_per_request\": " << r.bytes_received_per_request
         << ", \"h2d_gb_per_s\": " << (r.h2d_gb_per_s > 0 ? Num(r.h2d_gb_per_s) : "null")
@@ -257,12 +276,14 @@ void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
          "client_p99_us,client_max_us,server_total_p50_us,server_total_p99_us,kernel_p50_us,"
          "kernel_p99_us,overhead_p50_us,overhead_p99_us,queue_p50_us,h2d_p50_us,h2d_p99_us,"
          "d2h_p50_us,release_p50_us,bytes_sent_per_request,h2d_gb_per_s,devices,"
-         "device_busy_lower_bound\n";
+         "device_busy_lower_bound,batch,matrices_per_s,merged_requests_mean,batch_wait_p50_us\n";
   for (const RunReport& r : runs) {
     const Shape& s = r.spec.shape;
     std::string codes;
     for (const auto& [code, n] : r.errors_by_code)
       absl::StrAppend(&codes, codes.empty() ? "" : ";", code, "=", n);
+    const std::string merged_mean =
+        r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "";  // empty: not reported
     out << absl::StrJoin(std::vector<std::string>{s.Name(),
                                                   absl::StrCat(s.m),
                                                   absl::StrCat(s.n),
@@ -298,7 +319,11 @@ void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
                                                   absl::StrCat(r.bytes_sent_per_request),
                                                   Num(r.h2d_gb_per_s),
                                                   absl::StrCat(r.devices),
-                                                  Num(r.device_busy)},
+                                                  Num(r.device_busy),
+                                                  absl::StrCat(r.spec.batch),
+                                                  Num(r.matrices_per_s),
+                                                  merged_mean,
+                                                  Num(r.batch_wait_us.p50)},
                          ",")
         << "\n";
   }

@@ -1,6 +1,7 @@
-// matserve-bench's reports: the figures derived from a run (percentiles of each time, throughput,
-// server overhead, effective host-to-device rate, device-busy lower bound) and their renderings as
-// a text table, a Markdown table, JSON (runs + command line + server info) and CSV.
+// matserve-bench's reports: the figures derived from a run (percentiles of each time, throughput
+// in requests and in products, server overhead, effective host-to-device rate, device-busy lower
+// bound, dynamic batching) and their renderings as a text table, a Markdown table, JSON (runs +
+// command line + server info) and CSV.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,13 @@ struct RunReport {
   std::map<std::string, std::int64_t> errors_by_code, variants, precisions, devices_ran;
   std::string first_error;
   double wall_s = 0, requests_per_s = 0, ok_per_s = 0, gflops_per_s = 0;
+  // Products computed per second: ok_per_s x batch (0 for ping).
+  double matrices_per_s = 0;
   double start_unix_s = 0;  // the timed window: [start_unix_s, start_unix_s + wall_s]
   Summary client_us, server_total_us, kernel_us, overhead_us, queue_us, h2d_us, d2h_us, release_us;
+  // Timing.merged_requests (its mean: requests per launch as the replies saw it; count 0 when the
+  // server reported none) and Timing.batch_wait_us of the successful replies.
+  Summary merged_requests, batch_wait_us;
   std::int64_t bytes_sent_per_request = 0, bytes_received_per_request = 0;
   double h2d_gb_per_s = 0;  // bytes sent per request / median host_to_device_us; 0 when none
   int devices = 1;

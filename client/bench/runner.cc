@@ -1,7 +1,8 @@
 // The closed loop of one run (see runner.h). Workers prepare their operands (inline: random bytes
 // built into a request once; resident: uploaded once, multiplied by handle with keep_result, each
-// result handed to the release pool), warm up, meet at a barrier whose completion fixes the start
-// time, then loop until the request budget or the deadline is spent.
+// result handed to the release pool; with a batch, N of each in one MultiplyBatched request),
+// warm up, meet at a barrier whose completion fixes the start time, then loop until the request
+// budget or the deadline is spent.
 #include "client/bench/runner.h"
 
 #include <algorithm>
@@ -37,9 +38,52 @@ DType DataTypeOf(const std::string& precision) {
   return DType::kF32;  // fp32, tf32
 }
 
-v1::Matrix RandomOperand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed) {
-  auto matrix = MatrixFromNpy(RandomMatrix(rows, cols, dtype, Layout::kRowMajor, seed));
-  return matrix.ok() ? *std::move(matrix) : v1::Matrix{};
+// `count` random rows x cols matrices, row-major, stacked batch-major (the bytes of one
+// count*rows x cols matrix); Matrix.batch says how many when more than one.
+v1::Matrix RandomOperand(std::int64_t rows, std::int64_t cols, std::int64_t count, DType dtype,
+                         std::uint64_t seed) {
+  auto matrix = MatrixFromNpy(RandomMatrix(count * rows, cols, dtype, Layout::kRowMajor, seed));
+  if (!matrix.ok()) return v1::Matrix{};
+  matrix->set_rows(rows);
+  if (count > 1) matrix->set_batch(count);
+  return *std::move(matrix);
+}
+
+// The matrices of a stack, one Matrix each.
+std::vector<v1::Matrix> Unstack(const v1::Matrix& stack) {
+  const std::int64_t count = std::max<std::int64_t>(stack.batch(), 1);
+  const std::size_t one = stack.data().size() / static_cast<std::size_t>(count);
+  std::vector<v1::Matrix> out;
+  for (std::int64_t i = 0; i < count; ++i) {
+    v1::Matrix& m = out.emplace_back();
+    m.set_rows(stack.rows());
+    m.set_cols(stack.cols());
+    m.set_dtype(stack.dtype());
+    m.set_layout(stack.layout());
+    m.set_data(stack.data().substr(static_cast<std::size_t>(i) * one, one));
+  }
+  return out;
+}
+
+// What a worker takes from one reply, Multiply or MultiplyBatched alike.
+struct Answer {
+  double client_us = 0;  // the call's round trip
+  v1::Timing timing;
+  std::string variant, device, precision;
+  std::vector<std::string> results;  // handles of the results kept on the device
+  std::int64_t result_bytes = 0;     // result bytes the reply carried
+};
+
+template <typename Reply>
+Answer AnswerOf(Reply& reply, double client_us) {
+  Answer answer;
+  answer.client_us = client_us;
+  answer.timing = reply.timing();
+  answer.variant = std::move(*reply.mutable_variant());
+  answer.device = std::move(*reply.mutable_device());
+  answer.precision = std::move(*reply.mutable_precision());
+  answer.result_bytes = static_cast<std::int64_t>(reply.c().data().size());
+  return answer;
 }
 
 // Shared between the workers of one run.
@@ -86,11 +130,13 @@ class Worker {
     const Shape& s = shared_.spec.shape;
     const DType dtype = DataTypeOf(shared_.spec.precision);
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
-    v1::Matrix a = RandomOperand(s.m, s.k, dtype, seed);
-    v1::Matrix b = RandomOperand(s.k, s.n, dtype, seed + 1);
+    const std::int64_t batch = shared_.spec.batch;
+    v1::Matrix a = RandomOperand(s.m, s.k, batch, dtype, seed);
+    v1::Matrix b = RandomOperand(s.k, s.n, batch, dtype, seed + 1);
     operand_bytes_ = static_cast<std::int64_t>(a.data().size() + b.data().size());
     request_.set_variant(shared_.spec.variant);
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
+    if (batched()) return SetupBatched(std::move(a), std::move(b));
     if (shared_.spec.mode == Mode::kInline) {
       *request_.mutable_a() = std::move(a);
       *request_.mutable_b() = std::move(b);
@@ -98,15 +144,12 @@ class Worker {
     }
     if (shared_.spec.mode == Mode::kShm) return SetupSharedMemory(std::move(a), std::move(b));
     if (shared_.spec.mode == Mode::kCudaIpc) return SetupCudaIpc(std::move(a), std::move(b));
-    // B joins A's device: on a multi-GPU server each worker's pair lands on one device, and the
-    // pairs of different workers spread over the devices.
-    for (auto [matrix, handle] : {std::pair{&a, &a_handle_}, std::pair{&b, &b_handle_}}) {
-      auto uploaded = client_->Upload(*matrix, 0, handle == &b_handle_ ? a_handle_ : "");
-      if (!uploaded.ok()) return Fail(uploaded.status());
-      *handle = uploaded->handle();
-    }
-    request_.set_a_handle(a_handle_);
-    request_.set_b_handle(b_handle_);
+    absl::StatusOr<std::string> a_handle = UploadOperand(a);
+    if (!a_handle.ok()) return Fail(a_handle.status());
+    absl::StatusOr<std::string> b_handle = UploadOperand(b);
+    if (!b_handle.ok()) return Fail(b_handle.status());
+    request_.set_a_handle(*a_handle);
+    request_.set_b_handle(*b_handle);
     request_.set_keep_result(true);
     return true;
   }
@@ -117,9 +160,9 @@ class Worker {
         (void)client_->Health();
         continue;
       }
-      auto reply = client_->Multiply(request_);
-      if (!reply.ok()) continue;  // failures show up again in the timed loop
-      if (!reply->result().handle().empty()) (void)client_->Release(reply->result().handle());
+      absl::StatusOr<Answer> answer = Call();
+      if (!answer.ok()) continue;  // failures show up again in the timed loop
+      if (!answer->results.empty()) (void)client_->Release(answer->results);
     }
   }
 
@@ -129,37 +172,26 @@ class Worker {
         Ping();
         continue;
       }
-      const auto t0 = Clock::now();
-      auto reply = client_->Multiply(request_);
-      const double client_us = MicrosBetween(t0, Clock::now());
-      if (!reply.ok()) {
-        record_.RecordError(StatusCodeName(reply.status().code()),
-                            std::string(reply.status().message()));
+      absl::StatusOr<Answer> answer = Call();
+      if (!answer.ok()) {
+        record_.RecordError(StatusCodeName(answer.status().code()),
+                            std::string(answer.status().message()));
         shared_.failed.fetch_add(1, std::memory_order_relaxed);
         shared_.done.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      const v1::Timing& t = reply->timing();
-      record_.RecordOk(client_us, t.total_us(), t.kernel_us(), t.queue_us(), t.host_to_device_us(),
-                       t.device_to_host_us());
-      ++record_.variants[reply->variant()];
-      ++record_.devices[reply->device()];
-      ++record_.precisions[reply->precision()];
+      const v1::Timing& t = answer->timing;
+      record_.RecordOk(answer->client_us, t.total_us(), t.kernel_us(), t.queue_us(),
+                       t.host_to_device_us(), t.device_to_host_us(), t.merged_requests(),
+                       t.batch_wait_us());
+      ++record_.variants[answer->variant];
+      ++record_.devices[answer->device];
+      ++record_.precisions[answer->precision];
       shared_.done.fetch_add(1, std::memory_order_relaxed);
-      if (!reply->result().handle().empty()) {
-        if (shared_.releaser != nullptr) {
-          shared_.releaser->Push(reply->result().handle());
-        } else {
-          const auto r0 = Clock::now();
-          const bool released = client_->Release(reply->result().handle()).ok();
-          record_.release_us.push_back(MicrosBetween(r0, Clock::now()));
-          if (!released) ++record_.release_errors;
-        }
-      }
-      bytes_received_ = static_cast<std::int64_t>(shared_.spec.mode == Mode::kShm ||
-                                                          shared_.spec.mode == Mode::kCudaIpc
-                                                      ? result_bytes_
-                                                      : reply->c().data().size());
+      if (!answer->results.empty()) ReleaseResults(std::move(answer->results));
+      bytes_received_ = shared_.spec.mode == Mode::kShm || shared_.spec.mode == Mode::kCudaIpc
+                            ? result_bytes_
+                            : answer->result_bytes;
     }
   }
 
@@ -179,9 +211,7 @@ class Worker {
   }
 
   void Teardown() {
-    for (const std::string* handle : {&a_handle_, &b_handle_}) {
-      if (!handle->empty()) (void)client_->Release(*handle);
-    }
+    for (const std::string& handle : operand_handles_) (void)client_->Release(handle);
     if (!region_.empty()) (void)client_->UnregisterSharedMemory(region_);
   }
 
@@ -192,6 +222,73 @@ class Worker {
   std::int64_t bytes_received() const { return bytes_received_; }
 
  private:
+  bool batched() const { return shared_.spec.batch > 1; }
+
+  // One timed request: a Multiply, or with a batch one MultiplyBatched of all its products.
+  absl::StatusOr<Answer> Call() {
+    const auto t0 = Clock::now();
+    if (batched()) {
+      auto reply = client_->MultiplyBatched(batched_request_);
+      const double client_us = MicrosBetween(t0, Clock::now());
+      if (!reply.ok()) return reply.status();
+      Answer answer = AnswerOf(*reply, client_us);
+      for (const v1::ResidentInfo& r : reply->results()) answer.results.push_back(r.handle());
+      return answer;
+    }
+    auto reply = client_->Multiply(request_);
+    const double client_us = MicrosBetween(t0, Clock::now());
+    if (!reply.ok()) return reply.status();
+    Answer answer = AnswerOf(*reply, client_us);
+    if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
+    return answer;
+  }
+
+  // A request's kept results (one, or a batch's): to the release pool, or released here
+  // (--release inline), outside the timing; one Release call either way.
+  void ReleaseResults(std::vector<std::string> handles) {
+    if (shared_.releaser != nullptr) {
+      shared_.releaser->Push(std::move(handles));
+      return;
+    }
+    const auto r0 = Clock::now();
+    const bool released = client_->Release(handles).ok();
+    record_.release_us.push_back(MicrosBetween(r0, Clock::now()));
+    if (!released) ++record_.release_errors;
+  }
+
+  // Uploads one operand onto the device of the worker's first: on a multi-GPU server each
+  // worker's operands land on one device, and different workers' spread over the devices.
+  absl::StatusOr<std::string> UploadOperand(const v1::Matrix& matrix) {
+    auto uploaded =
+        client_->Upload(matrix, 0, operand_handles_.empty() ? "" : operand_handles_.front());
+    if (!uploaded.ok()) return uploaded.status();
+    operand_handles_.push_back(uploaded->handle());
+    return uploaded->handle();
+  }
+
+  // The MultiplyBatched request of a batch: A and B stacked inline, or (resident) each of their
+  // matrices uploaded once and named by handle, the results kept.
+  bool SetupBatched(v1::Matrix a, v1::Matrix b) {
+    batched_request_.set_batch(shared_.spec.batch);
+    batched_request_.set_variant(request_.variant());
+    batched_request_.set_compute(request_.compute());
+    if (shared_.spec.mode == Mode::kInline) {
+      *batched_request_.mutable_a() = std::move(a);
+      *batched_request_.mutable_b() = std::move(b);
+      return true;
+    }
+    for (auto [stack, handles] : {std::pair{&a, batched_request_.mutable_a_handles()},
+                                  std::pair{&b, batched_request_.mutable_b_handles()}}) {
+      for (const v1::Matrix& matrix : Unstack(*stack)) {
+        absl::StatusOr<std::string> handle = UploadOperand(matrix);
+        if (!handle.ok()) return Fail(handle.status());
+        handles->Add(*std::move(handle));
+      }
+    }
+    batched_request_.set_keep_result(true);
+    return true;
+  }
+
   // Where A, B and C go in a worker's region (each at a 4 KiB boundary).
   struct Places {
     std::size_t b = 0, c = 0, total = 0;
@@ -272,7 +369,10 @@ class Worker {
   Client* client_ = nullptr;
   std::unique_ptr<Client> own_client_;
   v1::MultiplyRequest request_;
-  std::string a_handle_, b_handle_;
+  // With a batch: the MultiplyBatched request sent instead of request_.
+  v1::MultiplyBatchedRequest batched_request_;
+  // Resident mode: the operands, uploaded once and released at the end.
+  std::vector<std::string> operand_handles_;
   SharedMemoryObject shm_;  // shm mode
   CudaIpcBuffer gpu_;       // cuda-ipc mode
   std::string region_;      // its registered name
@@ -313,8 +413,11 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
       client = release_client.get();
     }
     if (client != nullptr) {
-      releaser = std::make_unique<Releaser>(*client, std::clamp(spec.concurrency / 4, 1, 8),
-                                            static_cast<std::size_t>(2 * spec.concurrency + 16));
+      // Each request's results (one, or a batch's) go in one Release call.
+      const std::int64_t per_round = spec.concurrency;
+      releaser = std::make_unique<Releaser>(
+          *client, static_cast<int>(std::clamp<std::int64_t>(per_round / 4, 1, 8)),
+          static_cast<std::size_t>(2 * per_round + 16));
       shared.releaser = releaser.get();
     }
   }

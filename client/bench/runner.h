@@ -1,6 +1,7 @@
-// One load-test run: `concurrency` worker threads in a closed loop (each sends its next Multiply
-// as soon as the previous returns), warm-up excluded, stopped by a total request count or a
-// duration, with an optional live progress line on stderr; every worker's record merged at the end.
+// One load-test run: `concurrency` worker threads in a closed loop (each sends its next Multiply,
+// or MultiplyBatched with a batch, as soon as the previous returns), warm-up excluded, stopped by
+// a total request count or a duration, with an optional live progress line on stderr; every
+// worker's record merged at the end.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct RunSpec {
   std::string variant = "auto";
   std::string precision = "fp32";
   int concurrency = 1;
+  std::int64_t batch = 1;  // products per request (> 1: MultiplyBatched); 1 for ping
 };
 
 struct RunResult {

@@ -37,7 +37,7 @@ std::int64_t Recorder::errors() const {
 }
 
 void Recorder::RecordOk(double client, double total, double kernel, double queue, double h2d,
-                        double d2h) {
+                        double d2h, int merged, double batch_wait) {
   client_us.push_back(client);
   server_total_us.push_back(total);
   kernel_us.push_back(kernel);
@@ -45,7 +45,11 @@ void Recorder::RecordOk(double client, double total, double kernel, double queue
   queue_us.push_back(queue);
   host_to_device_us.push_back(h2d);
   device_to_host_us.push_back(d2h);
-  kernel_us_sum += kernel;
+  if (merged > 0) {
+    merged_requests.push_back(merged);
+    batch_wait_us.push_back(batch_wait);
+  }
+  kernel_us_sum += kernel / std::max(merged, 1);
 }
 
 void Recorder::RecordError(const std::string& code, const std::string& message) {
@@ -72,6 +76,8 @@ void Recorder::Merge(const Recorder& other) {
   Append(host_to_device_us, other.host_to_device_us);
   Append(device_to_host_us, other.device_to_host_us);
   Append(release_us, other.release_us);
+  Append(merged_requests, other.merged_requests);
+  Append(batch_wait_us, other.batch_wait_us);
   AddCounts(errors_by_code, other.errors_by_code);
   AddCounts(variants, other.variants);
   AddCounts(devices, other.devices);

@@ -34,12 +34,16 @@ struct Recorder {
   std::vector<double> host_to_device_us;
   std::vector<double> device_to_host_us;
   std::vector<double> release_us;  // resident mode: releasing the result (not in client_us)
+  // Dynamic batching, per reply that reported it: Timing.merged_requests (requests the server
+  // computed in that request's launch) and Timing.batch_wait_us.
+  std::vector<double> merged_requests;
+  std::vector<double> batch_wait_us;
   std::map<std::string, std::int64_t> errors_by_code;  // "INVALID_ARGUMENT" -> count
   std::map<std::string, std::int64_t> variants;        // variant that ran -> count
   std::map<std::string, std::int64_t> devices;         // device that ran it (reply.device) -> count
   std::map<std::string, std::int64_t> precisions;      // precision that ran -> count
   std::string first_error;                             // "CODE: message" of the first failure
-  double kernel_us_sum = 0;
+  double kernel_us_sum = 0;  // device kernel time: a launch merged from n requests counts once
   std::int64_t release_errors = 0;  // resident mode: failed releases (not request errors)
 
   std::int64_t ok() const { return static_cast<std::int64_t>(client_us.size()); }
@@ -47,7 +51,11 @@ struct Recorder {
   std::int64_t requests() const { return ok() + errors(); }
 
   // One successful request: its client round trip and the reply's server-side stages.
-  void RecordOk(double client, double total, double kernel, double queue, double h2d, double d2h);
+  // `merged` > 0 (Timing.merged_requests, from a server that reports it): the request shared its
+  // launch, and so its kernel time, with merged - 1 others; it counts kernel / merged toward
+  // kernel_us_sum. 0 (a ping, an older server): nothing recorded for dynamic batching.
+  void RecordOk(double client, double total, double kernel, double queue, double h2d, double d2h,
+                int merged = 0, double batch_wait = 0);
   void RecordError(const std::string& code, const std::string& message);
 
   // Adds `other`'s samples and counts to this one (sample vectors are concatenated).

@@ -222,6 +222,8 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
          m.shm = true;
          return absl::OkStatus();
        }},
+      {"batch", false,
+       [&m](const std::string& v) { return Assign("batch", ParsePositive("batch", v), m.batch); }},
   };
 }
 
@@ -475,6 +477,15 @@ absl::Status CheckMultiply(const MultiplyOptions& m) {
     return Usage(
         "multiply: --shm moves data through shared memory: not with handles or "
         "--keep-result");
+  }
+  if (m.batch > 1) {
+    if (!m.random)
+      return Usage("multiply: --batch needs --random MxNxK (N products of random data)");
+    if (m.verify || !m.out.empty() || m.keep_result || m.shm) {
+      return Usage(
+          "multiply: --batch is a timing run: no --verify, --out, --keep-result or --shm (use "
+          "--server-verify to check every product)");
+    }
   }
   if (m.variant.empty()) return Usage("multiply: --variant must not be empty (use auto)");
   if (m.tolerance && !m.verify && !m.server_verify) {

@@ -72,6 +72,8 @@ struct MultiplyOptions {
   std::string a_handle, b_handle, c_handle;
   bool keep_result = false;
   bool shm = false;  // operands and result through a shared-memory region (same node)
+  // --batch N > 1: N products of --random operands in one MultiplyBatched call.
+  std::int64_t batch = 1;
 };
 
 struct TransposeOptions {

@@ -2,6 +2,7 @@
 #include "client/cli/command_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -157,6 +158,11 @@ matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timin
   out.set_kernel_us(median_of(&matserve::v1::Timing::kernel_us));
   out.set_device_to_host_us(median_of(&matserve::v1::Timing::device_to_host_us));
   out.set_total_us(median_of(&matserve::v1::Timing::total_us));
+  out.set_batch_wait_us(median_of(&matserve::v1::Timing::batch_wait_us));
+  std::vector<double> merged;
+  merged.reserve(timings.size());
+  for (const matserve::v1::Timing& t : timings) merged.push_back(t.merged_requests());
+  out.set_merged_requests(static_cast<std::int32_t>(std::lround(Median(std::move(merged)))));
   return out;
 }
 

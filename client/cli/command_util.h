@@ -65,7 +65,7 @@ double MicrosSince(std::chrono::steady_clock::time_point start);
 
 // Median (mean of the middle two for an even count); 0 for none.
 double Median(std::vector<double> values);
-// Each stage's median over `timings`.
+// Each stage's median over `timings` (merged_requests: the median, rounded).
 matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timings);
 
 // Makes `warmup` + `repeat` calls and returns the last reply, its timing replaced by each
@@ -99,5 +99,8 @@ int RunUpload(const Env& env, const UploadOptions& opt);        // resident_comm
 int RunDownload(const Env& env, const HandleOptions& opt);
 int RunRelease(const Env& env, const HandleOptions& opt);
 int RunResident(const Env& env);
+
+// multiply --batch N > 1: one MultiplyBatched call (multiply_batched_command.cc).
+int RunMultiplyBatched(const Env& env, const MultiplyOptions& opt);
 
 }  // namespace matserve::client::cli

@@ -81,7 +81,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   switch (parsed->command) {
     case Command::kInfo: return RunInfo(env);
     case Command::kKernels: return RunKernels(env, parsed->kernels);
-    case Command::kMultiply: return RunMultiply(env, parsed->multiply);
+    case Command::kMultiply:
+      return parsed->multiply.batch > 1 ? RunMultiplyBatched(env, parsed->multiply)
+                                        : RunMultiply(env, parsed->multiply);
     case Command::kTranspose: return RunTranspose(env, parsed->transpose);
     case Command::kUpload: return RunUpload(env, parsed->upload);
     case Command::kDownload: return RunDownload(env, parsed->handle);

@@ -107,6 +107,11 @@ checks and output:
   --out C.npy            write C
   --warmup W --repeat N  W unmeasured calls, then N measured: report each stage's median
   --json                 one JSON object (keys: docs/client.md)
+batched (one MultiplyBatched call):
+  --batch N              N products of --random operands in one call (A, B and C stacked N deep;
+                         product i from seeds S+3i, S+3i+1, S+3i+2): the timing and gflops are
+                         the whole batch's; --server-verify checks every product (no --verify,
+                         --out, --keep-result or --shm)
 resident matrices (handles from `matserve-cli upload`):
   --a-handle H, --b-handle H, --c-handle H   operands already on the server instead of data
   --keep-result          leave C on the server; prints its handle (then `download`)

@@ -40,30 +40,34 @@ std::string Bytes(std::int64_t b) {
   return absl::StrCat(b, " (", Fixed(gib, 2), " GiB)");
 }
 
-// The timing block, right-aligned so the decimal points line up.
-void TimingLines(std::ostream& out, const v1::Timing& t, double rpc_us) {
-  const std::pair<std::string_view, double> rows[] = {
+// The timing block, right-aligned so the decimal points line up. A GEMM's adds the dynamic
+// batching wait (part of queue_us) and, after the block, how many requests its launch computed.
+void TimingLines(std::ostream& out, const v1::Timing& t, double rpc_us, bool gemm) {
+  std::vector<std::pair<std::string_view, double>> rows = {
       {"queue_us", t.queue_us()},   {"h2d_us", t.host_to_device_us()}, {"launch_us", t.launch_us()},
       {"kernel_us", t.kernel_us()}, {"d2h_us", t.device_to_host_us()}, {"total_us", t.total_us()},
       {"client_rpc_us", rpc_us}};
+  if (gemm) rows.insert(rows.begin() + 1, {"batch_wait_us", t.batch_wait_us()});
   std::size_t width = 0;
   for (const auto& [key, v] : rows) width = std::max(width, Fixed(v).size());
   for (const auto& [key, v] : rows) {
     std::string s = Fixed(v);
     Line(out, key, std::string(width - s.size(), ' ') + s);
   }
+  if (gemm) Line(out, "merged_requests", absl::StrCat(t.merged_requests()));
 }
 
-std::string TimingJson(const v1::Timing& t, double rpc_us) {
-  return JsonObject()
-      .Add("queue", t.queue_us())
+std::string TimingJson(const v1::Timing& t, double rpc_us, bool gemm) {
+  JsonObject o;
+  o.Add("queue", t.queue_us())
       .Add("h2d", t.host_to_device_us())
       .Add("launch", t.launch_us())
       .Add("kernel", t.kernel_us())
       .Add("d2h", t.device_to_host_us())
       .Add("total", t.total_us())
-      .Add("client_rpc", rpc_us)
-      .str();
+      .Add("client_rpc", rpc_us);
+  if (gemm) o.Add("batch_wait", t.batch_wait_us());
+  return o.str();
 }
 
 void CheckLines(std::ostream& out, std::string_view who, double max_abs, double rel_l2,
@@ -369,7 +373,9 @@ void PrintMultiply(const v1::MultiplyReply& reply, const RunSummary& s, bool jso
         .Add("output_dtype", s.output_dtype)
         .Add("output_layout", s.layout)
         .Add("compute", s.compute)
-        .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us))
+        .Add("batch", s.batch)
+        .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us, true))
+        .Add("merged_requests", reply.timing().merged_requests())
         .Add("gflops", reply.gflops());
     AddRunTail(o, reply, s);
     out << o.str() << '\n';
@@ -380,11 +386,15 @@ void PrintMultiply(const v1::MultiplyReply& reply, const RunSummary& s, bool jso
   Line(out, "precision", reply.precision());
   Line(out, "shape",
        absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k < 0 ? "?" : std::to_string(s.k)));
+  if (s.batch > 1) {
+    Line(out, "batch",
+         absl::StrCat(s.batch, " products in one MultiplyBatched call (timing, gflops: all)"));
+  }
   Line(out, "data",
        absl::StrCat(s.dtype, " -> ", s.output_dtype, " (", s.layout, "-major output, compute ",
                     s.compute, ")"));
   RunsLine(out, s);
-  TimingLines(out, reply.timing(), s.rpc_us);
+  TimingLines(out, reply.timing(), s.rpc_us, true);
   Line(out, "gflops", Fixed(reply.gflops()));
   CheckAndResultLines(out, reply, s);
 }
@@ -402,7 +412,7 @@ void PrintTranspose(const v1::TransposeReply& reply, const RunSummary& s, bool j
         .Add("cols", s.n)
         .Add("dtype", s.dtype)
         .Add("layout", s.layout)
-        .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us))
+        .Raw("timing_us", TimingJson(reply.timing(), s.rpc_us, false))
         .Add("gb_per_s", reply.gb_per_s());
     AddRunTail(o, reply, s);
     out << o.str() << '\n';
@@ -413,7 +423,7 @@ void PrintTranspose(const v1::TransposeReply& reply, const RunSummary& s, bool j
   Line(out, "shape", absl::StrCat(s.m, " x ", s.n, " -> ", s.n, " x ", s.m));
   Line(out, "data", absl::StrCat(s.dtype, " (", s.layout, "-major)"));
   RunsLine(out, s);
-  TimingLines(out, reply.timing(), s.rpc_us);
+  TimingLines(out, reply.timing(), s.rpc_us, false);
   Line(out, "gb_per_s", Fixed(reply.gb_per_s(), 2));
   CheckAndResultLines(out, reply, s);
 }

@@ -37,6 +37,7 @@ struct RunSummary {
   double rpc_us = 0;        // client-measured round trip of the call (median with --repeat)
   std::int64_t warmup = 0;  // unmeasured calls before the measured ones
   std::int64_t runs = 1;    // measured calls; timings, rate and rpc_us are their medians
+  std::int64_t batch = 1;   // products per call (multiply --batch: one MultiplyBatched call)
   std::optional<kernels::ErrorStats> client_check;
   std::string out_path;
 };

@@ -102,6 +102,17 @@ absl::StatusOr<v1::MultiplyReply> Client::Multiply(const v1::MultiplyRequest& re
   return reply;
 }
 
+absl::StatusOr<v1::MultiplyBatchedReply> Client::MultiplyBatched(
+    const v1::MultiplyBatchedRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::MultiplyBatchedReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->MultiplyBatched(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
 absl::StatusOr<v1::TransposeReply> Client::Transpose(const v1::TransposeRequest& request) {
   grpc::ClientContext context;
   PrepareContext(context);
@@ -251,6 +262,18 @@ absl::StatusOr<v1::ReleaseReply> Client::Release(const std::string& handle) {
   PrepareContext(context);
   v1::ReleaseRequest request;
   request.set_handle(handle);
+  v1::ReleaseReply reply;
+  if (absl::Status s = FromGrpcStatus(stub_->Release(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::ReleaseReply> Client::Release(const std::vector<std::string>& handles) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::ReleaseRequest request;
+  for (const std::string& h : handles) request.add_handles(h);
   v1::ReleaseReply reply;
   if (absl::Status s = FromGrpcStatus(stub_->Release(&context, request, &reply)); !s.ok()) {
     return s;

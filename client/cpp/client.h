@@ -65,6 +65,10 @@ class Client {
                                                          ClientOptions options = {});
 
   absl::StatusOr<v1::MultiplyReply> Multiply(const v1::MultiplyRequest& request);
+  // `request.batch` products of one shape in one call: operands stacked inline (Matrix.batch) or
+  // as handle lists; the reply's c stacks the results (or `results` lists them with keep_result).
+  absl::StatusOr<v1::MultiplyBatchedReply> MultiplyBatched(
+      const v1::MultiplyBatchedRequest& request);
   absl::StatusOr<v1::TransposeReply> Transpose(const v1::TransposeRequest& request);
   absl::StatusOr<v1::ListKernelsReply> ListKernels();
   absl::StatusOr<v1::GetServerInfoReply> GetServerInfo();
@@ -85,6 +89,8 @@ class Client {
   absl::StatusOr<v1::Matrix> DownloadStream(const std::string& handle,
                                             std::int64_t chunk_bytes = 0);
   absl::StatusOr<v1::ReleaseReply> Release(const std::string& handle);
+  // Several handles in one call (e.g. a batch's results).
+  absl::StatusOr<v1::ReleaseReply> Release(const std::vector<std::string>& handles);
   absl::StatusOr<v1::ListResidentReply> ListResident();
 
   // Shared-memory regions (a server on this node): register `key` (e.g. a SharedMemoryObject's)

@@ -184,6 +184,33 @@ TEST(CliArgs, RejectsIncompleteOrConflictingInputs) {
   EXPECT_THAT(Error({"transpose", "--a", "x.npy", "--random", "2x2"}), HasSubstr("not several"));
 }
 
+TEST(CliArgs, BatchOfRandomProducts) {
+  absl::StatusOr<ParsedArgs> p =
+      Parse({"multiply", "--random", "8x8x8", "--batch", "16", "--server-verify", "--repeat", "3"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->multiply.batch, 16);
+  EXPECT_EQ(Parse({"multiply", "--random", "2x2x2"})->multiply.batch, 1);
+  EXPECT_EQ(Parse({"multiply", "--random", "2x2x2", "--batch=3"})->multiply.batch, 3);
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--batch", "0"}),
+              HasSubstr("--batch: '0' is not a positive integer"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--batch", "many"}),
+              HasSubstr("--batch: 'many' is not a positive integer"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--batch"}),
+              HasSubstr("option --batch needs a value"));
+  EXPECT_THAT(Error({"multiply", "--a", "a.npy", "--b", "b.npy", "--batch", "2"}),
+              HasSubstr("multiply: --batch needs --random MxNxK"));
+  for (std::vector<std::string> extra :
+       {std::vector<std::string>{"--verify"}, {"--keep-result"}, {"--shm"}, {"--out", "c.npy"}}) {
+    std::vector<std::string> args = {"multiply", "--random", "2x2x2", "--batch", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_THAT(Error(args), HasSubstr("multiply: --batch is a timing run")) << extra[0];
+  }
+  // --batch 1 is a plain multiply: nothing refused.
+  EXPECT_TRUE(Parse({"multiply", "--random", "2x2x2", "--batch", "1", "--verify"}).ok());
+  EXPECT_THAT(Error({"transpose", "--random", "2x2", "--batch", "2"}),
+              HasSubstr("transpose: unknown option '--batch'"));
+}
+
 TEST(CliArgs, ResidentOptions) {
   absl::StatusOr<ParsedArgs> m = Parse({"multiply", "--a-handle", "h1", "--b", "b.npy",
                                         "--c-handle", "h3", "--beta", "1", "--keep-result"});

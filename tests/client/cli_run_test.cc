@@ -1,8 +1,12 @@
 // The whole CLI run in-process (RunCli) against FakeMatrixService: output formats, exit codes,
-// error lines, .npy in and out, client-side verification, and messages above gRPC's 4 MiB default.
+// error lines, .npy in and out, client-side verification, messages above gRPC's 4 MiB default,
+// and batched multiplies (multiply --batch, Client::MultiplyBatched).
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "client/cli/command_util.h"
@@ -91,6 +95,9 @@ TEST_F(CliRun, MultiplyRandomWithClientVerify) {
       HasSubstr("\"timing_us\": {\"queue\": 1.5, \"h2d\": 20.25, \"launch\": 0, \"kernel\": 100, "
                 "\"d2h\": 30, \"total\": 160, \"client_rpc\": "));
   EXPECT_THAT(r.out, HasSubstr("\"gflops\": 123.5"));
+  // The fake says dynamic batching merged the request with another.
+  EXPECT_THAT(r.out, HasSubstr("\"batch_wait\": 0.75}, \"merged_requests\": 2, \"gflops\": 123.5"));
+  EXPECT_THAT(r.out, HasSubstr("\"compute\": \"default\", \"batch\": 1, \"timing_us\""));
   EXPECT_THAT(r.out, HasSubstr("\"server_verification\": {\"max_abs_error\": 0, "
                                "\"rel_l2_error\": 0}"));
   EXPECT_THAT(r.out, HasSubstr("\"client_verification\": {\"max_abs_error\": 0, "
@@ -109,7 +116,9 @@ TEST_F(CliRun, MultiplyHumanOutput) {
   EXPECT_THAT(
       r.out, HasSubstr("data                  fp32 -> fp32 (row-major output, compute default)\n"));
   EXPECT_THAT(r.out, ContainsRegex("\nkernel_us +100\\.0\n"));  // right-aligned block
-  EXPECT_THAT(r.out, HasSubstr("gflops                123.5\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\nqueue_us +1\\.5\nbatch_wait_us +0\\.8\nh2d_us "));
+  EXPECT_THAT(r.out, HasSubstr("\nmerged_requests       2\ngflops                123.5\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("batch       ")));  // no batch line for one product
   EXPECT_THAT(r.out, HasSubstr("client_rel_l2_error   "));
 }
 
@@ -193,9 +202,113 @@ TEST(CliUtil, MediansPerStage) {
     t[i].set_kernel_us(10.0 * (3 - i));
     t[i].set_queue_us(i);
   }
+  t[0].set_merged_requests(4);
+  t[1].set_merged_requests(1);
+  t[2].set_merged_requests(2);
+  t[2].set_batch_wait_us(7);
   const v1::Timing m = MedianTiming(t);
   EXPECT_EQ(m.kernel_us(), 20.0);
   EXPECT_EQ(m.queue_us(), 1.0);
+  EXPECT_EQ(m.merged_requests(), 2);
+  EXPECT_EQ(m.batch_wait_us(), 0.0);
+}
+
+TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
+  const Result r =
+      Run({"multiply", "--random", "6x5x4", "--batch", "3", "--dtype", "fp64", "--beta", "1",
+           "--transpose-b", "--server-verify", "--tolerance", "1e-12", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(server_.service().multiply_batched_calls(), 2);
+  EXPECT_EQ(server_.service().multiply_calls(), 0);
+  const v1::MultiplyBatchedRequest sent = server_.service().last_multiply_batched();
+  EXPECT_EQ(sent.batch(), 3);
+  EXPECT_TRUE(sent.transpose_b());
+  EXPECT_TRUE(sent.verify());
+  for (auto [m, rows, cols] :
+       {std::tuple{&sent.a(), 6, 4}, std::tuple{&sent.b(), 5, 4}, std::tuple{&sent.c(), 6, 5}}) {
+    EXPECT_EQ(m->batch(), 3);
+    EXPECT_EQ(m->rows(), rows);
+    EXPECT_EQ(m->cols(), cols);
+    EXPECT_EQ(m->data().size(), 3u * rows * cols * sizeof(double));
+  }
+  // Product i's A, B and C from seeds 1 + 3i, 2 + 3i, 3 + 3i: product 0 is multiply --random's.
+  const std::string a0 = RandomMatrix(6, 4, DType::kF64, Layout::kRowMajor, 1).bytes;
+  const std::string a1 = RandomMatrix(6, 4, DType::kF64, Layout::kRowMajor, 4).bytes;
+  const std::string b2 = RandomMatrix(5, 4, DType::kF64, Layout::kRowMajor, 8).bytes;
+  EXPECT_EQ(sent.a().data().substr(0, a0.size()), a0);
+  EXPECT_EQ(sent.a().data().substr(a0.size(), a1.size()), a1);
+  EXPECT_EQ(sent.b().data().substr(2 * b2.size()), b2);
+  EXPECT_THAT(r.out, HasSubstr("\"m\": 6, \"n\": 5, \"k\": 4, \"dtype\": \"fp64\""));
+  EXPECT_THAT(r.out, HasSubstr("\"batch\": 3, \"timing_us\": {\"queue\": 1.5, "));
+  EXPECT_THAT(r.out, HasSubstr("\"batch_wait\": 0}, \"merged_requests\": 1, \"gflops\": 123.5"));
+  EXPECT_THAT(r.out, HasSubstr("\"runs\": 1, \"warmup\": 1, \"server_verification\": "
+                               "{\"max_abs_error\": 0, \"rel_l2_error\": 0}"));
+
+  const Result human = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--layout", "col"});
+  ASSERT_EQ(human.code, kExitOk) << human.err;
+  EXPECT_THAT(human.out, HasSubstr("shape                 m=4 n=4 k=4\n"
+                                   "batch                 2 products in one MultiplyBatched call"));
+  EXPECT_THAT(human.out, HasSubstr("\nmerged_requests       1\n"));
+  EXPECT_EQ(server_.service().last_multiply_batched().a().layout(), v1::COL_MAJOR);
+  // The server's check covers every product: one broken product fails the tolerance.
+  const Result broken = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "broken",
+                             "--server-verify", "--tolerance", "1e-3"});
+  EXPECT_EQ(broken.code, kExitVerify);
+  EXPECT_THAT(broken.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
+  const Result unknown = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "x"});
+  EXPECT_EQ(unknown.code, kExitRpc);
+  EXPECT_EQ(unknown.err, "error: INVALID_ARGUMENT: unknown variant 'x'\n");
+}
+
+TEST_F(CliRun, ClientMultiplyBatchedInlineAndResident) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(server_.target());
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Two products: A stacked two deep, B one matrix for both (broadcast).
+  const NpyArray a0 = RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 1);
+  const NpyArray a1 = RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 2);
+  const NpyArray b = RandomMatrix(4, 2, DType::kF64, Layout::kRowMajor, 3);
+  v1::MultiplyBatchedRequest request;
+  request.set_batch(2);
+  *request.mutable_a() = *MatrixFromNpy(a0);
+  request.mutable_a()->mutable_data()->append(a1.bytes);
+  request.mutable_a()->set_batch(2);
+  *request.mutable_b() = *MatrixFromNpy(b);
+  absl::StatusOr<v1::MultiplyBatchedReply> reply = (*client)->MultiplyBatched(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->c().batch(), 2);
+  EXPECT_EQ(reply->c().rows(), 3);
+  EXPECT_EQ(reply->c().cols(), 2);
+  // Product i equals a Multiply of A_i and B.
+  for (const auto& [i, ai] : {std::pair{0, &a0}, std::pair{1, &a1}}) {
+    v1::MultiplyRequest one;
+    *one.mutable_a() = *MatrixFromNpy(*ai);
+    *one.mutable_b() = *MatrixFromNpy(b);
+    absl::StatusOr<v1::MultiplyReply> single = (*client)->Multiply(one);
+    ASSERT_TRUE(single.ok()) << single.status();
+    const std::size_t size = single->c().data().size();
+    EXPECT_EQ(reply->c().data().substr(i * size, size), single->c().data()) << i;
+  }
+  // Resident: two A handles, one B handle, results kept (one resident matrix each).
+  v1::MultiplyBatchedRequest resident;
+  resident.set_batch(2);
+  for (const NpyArray* m : {&a0, &a1, &b}) {
+    absl::StatusOr<v1::ResidentInfo> up = (*client)->Upload(*MatrixFromNpy(*m));
+    ASSERT_TRUE(up.ok()) << up.status();
+    resident.add_a_handles(up->handle());
+  }
+  resident.add_b_handles(resident.a_handles(2));
+  resident.mutable_a_handles()->RemoveLast();
+  resident.set_keep_result(true);
+  absl::StatusOr<v1::MultiplyBatchedReply> kept = (*client)->MultiplyBatched(resident);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->results_size(), 2);
+  EXPECT_TRUE(kept->c().data().empty());
+  absl::StatusOr<v1::Matrix> c1 = (*client)->Download(kept->results(1).handle());
+  ASSERT_TRUE(c1.ok()) << c1.status();
+  EXPECT_EQ(c1->data(), reply->c().data().substr(c1->data().size()));
+  resident.set_batch(3);  // 2 A handles for 3 products
+  EXPECT_EQ((*client)->MultiplyBatched(resident).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CliRun, RpcErrorsPrintCodeAndMessage) {

@@ -2,6 +2,10 @@
 // dtype once), fixed timings, fixed server info and kernel list.
 #include "tests/client/fake_service.h"
 
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +46,36 @@ grpc::Status PickVariant(const std::string& asked, const std::string& fallback, 
   return grpc::Status::OK;
 }
 
+// Product i's operand of a batch: `handle` from the handle list (one handle: every product's), or
+// `matrix` cut from the inline stack (one matrix: every product's); neither when the batch has no
+// such operand.
+grpc::Status ProductOperand(const std::string& field, bool has_inline, const v1::Matrix& stack,
+                            const google::protobuf::RepeatedPtrField<std::string>& handles,
+                            std::int64_t i, std::int64_t count, std::optional<v1::Matrix>& matrix,
+                            std::string& handle) {
+  if (!handles.empty()) {
+    if (handles.size() != 1 && handles.size() != count) {
+      return Invalid(
+          absl::StrCat(field, "_handles: ", handles.size(), " handles, expected 1 or ", count));
+    }
+    handle = handles[handles.size() == 1 ? 0 : static_cast<int>(i)];
+    return grpc::Status::OK;
+  }
+  if (!has_inline) return grpc::Status::OK;
+  const std::int64_t stacked = std::max<std::int64_t>(stack.batch(), 1);
+  if (stacked != 1 && stacked != count) {
+    return Invalid(absl::StrCat(field, ".batch: ", stacked, " matrices, expected 1 or ", count));
+  }
+  const std::size_t one = stack.data().size() / static_cast<std::size_t>(stacked);
+  matrix.emplace();
+  matrix->set_rows(stack.rows());
+  matrix->set_cols(stack.cols());
+  matrix->set_dtype(stack.dtype());
+  matrix->set_layout(stack.layout());
+  matrix->set_data(stack.data().substr(static_cast<std::size_t>(stacked == 1 ? 0 : i) * one, one));
+  return grpc::Status::OK;
+}
+
 }  // namespace
 
 v1::ResidentInfo FakeMatrixService::Keep(v1::Matrix m, std::string handle) {
@@ -72,58 +106,131 @@ grpc::Status FakeMatrixService::Resolve(const std::string& handle, v1::Matrix* m
   return grpc::Status::OK;
 }
 
-grpc::Status FakeMatrixService::Multiply(grpc::ServerContext* context,
-                                         const v1::MultiplyRequest* given,
+grpc::Status FakeMatrixService::ResolveHandles(v1::MultiplyRequest& request) const {
+  for (auto [handle, m] : {std::pair{request.mutable_a_handle(), request.mutable_a()},
+                           std::pair{request.mutable_b_handle(), request.mutable_b()}}) {
+    if (grpc::Status s = Resolve(*handle, m); !s.ok()) return s;
+    handle->clear();
+  }
+  if (!request.c_handle().empty()) {
+    if (grpc::Status s = Resolve(request.c_handle(), request.mutable_c()); !s.ok()) return s;
+    request.clear_c_handle();
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Multiply(grpc::ServerContext*, const v1::MultiplyRequest* given,
                                          v1::MultiplyReply* reply) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_multiply_ = *given;
     ++multiply_calls_;
   }
-  if (!given->a_handle().empty() || !given->b_handle().empty() || !given->c_handle().empty()) {
-    v1::MultiplyRequest resolved = *given;
-    resolved.clear_a_handle();
-    resolved.clear_b_handle();
-    resolved.clear_c_handle();
-    for (auto [handle, m] : {std::pair{&given->a_handle(), resolved.mutable_a()},
-                             std::pair{&given->b_handle(), resolved.mutable_b()},
-                             std::pair{&given->c_handle(), resolved.mutable_c()}}) {
-      if (grpc::Status s = Resolve(*handle, m); !s.ok()) return s;
-    }
-    if (given->c_handle().empty() && !given->has_c()) resolved.clear_c();
-    grpc::Status status = Multiply(context, &resolved, reply);
+  v1::MultiplyRequest resolved = *given;
+  if (grpc::Status s = ResolveHandles(resolved); !s.ok()) return s;
+  if (grpc::Status s = Compute(resolved, reply); !s.ok()) return s;
+  // As from a server with dynamic batching: the launch computed this request and another.
+  reply->mutable_timing()->set_batch_wait_us(0.75);
+  reply->mutable_timing()->set_merged_requests(2);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
+                                                const v1::MultiplyBatchedRequest* request,
+                                                v1::MultiplyBatchedReply* reply) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    last_multiply_ = *given;  // as sent, not as resolved
-    --multiply_calls_;        // counted once, not for the resolved retry
-    return status;
+    last_multiply_batched_ = *request;
+    ++multiply_batched_calls_;
   }
-  const v1::MultiplyRequest* request = given;
+  const std::int64_t count = request->batch();
+  if (count < 1) return Invalid(absl::StrCat("batch: ", count, " products, must be >= 1"));
+  std::string results;
+  v1::MultiplyReply product;
+  v1::Verification worst;
+  for (std::int64_t i = 0; i < count; ++i) {
+    v1::MultiplyRequest one;
+    std::optional<v1::Matrix> a, b, c;
+    for (auto [field, has_inline, stack, handles, matrix, handle] :
+         {std::tuple{"a", request->has_a(), &request->a(), &request->a_handles(), &a,
+                     one.mutable_a_handle()},
+          std::tuple{"b", request->has_b(), &request->b(), &request->b_handles(), &b,
+                     one.mutable_b_handle()},
+          std::tuple{"c", request->has_c(), &request->c(), &request->c_handles(), &c,
+                     one.mutable_c_handle()}}) {
+      if (grpc::Status s =
+              ProductOperand(field, has_inline, *stack, *handles, i, count, *matrix, *handle);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (a) *one.mutable_a() = *std::move(a);
+    if (b) *one.mutable_b() = *std::move(b);
+    if (c) *one.mutable_c() = *std::move(c);
+    one.set_transpose_a(request->transpose_a());
+    one.set_transpose_b(request->transpose_b());
+    if (request->has_alpha()) one.set_alpha(request->alpha());
+    if (request->has_beta()) one.set_beta(request->beta());
+    one.set_variant(request->variant());
+    one.set_compute(request->compute());
+    one.set_output_dtype(request->output_dtype());
+    one.set_output_layout(request->output_layout());
+    one.set_verify(request->verify());
+    one.set_keep_result(request->keep_result());
+    if (grpc::Status s = ResolveHandles(one); !s.ok()) return s;
+    product.Clear();
+    if (grpc::Status s = Compute(one, &product); !s.ok()) return s;
+    results.append(product.c().data());
+    if (product.has_result()) *reply->add_results() = product.result();
+    worst.set_max_abs_error(
+        std::max(worst.max_abs_error(), product.verification().max_abs_error()));
+    worst.set_rel_l2_error(std::max(worst.rel_l2_error(), product.verification().rel_l2_error()));
+  }
+  v1::Matrix* c = reply->mutable_c();
+  c->set_rows(product.c().rows());
+  c->set_cols(product.c().cols());
+  c->set_dtype(product.c().dtype());
+  c->set_layout(product.c().layout());
+  c->set_batch(count);
+  c->set_data(std::move(results));
+  reply->set_variant(product.variant());
+  reply->set_device(product.device());
+  reply->set_precision(product.precision());
+  FillTiming(reply->mutable_timing());
+  reply->mutable_timing()->set_merged_requests(1);
+  reply->set_gflops(123.5);
+  if (request->verify()) *reply->mutable_verification() = worst;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
+                                        v1::MultiplyReply* reply) {
   std::string variant;
-  if (grpc::Status s = PickVariant(request->variant(), "fake_gemm", &variant); !s.ok()) return s;
-  const v1::Matrix& a = request->a();
-  const v1::Matrix& b = request->b();
+  if (grpc::Status s = PickVariant(request.variant(), "fake_gemm", &variant); !s.ok()) return s;
+  const v1::Matrix& a = request.a();
+  const v1::Matrix& b = request.b();
   absl::StatusOr<kernels::DType> in_type = FromProto(a.dtype());
   if (!in_type.ok() || b.dtype() != a.dtype()) return Invalid("A and B need one dtype");
-  const kernels::DType out_type = request->output_dtype() == v1::DATA_TYPE_UNSPECIFIED
+  const kernels::DType out_type = request.output_dtype() == v1::DATA_TYPE_UNSPECIFIED
                                       ? *in_type
-                                      : *FromProto(request->output_dtype());
+                                      : *FromProto(request.output_dtype());
   kernels::GemmRequestDesc desc;
-  desc.a = {a.rows(), a.cols(), FromProto(a.layout()), request->transpose_a(), a.data().data()};
-  desc.b = {b.rows(), b.cols(), FromProto(b.layout()), request->transpose_b(), b.data().data()};
-  desc.c_layout = FromProto(request->output_layout());
+  desc.a = {a.rows(), a.cols(), FromProto(a.layout()), request.transpose_a(), a.data().data()};
+  desc.b = {b.rows(), b.cols(), FromProto(b.layout()), request.transpose_b(), b.data().data()};
+  desc.c_layout = FromProto(request.output_layout());
   desc.in_type = *in_type;
   desc.out_type = out_type;
-  desc.alpha = request->has_alpha() ? request->alpha() : 1.0;
-  desc.beta = request->has_beta() ? request->beta() : 0.0;
-  const std::int64_t m = request->transpose_a() ? a.cols() : a.rows();
-  const std::int64_t k = request->transpose_a() ? a.rows() : a.cols();
-  const std::int64_t kb = request->transpose_b() ? b.cols() : b.rows();
-  const std::int64_t n = request->transpose_b() ? b.rows() : b.cols();
+  desc.alpha = request.has_alpha() ? request.alpha() : 1.0;
+  desc.beta = request.has_beta() ? request.beta() : 0.0;
+  const std::int64_t m = request.transpose_a() ? a.cols() : a.rows();
+  const std::int64_t k = request.transpose_a() ? a.rows() : a.cols();
+  const std::int64_t kb = request.transpose_b() ? b.cols() : b.rows();
+  const std::int64_t n = request.transpose_b() ? b.rows() : b.cols();
   if (k != kb) return Invalid(absl::StrCat("inner dimensions differ: ", k, " vs ", kb));
   const kernels::GemmProblem p = kernels::canonicalize_gemm(desc);
   std::string c0;
-  if (request->has_c() && desc.beta != 0.0) {
-    const v1::Matrix& c = request->c();
+  if (request.has_c() && desc.beta != 0.0) {
+    const v1::Matrix& c = request.c();
     const kernels::DType c_type = *FromProto(c.dtype());
     c0 = ConvertElements(ToLayout(c.data(), m, n, c_type, FromProto(c.layout()), desc.c_layout),
                          c_type, out_type);
@@ -142,8 +249,8 @@ grpc::Status FakeMatrixService::Multiply(grpc::ServerContext* context,
   reply->set_precision(std::string(kernels::dtype_name(*in_type)));
   FillTiming(reply->mutable_timing());
   reply->set_gflops(123.5);
-  if (request->verify()) reply->mutable_verification()->set_rel_l2_error(variant == "broken");
-  if (request->keep_result()) {
+  if (request.verify()) reply->mutable_verification()->set_rel_l2_error(variant == "broken");
+  if (request.keep_result()) {
     *reply->mutable_result() = Keep(reply->c());
     reply->mutable_c()->clear_data();
   }

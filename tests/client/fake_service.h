@@ -1,7 +1,8 @@
 // An in-process stand-in for the matserve server, for client tests: computes every result with the
-// float64 reference on the host, keeps "resident" matrices in a map, answers fixed info/kernels,
-// and misbehaves on request (variant "broken" perturbs one element, unknown variants are
-// INVALID_ARGUMENT).
+// float64 reference on the host (a MultiplyBatched product by product), keeps "resident" matrices
+// in a map, answers fixed info/kernels/timings (a Multiply reports it was merged with another by
+// dynamic batching), and misbehaves on request (variant "broken" perturbs one element, unknown
+// variants are INVALID_ARGUMENT).
 #pragma once
 
 #include <map>
@@ -18,6 +19,9 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
  public:
   grpc::Status Multiply(grpc::ServerContext*, const matserve::v1::MultiplyRequest* request,
                         matserve::v1::MultiplyReply* reply) override;
+  grpc::Status MultiplyBatched(grpc::ServerContext*,
+                               const matserve::v1::MultiplyBatchedRequest* request,
+                               matserve::v1::MultiplyBatchedReply* reply) override;
   grpc::Status Transpose(grpc::ServerContext*, const matserve::v1::TransposeRequest* request,
                          matserve::v1::TransposeReply* reply) override;
   grpc::Status ListKernels(grpc::ServerContext*, const matserve::v1::ListKernelsRequest*,
@@ -58,14 +62,36 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
     return last_multiply_;
   }
 
+  int multiply_batched_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return multiply_batched_calls_;
+  }
+
+  matserve::v1::MultiplyBatchedRequest last_multiply_batched() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_multiply_batched_;
+  }
+
+  std::size_t resident_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resident_.size();
+  }
+
  private:
   // Stores `m` as a resident matrix under `handle` (a new one when empty); returns its info.
   matserve::v1::ResidentInfo Keep(matserve::v1::Matrix m, std::string handle = "");
   // Replaces `*m` (when `handle` is set) by the stored matrix; NOT_FOUND for unknown handles.
   grpc::Status Resolve(const std::string& handle, matserve::v1::Matrix* m) const;
+  // Replaces the request's handles by the stored matrices; NOT_FOUND for unknown handles.
+  grpc::Status ResolveHandles(matserve::v1::MultiplyRequest& request) const;
+  // One product of inline operands (handles already resolved): the reply with C, or kept.
+  grpc::Status Compute(const matserve::v1::MultiplyRequest& request,
+                       matserve::v1::MultiplyReply* reply);
 
   mutable std::mutex mu_;
   matserve::v1::MultiplyRequest last_multiply_;
+  matserve::v1::MultiplyBatchedRequest last_multiply_batched_;
+  int multiply_batched_calls_ = 0;
   std::map<std::string, matserve::v1::Matrix> resident_;
   int next_handle_ = 1;
   int multiply_calls_ = 0;

@@ -1,8 +1,8 @@
 """End-to-end: matserve-cli against the real matserve on loopback.
 
 Checks the CLI's results against NumPy through .npy files, its --verify, its JSON, the resident
-chain (upload -> multiply --keep-result -> download -> release), and its exit codes and error
-lines for bad input.
+chain (upload -> multiply --keep-result -> download -> release), a batched multiply (--batch N:
+one MultiplyBatched call), and its exit codes and error lines for bad input.
 """
 import json
 import os
@@ -60,6 +60,28 @@ class CliTest(unittest.TestCase):
         self.assertEqual((r["m"], r["n"], r["k"]), (257, 129, 65))
         self.assertLess(r["client_verification"]["rel_l2_error"], 1e-5)
         self.assertGreater(r["timing_us"]["kernel"], 0)
+        self.assertEqual((r["batch"], r["merged_requests"]), (1, 1))  # no dynamic batching here
+        self.assertEqual(r["timing_us"]["batch_wait"], 0)
+
+    def test_batched_multiply(self):
+        r = self.cli("multiply", "--random", "33x17x9", "--batch", "5", "--beta", "0.5",
+                     "--server-verify", "--tolerance", "1e-5")
+        self.assertEqual((r["m"], r["n"], r["k"], r["batch"]), (33, 17, 9, 5))
+        self.assertLess(r["server_verification"]["rel_l2_error"], 1e-5)
+        self.assertEqual(r["merged_requests"], 1)
+        t = r["timing_us"]
+        self.assertTrue(0 < t["kernel"] <= t["total"] <= t["client_rpc"], t)
+        # GFLOP/s of all five products: 5 * 2mnk / kernel time.
+        self.assertAlmostEqual(r["gflops"], 5 * 2 * 33 * 17 * 9 / (t["kernel"] * 1e3),
+                               delta=1e-6 * r["gflops"])
+        repeated = self.cli("multiply", "--random", "16x16x16", "--batch", "3", "--warmup", "1",
+                            "--repeat", "3")
+        self.assertEqual((repeated["runs"], repeated["warmup"], repeated["batch"]), (3, 1, 3))
+        self.assertGreater(repeated["gflops"], 0)
+        p = self.cli("multiply", "--random", "8x8x8", "--batch", "0", expect=1)
+        self.assertIn("--batch: '0' is not a positive integer", p.stderr)
+        p = self.cli("multiply", "--random", "8x8x8", "--batch", "2", "--verify", expect=1)
+        self.assertIn("--batch", p.stderr)
 
     def test_npy_files_in_and_out_match_numpy(self):
         a, b = rand(30, 20), rand(40, 20)

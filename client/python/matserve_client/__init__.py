@@ -4,6 +4,8 @@
     with Client("localhost:50051") as client:
         r = client.multiply(a, b, precision="tf32", verify=True)
         print(r.c.shape, r.variant, r.device, r.timing.kernel_us, r.gflops)
+        rb = client.multiply_batched(a_stack, b_stack)  # (batch, m, k) @ (batch, k, n)
+        print(rb.c.shape, rb.timing.kernel_us)
 """
 from .client import Client
 from .dtypes import Bfloat16, bf16_bits_to_float32, float_to_bf16_bits
@@ -12,8 +14,9 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
                      OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
                      Unavailable, Unimplemented, Unknown)
 from .resident import ResidentMatrix
-from .results import (DeviceInfo, KernelInfo, MultiplyResult, ResidentInfo, ServerInfo,
-                      ServerLimits, SharedMemoryInfo, Timing, TransposeResult, Verification)
+from .results import (DeviceInfo, KernelInfo, MultiplyBatchedResult, MultiplyResult,
+                      ResidentInfo, ServerInfo, ServerLimits, SharedMemoryInfo, Timing,
+                      TransposeResult, Verification)
 from .cuda_memory import CudaMatrix
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
@@ -21,10 +24,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "ResidentMatrix", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
-    "float_to_bf16_bits", "bf16_bits_to_float32", "MultiplyResult", "TransposeResult", "Timing",
-    "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo", "ResidentInfo",
-    "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown", "InvalidArgument",
-    "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
-    "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable",
-    "DataLoss", "Unauthenticated",
+    "float_to_bf16_bits", "bf16_bits_to_float32", "MultiplyResult", "MultiplyBatchedResult",
+    "TransposeResult", "Timing", "Verification", "KernelInfo", "ServerInfo", "ServerLimits",
+    "DeviceInfo", "ResidentInfo", "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown",
+    "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied",
+    "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
+    "Internal", "Unavailable", "DataLoss", "Unauthenticated",
 ]

@@ -12,15 +12,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from . import dtypes, shared_memory, transfer
+from . import batched, dtypes, shared_memory, transfer
 from .auth import BearerToken
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, decode,
                        memory_order, prepare)
 from .errors import MatservError, NotFound, Unimplemented, error_for, from_rpc_error
 from .resident import ResidentMatrix
-from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, SharedMemoryInfo,
-                      Timing, TransposeResult, Verification)
+from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
+                      ServerInfo, SharedMemoryInfo, Timing, TransposeResult, Verification)
 from . import cuda_memory
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
@@ -34,6 +34,14 @@ _HEADROOM_BYTES = 64 << 10
 PRECISIONS = {None: pb.COMPUTE_DEFAULT, "default": pb.COMPUTE_DEFAULT, "fp64": pb.COMPUTE_FP64,
               "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32, "fp16": pb.COMPUTE_FP16,
               "bf16": pb.COMPUTE_BF16}
+
+
+def _compute(precision: Optional[str]) -> int:
+    """The ComputeMode of a precision name (ValueError for an unknown one)."""
+    if precision is not None and precision.lower() not in PRECISIONS:
+        raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16; "
+                         f"got {precision!r}")
+    return PRECISIONS[precision.lower() if precision else None]
 
 
 def _order(order: Optional[str]) -> Optional[str]:
@@ -188,11 +196,8 @@ class Client:
         result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
         Raises a MatservError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
-        if precision is not None and precision.lower() not in PRECISIONS:
-            raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16; "
-                             f"got {precision!r}")
+        compute = _compute(precision)
         _check_out_place(out, keep_result)
-        compute = PRECISIONS[precision.lower() if precision else None]
         ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
         out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
         order = _order(out_order)
@@ -234,6 +239,40 @@ class Client:
                               precision=reply.precision, timing=Timing.from_proto(reply.timing),
                               gflops=reply.gflops, verification=Verification.from_reply(reply),
                               resident=resident)
+
+    def multiply_batched(self, a: batched.BatchOperand, b: batched.BatchOperand, *,
+                         c: Optional[batched.BatchOperand] = None, alpha: float = 1.0,
+                         beta: float = 0.0, transpose_a: bool = False,
+                         transpose_b: bool = False, variant: str = "auto",
+                         precision: Optional[str] = None,
+                         dtype: Optional[dtypes.DTypeLike] = None,
+                         out_dtype: Optional[dtypes.DTypeLike] = None,
+                         out_order: Optional[str] = None, verify: bool = False,
+                         keep_result: bool = False,
+                         timeout: Optional[float] = None) -> MultiplyBatchedResult:
+        """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
+
+        a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
+        bits), a 2-D matrix that every product uses ("broadcast"), or a list of `ResidentMatrix`
+        handles (one per product; one, or a lone ResidentMatrix, for every product). The batch is
+        the largest operand count; the others must have 1 or that many. Operands otherwise as in
+        `multiply` (transpose_a: each stored A_i is k x m; `dtype` converts array operands).
+        c: optional input C, (batch, m, n), 2-D or handles, converted to the output dtype and
+        order; read when beta != 0. precision, out_dtype, variant ("auto" or a ListKernels entry
+        that is `batched`): as in `multiply`. out_order: "C" or "F" for every result (default:
+        c's order, else "C"); with "F" each result.c[i] is Fortran-contiguous.
+        verify: the server checks every product against a float64 reference; result.verification
+        holds the largest errors. keep_result: every result stays on the server,
+        result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
+        stacks and results too large for one message go through temporary resident matrices.
+        Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
+        MatservError subclass on failure (InvalidArgument for mismatched counts or shapes).
+        """
+        return batched.multiply_batched(
+            self, a, b, c=c, alpha=alpha, beta=beta, transpose_a=transpose_a,
+            transpose_b=transpose_b, variant=variant, compute=_compute(precision), dtype=dtype,
+            out_dtype=out_dtype, order=_order(out_order), verify=verify,
+            keep_result=keep_result, timeout=timeout)
 
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,

@@ -2,6 +2,8 @@
 
 C-contiguous arrays travel ROW_MAJOR and Fortran-contiguous ones COL_MAJOR, as they lie in memory
 (no reordering); other arrays are made C-contiguous first. Streaming reads the same bytes in chunks.
+A batch (MultiplyBatched) is a 3-D array (batch, rows, cols): its matrices travel stacked one after
+another (batch-major), each row-major, or column-major when every x[i] is Fortran-contiguous.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ class Prepared:
     cols: int
     dtype: str  # matserve name: fp64, fp32, fp16, bf16
     order: str  # "C" (ROW_MAJOR) or "F" (COL_MAJOR)
-    flat: np.ndarray  # uint8, rows * cols * itemsize bytes, in `order`
+    flat: np.ndarray  # uint8, batch * rows * cols * itemsize bytes, each matrix in `order`
+    batch: int = 1  # matrices stacked in `flat` (prepare_batch); 1 for every other use
 
     @property
     def nbytes(self) -> int:
@@ -42,7 +45,16 @@ class Prepared:
         """The Matrix message; with_data copies the bytes in (one copy, as protobuf needs)."""
         return pb.Matrix(rows=self.rows, cols=self.cols, dtype=DTYPE_TO_PROTO[self.dtype],
                          layout=ORDER_TO_LAYOUT[self.order],
-                         data=self.flat.tobytes() if with_data else b"")
+                         data=self.flat.tobytes() if with_data else b"",
+                         batch=self.batch if self.batch != 1 else 0)
+
+    def matrix(self, i: int) -> "Prepared":
+        """Matrix i of a stack, as a one-matrix Prepared (a view, no copy)."""
+        if not 0 <= i < self.batch:
+            raise IndexError(f"matrix {i} of a batch of {self.batch}")
+        one = self.nbytes // self.batch
+        return Prepared(self.rows, self.cols, self.dtype, self.order,
+                        self.flat[i * one:(i + 1) * one])
 
     def chunks(self, chunk_bytes: int) -> Iterator[bytes]:
         """The bytes in order, `chunk_bytes` at a time (each chunk is copied once, on demand)."""
@@ -58,13 +70,8 @@ def memory_order(x: Any) -> str:
     return "C"
 
 
-def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = "matrix",
-            order: Optional[str] = None) -> Prepared:
-    """Checks and lays out one 2-D operand.
-
-    x: a float64/float32/float16 array (or array-like), or a `Bfloat16`. dtype converts first:
-    "bf16" rounds float values nearest-even, "fp32" etc. cast. order forces "C" or "F".
-    """
+def _as_wire(x: ArrayLike, dtype: Optional[dtypes.DTypeLike], what: str):
+    """(array, matserve dtype name) of one operand, converted as `dtype` asks (any ndim)."""
     want = dtypes.dtype_name(dtype) if dtype is not None else None
     if isinstance(x, dtypes.Bfloat16):
         if want not in (None, dtypes.BF16):
@@ -79,12 +86,21 @@ def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = 
                             "Bfloat16(bits) instead of passing dtype='bf16'")
         x = dtypes.Bfloat16.from_float(x)
     if isinstance(x, dtypes.Bfloat16):
-        arr, name = x.bits, dtypes.BF16
-    else:
-        arr = x
-        if want is not None:
-            arr = arr.astype(dtypes.wire_dtype(want), order="K", copy=False)
-        name = dtypes.dtype_name(arr.dtype)  # raises TypeError for ints, complex, ...
+        return x.bits, dtypes.BF16
+    arr = x
+    if want is not None:
+        arr = arr.astype(dtypes.wire_dtype(want), order="K", copy=False)
+    return arr, dtypes.dtype_name(arr.dtype)  # raises TypeError for ints, complex, ...
+
+
+def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = "matrix",
+            order: Optional[str] = None) -> Prepared:
+    """Checks and lays out one 2-D operand.
+
+    x: a float64/float32/float16 array (or array-like), or a `Bfloat16`. dtype converts first:
+    "bf16" rounds float values nearest-even, "fp32" etc. cast. order forces "C" or "F".
+    """
+    arr, name = _as_wire(x, dtype, what)
     if arr.ndim != 2:
         raise ValueError(f"{what}: must be a 2-D matrix, got shape {arr.shape}")
     wire = dtypes.wire_dtype(name)
@@ -95,6 +111,42 @@ def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = 
     flat = arr.reshape(-1, order=mem).view(np.uint8)
     return Prepared(rows=int(arr.shape[0]), cols=int(arr.shape[1]), dtype=name, order=mem,
                     flat=flat)
+
+
+def batch_memory_order(x: Any) -> str:
+    """"F" for a 3-D array (or Bfloat16) whose matrices x[i] are each Fortran-contiguous and
+    stacked batch-major (x.transpose(0, 2, 1) C-contiguous) but which is not C-contiguous;
+    "C" otherwise. A 2-D array: memory_order."""
+    arr = x.bits if isinstance(x, dtypes.Bfloat16) else x
+    if not isinstance(arr, np.ndarray) or arr.ndim != 3:
+        return memory_order(x)
+    if arr.transpose(0, 2, 1).flags.c_contiguous and not arr.flags.c_contiguous:
+        return "F"
+    return "C"
+
+
+def prepare_batch(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = "matrix",
+                  order: Optional[str] = None) -> Prepared:
+    """Checks and lays out one MultiplyBatched operand: a 3-D (batch, rows, cols) stack, or a 2-D
+    matrix (batch 1: every product uses it). Conversions as in prepare; the matrices travel in
+    `order` ("C"/"F"), by default as they lie (batch_memory_order; no copy when they already do).
+    """
+    arr, name = _as_wire(x, dtype, what)
+    if arr.ndim == 2:
+        return prepare(dtypes.Bfloat16(arr) if name == dtypes.BF16 else arr, None, what, order)
+    if arr.ndim != 3:
+        raise ValueError(f"{what}: must be a 3-D (batch, rows, cols) stack or a 2-D matrix, got "
+                         f"shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{what}: an empty batch (shape {arr.shape}); a batch has 1 or more "
+                         "matrices")
+    wire = dtypes.wire_dtype(name)
+    mem = order or batch_memory_order(arr)
+    # Matrix i's elements in `mem` order, matrices one after another.
+    stacked = arr if mem == "C" else arr.transpose(0, 2, 1)
+    flat = np.ascontiguousarray(stacked, dtype=wire).reshape(-1).view(np.uint8)
+    return Prepared(rows=int(arr.shape[1]), cols=int(arr.shape[2]), dtype=name, order=mem,
+                    flat=flat, batch=int(arr.shape[0]))
 
 
 def assemble(rows: int, cols: int, dtype: str, order: str, data: Any, bf16_bits: bool = False,
@@ -124,3 +176,34 @@ def decode(m: "pb.Matrix", bf16_bits: bool = False, what: str = "reply") -> Unio
         raise error_for(grpc.StatusCode.DATA_LOSS, f"{what}: unknown dtype {m.dtype}")
     return assemble(m.rows, m.cols, PROTO_TO_DTYPE[m.dtype], LAYOUT_TO_ORDER.get(m.layout, "C"),
                     m.data, bf16_bits=bf16_bits, what=what)
+
+
+def assemble_batch(batch: int, rows: int, cols: int, dtype: str, order: str, data: Any,
+                   what: str = "reply") -> np.ndarray:
+    """A writable (batch, rows, cols) array from the raw bytes of a stack (float32 for bf16);
+    with order "F" each x[i] is Fortran-contiguous (a view of the stacked bytes, no reordering).
+    """
+    wire = dtypes.wire_dtype(dtype)
+    expected = batch * rows * cols * wire.itemsize
+    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if buf.nbytes != expected:
+        raise error_for(grpc.StatusCode.DATA_LOSS,
+                        f"{what}: {buf.nbytes} bytes for {batch} matrices of {rows}x{cols} "
+                        f"{dtype}, expected {expected}")
+    flat = buf.view(wire)
+    if dtype == dtypes.BF16:
+        flat = dtypes.bf16_bits_to_float32(flat.astype(np.uint16, copy=False))
+    elif not buf.flags.writeable:
+        flat = flat.copy()
+    flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
+    if order == "F":
+        return flat.reshape((batch, cols, rows)).transpose(0, 2, 1)
+    return flat.reshape((batch, rows, cols))
+
+
+def decode_batch(m: "pb.Matrix", what: str = "reply") -> np.ndarray:
+    """A reply's stacked results (Matrix.batch of them) as a (batch, rows, cols) array."""
+    if m.dtype not in PROTO_TO_DTYPE:
+        raise error_for(grpc.StatusCode.DATA_LOSS, f"{what}: unknown dtype {m.dtype}")
+    return assemble_batch(max(m.batch, 1), m.rows, m.cols, PROTO_TO_DTYPE[m.dtype],
+                          LAYOUT_TO_ORDER.get(m.layout, "C"), m.data, what=what)

@@ -29,11 +29,17 @@ class Timing:
     device_to_host_us: float
     total_us: float
     launch_us: float = 0.0  # host time to enqueue the device work (CUDA); not in kernel_us
+    # Dynamic batching (server --max_batch_size): the time this request waited for others to join
+    # its launch (part of queue_us), and how many requests that launch computed (1: it ran alone;
+    # 0: not reported, an older server).
+    batch_wait_us: float = 0.0
+    merged_requests: int = 0
 
     @classmethod
     def from_proto(cls, t: "pb.Timing") -> "Timing":
         return cls(t.queue_us, t.host_to_device_us, t.kernel_us, t.device_to_host_us, t.total_us,
-                   t.launch_us)
+                   t.launch_us, getattr(t, "batch_wait_us", 0.0),
+                   getattr(t, "merged_requests", 0))
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,35 @@ class MultiplyResult:
 
 
 @dataclass
+class MultiplyBatchedResult:
+    """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for every product i of one MultiplyBatched
+    call, with what ran and how fast (timing and gflops of the whole batch; verification: the
+    largest errors over the products).
+
+    `c` is a (batch, m, n) array, None when the results were kept on the server
+    (`keep_result=True`): `residents[i]` is then product i's ResidentMatrix.
+    """
+
+    c: Optional[np.ndarray]
+    variant: str
+    device: str
+    precision: str
+    timing: Timing
+    gflops: float
+    verification: Optional[Verification] = None
+    residents: "List[ResidentMatrix]" = field(default_factory=list)
+
+    @property
+    def batch(self) -> int:
+        """How many products were computed."""
+        return len(self.c) if self.c is not None else len(self.residents)
+
+    @property
+    def kernel_ms(self) -> float:
+        return self.timing.kernel_us / 1e3
+
+
+@dataclass
 class TransposeResult:
     """B = scale * A^T, with what ran and how fast (`b` is None when kept on the server)."""
 
@@ -101,12 +136,13 @@ class KernelInfo:
     constraints: str
     description: str
     backend: str
+    batched: bool = False  # computes a whole MultiplyBatched batch in one launch
 
     @classmethod
     def from_proto(cls, k: "pb.KernelInfo") -> "KernelInfo":
         op = {pb.GEMM: "gemm", pb.TRANSPOSE: "transpose"}.get(k.operation, "unspecified")
         return cls(k.name, k.family, op, list(k.precisions), k.constraints, k.description,
-                   k.backend)
+                   k.backend, getattr(k, "batched", False))
 
 
 @dataclass(frozen=True)
@@ -127,6 +163,11 @@ class ServerLimits:
     memory_budget_bytes: int = 0
     resident_ttl_ms: int = 0
     shared_memory: bool = False  # RegisterSharedMemory accepted (clients on the server's node)
+    max_batch_products: int = 0  # products in one MultiplyBatched call
+    # Dynamic batching: concurrent Multiply requests merged into one launch, at most this many
+    # (0: off), each waiting at most max_batch_delay_us for the others.
+    max_batch_size: int = 0
+    max_batch_delay_us: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,7 +184,8 @@ class ServerInfo:
                               d.memory_free_bytes, d.multiprocessors) for d in r.devices]
         lim = r.limits
         extra = {}
-        for name in ("memory_budget_bytes", "resident_ttl_ms", "shared_memory"):  # newer fields
+        for name in ("memory_budget_bytes", "resident_ttl_ms", "shared_memory",  # newer fields
+                     "max_batch_products", "max_batch_size", "max_batch_delay_us"):
             if name in lim.DESCRIPTOR.fields_by_name:
                 extra[name] = getattr(lim, name)
         limits = ServerLimits(lim.max_message_bytes, lim.max_dimension, lim.max_matrix_bytes,

@@ -1,5 +1,6 @@
 // matserve-bench's statistics and option parsing: nearest-rank percentiles on known data, merging
-// per-worker recorders (counts, samples, errors by code), and the concurrency/shape sweep syntax.
+// per-worker recorders (counts, samples, errors by code, dynamic batching), the derived figures and
+// their renderings (matrices/s, merged requests), the concurrency/shape sweep syntax and --batch.
 #include "client/bench/stats.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "client/bench/options.h"
@@ -95,6 +97,23 @@ TEST(Recorder, MergeEqualsRecordingEverythingInOne) {
   EXPECT_EQ(o.count, 50);
 }
 
+TEST(Recorder, MergedRequestsShareTheirLaunchsKernelTime) {
+  Recorder r;
+  r.RecordOk(100, 80, 40, 10, 0, 0, 4, 6.5);  // one of 4 requests computed by one 40 us launch
+  r.RecordOk(100, 80, 40, 10, 0, 0, 1, 0);    // alone
+  r.RecordOk(100, 80, 40, 10, 0, 0);          // the server reported nothing (older server)
+  EXPECT_EQ(r.merged_requests, (std::vector<double>{4, 1}));
+  EXPECT_EQ(r.batch_wait_us, (std::vector<double>{6.5, 0}));
+  EXPECT_DOUBLE_EQ(r.kernel_us_sum, 10 + 40 + 40);
+  EXPECT_EQ(r.kernel_us, (std::vector<double>{40, 40, 40}));  // as the replies said
+  Recorder merged;
+  merged.Merge(r);
+  merged.Merge(r);
+  EXPECT_EQ(merged.merged_requests.size(), 4u);
+  EXPECT_EQ(merged.batch_wait_us.size(), 4u);
+  EXPECT_DOUBLE_EQ(merged.kernel_us_sum, 180);
+}
+
 TEST(Report, DerivedFiguresAndCountsAddUp) {
   RunResult result;
   result.spec = {{256, 256, 256}, Mode::kInline, "auto", "fp32", 4};
@@ -109,6 +128,53 @@ TEST(Report, DerivedFiguresAndCountsAddUp) {
   EXPECT_DOUBLE_EQ(r.overhead_us.p50, 60);
   EXPECT_DOUBLE_EQ(r.h2d_gb_per_s, 524288.0 / 10e3);  // bytes / (10 us) in GB/s
   EXPECT_DOUBLE_EQ(r.device_busy, 100 * 40e-6 / (2.0 * 2));
+}
+
+TEST(Report, BatchCountsProductsAndMergedRequests) {
+  RunResult result;
+  result.spec = {{64, 32, 16}, Mode::kResident, "auto", "fp32", 2, 8};
+  result.wall_s = 4.0;
+  for (int i = 0; i < 100; ++i) result.record.RecordOk(200, 100, 40, 1, 0, 0, i % 2 ? 3 : 1, 5);
+  result.record.RecordError("UNAVAILABLE", "gone");
+  const RunReport r = MakeReport(result, 1);
+  EXPECT_DOUBLE_EQ(r.requests_per_s, 101 / 4.0);
+  EXPECT_DOUBLE_EQ(r.ok_per_s, 25);
+  EXPECT_DOUBLE_EQ(r.matrices_per_s, 25 * 8);  // only successful requests computed products
+  EXPECT_DOUBLE_EQ(r.gflops_per_s, 25 * 8 * 2.0 * 64 * 32 * 16 / 1e9);
+  EXPECT_DOUBLE_EQ(r.merged_requests.mean, 2.0);
+  EXPECT_EQ(r.merged_requests.max, 3);
+  EXPECT_EQ(r.batch_wait_us.p50, 5);
+  // Ping computes nothing and reports no batching.
+  RunResult ping;
+  ping.spec = {{0, 0, 0}, Mode::kPing, "-", "-", 1};
+  ping.wall_s = 1;
+  ping.record.RecordOk(50, 0, 0, 0, 0, 0);
+  const RunReport p = MakeReport(ping, 1);
+  EXPECT_EQ(p.matrices_per_s, 0);
+  EXPECT_EQ(p.merged_requests.count, 0);
+
+  std::ostringstream table, csv, json;
+  PrintTable(table, {r, p});
+  EXPECT_NE(table.str().find("| batch |"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("| req/s | matrices/s | merged |"), std::string::npos);
+  EXPECT_NE(table.str().find("|     8 |      101 |"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("| 25.25 |        200 |   2.00 |"), std::string::npos);
+  EXPECT_NE(table.str().find("|          - |      - |"), std::string::npos);  // the ping row
+  WriteCsv(csv, {r});
+  std::string header, row;
+  std::istringstream lines(csv.str());
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_NE(header.find(",batch,matrices_per_s,merged_requests_mean,batch_wait_p50_us"),
+            std::string::npos);
+  EXPECT_NE(row.rfind(",8,200,2,5"), std::string::npos) << row;
+  WriteJson(json, {r, p}, ServerDescription{}, "bench --batch 8", "shared");
+  EXPECT_NE(json.str().find("\"concurrency\": 2, \"batch\": 8,"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"matrices_per_s\": 200, \"merged_requests_mean\": 2,"),
+            std::string::npos);
+  EXPECT_NE(json.str().find("\"matrices_per_s\": 0, \"merged_requests_mean\": null,"),
+            std::string::npos);
+  EXPECT_NE(json.str().find("\"batch_wait_us\": {\"count\": 100,"), std::string::npos);
 }
 
 TEST(Options, ConcurrencySweeps) {
@@ -170,6 +236,31 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_FALSE(ParseOptions({"--duration", "0"}).ok());
   EXPECT_FALSE(ParseOptions({"--bogus", "1"}).ok());
   EXPECT_FALSE(ParseOptions({"--requests"}).ok());
+}
+
+TEST(Options, BatchProductsPerRequest) {
+  EXPECT_EQ(ParseOptions({})->batch, 1);
+  auto o = ParseOptions({"--batch", "16", "--modes", "ping,inline,resident"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->batch, 16);
+  EXPECT_EQ(ParseOptions({"--batch=4"})->batch, 4);
+  for (const char* bad : {"0", "-2", "many", ""}) {
+    auto refused = ParseOptions({"--batch", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              std::string("--batch: expected an integer >= 1, got '") + bad + "'");
+  }
+  EXPECT_EQ(ParseOptions({"--batch"}).status().message(), "--batch: missing value");
+  // MultiplyBatched takes its operands inline or resident: shm and cuda-ipc refuse a batch.
+  for (const char* mode : {"shm", "cuda-ipc"}) {
+    auto refused = ParseOptions({"--transport", std::string("grpc,") + mode, "--batch", "2"});
+    ASSERT_FALSE(refused.ok()) << mode;
+    EXPECT_EQ(refused.status().message(),
+              "--batch: 2 products per request need the inline or resident mode, not " +
+                  std::string(mode));
+  }
+  EXPECT_TRUE(ParseOptions({"--transport", "shm", "--batch", "1"}).ok());
 }
 
 TEST(Report, JsonEscape) {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Batching benchmark: what MultiplyBatched and the server's dynamic batching give, measured through
+# the server with matserve-bench on resident operands.
+#   1. One MultiplyBatched call of BATCH products (default 1000 x 64^3 fp32) per request, concurrency
+#      1, against single resident Multiply calls of the same shape at concurrency 64: products/s.
+#   2. Resident 256^3 fp32 Multiply at concurrency 1 and 64, on a server without dynamic batching
+#      and on one with it (--max_batch_size 64 --max_batch_delay_us 500): req/s, p50, p99.
+# Writes batching.json (every run), batching.md (the tables and ratios), bench.log and the two
+# server logs to $OUT (default /tmp/matserve-batching-bench); prints batching.md.
+#
+# usage: scripts/run-batching-bench.sh [BUNDLE_DIR]    (default build/device)
+# Environment: MATSERVE_BACKEND [cuda], BATCH [1000], BATCH_SHAPE [64], DYN_SHAPE [256],
+#   BENCH_DURATION seconds per run [5], BENCH_WARMUP per worker [20], PRECISION [fp32],
+#   BATCHING_ARGS [--max_batch_size=64 --max_batch_delay_us=500].
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib/server-port.sh
+source "$here/lib/server-port.sh"
+# shellcheck source=lib/bench-binaries.sh
+source "$here/lib/bench-binaries.sh"
+bundle=${1:-build/device}
+out=${OUT:-/tmp/matserve-batching-bench}
+mkdir -p "$out"
+resolve_bench_binaries "$bundle" run-batching-bench || exit 1
+backend=${MATSERVE_BACKEND:-cuda}
+prec=${PRECISION:-fp32}
+common=(--duration "${BENCH_DURATION:-5}" --warmup "${BENCH_WARMUP:-20}" --precisions "$prec"
+        --modes resident --no-progress)
+: >"$out/bench.log"
+
+# run_server LABEL [FLAGS...]: starts a server, sets $server and $target.
+run_server() {
+  local label=$1
+  shift
+  "${server_cmd[@]}" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$backend" "$@" \
+    >"$out/server-$label.log" 2>&1 &
+  server=$!
+  local port
+  port=$(wait_for_server_port "$out/server-$label.log" $server run-batching-bench 300) || exit 1
+  target=127.0.0.1:$port
+}
+
+# bench NAME ARGS...: one matserve-bench run into $out/NAME.json.
+bench() {
+  local name=$1
+  shift
+  echo "== $name: matserve-bench ${common[*]} $*" | tee -a "$out/bench.log" >&2
+  "${bench_cmd[@]}" --target "$target" "${common[@]}" "$@" --json "$out/$name.json" \
+    >>"$out/bench.log" 2>&1 || echo "run-batching-bench: $name failed" >&2
+}
+
+run_server off
+bench batched --shapes "${BATCH_SHAPE:-64}" --batch "${BATCH:-1000}" --concurrency 1
+bench singles --shapes "${BATCH_SHAPE:-64}" --concurrency 64
+bench dynamic-off --shapes "${DYN_SHAPE:-256}" --concurrency 1,64
+kill -TERM $server
+wait $server
+
+# shellcheck disable=SC2086  # a list of flags
+read -r -a batching_args <<<"${BATCHING_ARGS:---max_batch_size=64 --max_batch_delay_us=500}"
+run_server on "${batching_args[@]}"
+bench dynamic-on --shapes "${DYN_SHAPE:-256}" --concurrency 1,64
+kill -TERM $server
+wait $server
+
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+python3 "$here/bench/batching_summary.py" "$out" --device "${device:-$backend}" \
+  --server-args "${batching_args[*]}" --backend "$backend"
+cat "$out/batching.md"

@@ -1,0 +1,104 @@
+// matserve-bench's runner against the in-process FakeMatrixService: request counts, bytes per
+// request, the dynamic-batching figures of the replies, and --batch N (one MultiplyBatched of N
+// products per request: stacked inline operands, or N handles each with every result released).
+#include "client/bench/runner.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "client/bench/report.h"
+#include "tests/client/fake_service.h"
+
+namespace matserve::client::bench {
+namespace {
+
+constexpr std::int64_t kRequests = 12;
+constexpr int kWorkers = 2;
+const Shape kShape{6, 5, 4};  // C 6 x 5 = A 6 x 4 * B 4 x 5
+
+class BenchRunner : public ::testing::Test {
+ protected:
+  // kRequests timed requests of kShape (fp32) from kWorkers workers sharing one client, each
+  // worker warmed up by one request.
+  RunResult Run(Mode mode, std::int64_t batch) {
+    options_.target = server_.target();
+    options_.requests = kRequests;
+    options_.duration_s.reset();
+    options_.warmup = 1;
+    options_.batch = batch;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options_.target);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return {};
+    const RunContext context{options_, client->get(), false, "test"};
+    return RunOne(context, RunSpec{kShape, mode, "auto", "fp32", kWorkers, batch});
+  }
+
+  testing::FakeServer server_;
+  BenchOptions options_;
+};
+
+TEST_F(BenchRunner, PlainMultipliesRecordWhatDynamicBatchingReported) {
+  const RunResult result = Run(Mode::kInline, 1);
+  EXPECT_EQ(result.record.ok(), kRequests);
+  EXPECT_EQ(result.record.errors(), 0);
+  EXPECT_EQ(server_.service().multiply_calls(), kRequests + kWorkers);
+  EXPECT_EQ(server_.service().multiply_batched_calls(), 0);
+  EXPECT_EQ(result.bytes_sent_per_request, (6 * 4 + 4 * 5) * 4);
+  EXPECT_EQ(result.bytes_received_per_request, 6 * 5 * 4);
+  // The fake reports every Multiply merged with one other (kernel 100 us, batch wait 0.75 us): the
+  // shared launch's kernel time counts once toward the device-busy sum.
+  EXPECT_EQ(result.record.merged_requests, std::vector<double>(kRequests, 2.0));
+  EXPECT_EQ(result.record.batch_wait_us, std::vector<double>(kRequests, 0.75));
+  EXPECT_DOUBLE_EQ(result.record.kernel_us_sum, kRequests * 100.0 / 2);
+  const RunReport report = MakeReport(result, 1);
+  EXPECT_DOUBLE_EQ(report.merged_requests.mean, 2.0);
+  EXPECT_DOUBLE_EQ(report.matrices_per_s, report.ok_per_s);
+}
+
+TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
+  const RunResult result = Run(Mode::kInline, 3);
+  EXPECT_EQ(result.record.ok(), kRequests);
+  EXPECT_EQ(result.record.errors(), 0) << result.record.first_error;
+  EXPECT_EQ(server_.service().multiply_batched_calls(), kRequests + kWorkers);
+  EXPECT_EQ(server_.service().multiply_calls(), 0);
+  const v1::MultiplyBatchedRequest sent = server_.service().last_multiply_batched();
+  EXPECT_EQ(sent.batch(), 3);
+  EXPECT_EQ(sent.a().batch(), 3);
+  EXPECT_EQ(sent.a().rows(), 6);
+  EXPECT_EQ(sent.a().cols(), 4);
+  EXPECT_EQ(sent.b().batch(), 3);
+  EXPECT_EQ(sent.b().rows(), 4);
+  EXPECT_EQ(sent.b().cols(), 5);
+  EXPECT_FALSE(sent.keep_result());
+  EXPECT_EQ(result.bytes_sent_per_request, 3 * (6 * 4 + 4 * 5) * 4);
+  EXPECT_EQ(result.bytes_received_per_request, 3 * 6 * 5 * 4);
+  EXPECT_EQ(result.record.merged_requests, std::vector<double>(kRequests, 1.0));
+  const RunReport report = MakeReport(result, 1);
+  EXPECT_EQ(report.spec.batch, 3);
+  EXPECT_DOUBLE_EQ(report.matrices_per_s, 3 * report.ok_per_s);
+  EXPECT_DOUBLE_EQ(report.gflops_per_s, report.ok_per_s * 3 * 2 * 6 * 5 * 4 / 1e9);
+}
+
+TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
+  for (const bool release_inline : {false, true}) {
+    options_.release_inline = release_inline;
+    const RunResult result = Run(Mode::kResident, 3);
+    EXPECT_EQ(result.record.ok(), kRequests) << release_inline;
+    EXPECT_EQ(result.record.errors(), 0) << result.record.first_error;
+    const v1::MultiplyBatchedRequest sent = server_.service().last_multiply_batched();
+    EXPECT_EQ(sent.a_handles_size(), 3);
+    EXPECT_EQ(sent.b_handles_size(), 3);
+    EXPECT_FALSE(sent.has_a());
+    EXPECT_TRUE(sent.keep_result());
+    EXPECT_EQ(result.bytes_sent_per_request, 0);
+    // Three results per timed request, each released outside the timed call (warm-up results are
+    // released too, untimed); the operands are released at the end: nothing is left.
+    EXPECT_EQ(result.record.release_us.size(), static_cast<std::size_t>(3 * kRequests));
+    EXPECT_EQ(result.record.release_errors, 0);
+    EXPECT_EQ(server_.service().resident_count(), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace matserve::client::bench
