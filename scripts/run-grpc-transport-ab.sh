@@ -17,16 +17,9 @@ source "$(dirname "$0")/lib/server-port.sh"
 bundle=${1:-build/device}
 out=${OUT:-/tmp/matserve-grpc-ab}
 mkdir -p "$out"
-if [ -x "$bundle/with-env.sh" ] && [ -z "${MATSERVE_SERVER:-}" ]; then
-  "$bundle/with-env.sh" true || exit 1
-  server_cmd=("$bundle/with-env.sh" matserve)
-  bench_cmd=("$bundle/with-env.sh" matserve-bench)
-else
-  : "${MATSERVE_SERVER:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
-  : "${MATSERVE_BENCH:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
-  server_cmd=("$MATSERVE_SERVER")
-  bench_cmd=("$MATSERVE_BENCH")
-fi
+# shellcheck source=lib/bench-binaries.sh
+source "$(dirname "$0")/lib/bench-binaries.sh"
+resolve_bench_binaries "$bundle" run-grpc-transport-ab || exit 1
 backend=${MATSERVE_BACKEND:-cuda}
 
 frame=grpc.http2.max_frame_size=16777215

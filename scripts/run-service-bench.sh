@@ -25,21 +25,9 @@ out=${OUT:-/tmp/matserve-service-bench}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ -x "$bundle/with-env.sh" ] && [ -z "${MATSERVE_SERVER:-}" ]; then
-  # Unpack once, before the server starts; the bundle must hold both binaries.
-  if ! "$bundle/with-env.sh" sh -c 'command -v matserve && command -v matserve-bench' >/dev/null; then
-    echo "run-service-bench: $bundle lacks matserve or matserve-bench; bundle them with" \
-         "scripts/device-bundle.sh BUILD BUILD/server/matserve BUILD/client/bench/matserve-bench" >&2
-    exit 1
-  fi
-  server_cmd=("$bundle/with-env.sh" matserve)
-  bench_cmd=("$bundle/with-env.sh" matserve-bench)
-else
-  : "${MATSERVE_SERVER:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
-  : "${MATSERVE_BENCH:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_BENCH}"
-  server_cmd=("$MATSERVE_SERVER")
-  bench_cmd=("$MATSERVE_BENCH")
-fi
+# shellcheck source=lib/bench-binaries.sh
+source "$here/lib/bench-binaries.sh"
+resolve_bench_binaries "$bundle" run-service-bench || exit 1
 backend=${MATSERVE_BACKEND:-cuda}
 
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags

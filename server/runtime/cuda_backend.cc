@@ -284,11 +284,10 @@ absl::Status CudaBackend::check_result_device(const ResidentMatrix* out, const D
 
 absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
     std::initializer_list<const Operand*> operands) {
-  return pick(std::vector<const Operand*>(operands));
+  return pick(std::span<const Operand* const>(operands.begin(), operands.size()));
 }
 
-absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(
-    const std::vector<const Operand*>& operands) {
+absl::StatusOr<CudaBackend::Device*> CudaBackend::pick(std::span<const Operand* const> operands) {
   Device* chosen = nullptr;
   for (const Operand* o : operands) {
     if (o == nullptr || !o->is_resident()) continue;
@@ -496,7 +495,14 @@ absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChoo
   const std::size_t op_size = kernels::dtype_size(operand);
   const std::size_t ica = convert ? add(job.a.size() * na * op_size) : SIZE_MAX;
   const std::size_t icb = convert ? add(job.b.size() * nb * op_size) : SIZE_MAX;
-  const std::size_t iarr = add(3 * count * sizeof(void*));
+  // Pointer arrays only where the matrices are not evenly spaced: separate result blocks, or
+  // resident matrices (inline stacks, converted stacks and one result block always are).
+  const auto resident_list = [](const std::vector<Operand>& list) {
+    return list.size() > 1 && list[0].is_resident();
+  };
+  const bool need_arrays =
+      count > 1 && (shape.keep_result || resident_list(job.a) || resident_list(job.b));
+  const std::size_t iarr = need_arrays ? add(3 * count * sizeof(void*)) : SIZE_MAX;
   absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit(specs, waiter);
   if (!adm.ok()) return adm.status();
   outcome.times.queue_us = micros_since(queued);
@@ -565,6 +571,7 @@ absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChoo
       strided_batch(ptrs, op_size, kernels::dtype_size(shape.out_dtype));
   PointerArrays arrays;
   if (!strided.has_value()) {
+    if (iarr == SIZE_MAX) return absl::InternalError("batch: matrices not evenly spaced");
     arrays = pointer_arrays(ptrs);
     stage(adm->block(iarr).data(), arrays.host.data(), arrays.host.size() * sizeof(void*));
   }

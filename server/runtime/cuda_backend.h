@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,7 +74,7 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   // The device of the resident operands (all must agree), or the least-loaded healthy one.
   absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
-  absl::StatusOr<Device*> pick(const std::vector<const Operand*>& operands);
+  absl::StatusOr<Device*> pick(std::span<const Operand* const> operands);
   Device* least_loaded();
   // FAILED_PRECONDITION when a result in CUDA memory (`out`, may be null) is not on `d`.
   static absl::Status check_result_device(const ResidentMatrix* out, const Device& d);
