@@ -326,9 +326,6 @@ grpc::Status MatrixServiceImpl::Release(grpc::ServerContext* context,
   absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Release");
   const absl::StatusOr<std::int64_t> freed = [&]() -> absl::StatusOr<std::int64_t> {
     if (!owner.ok()) return owner.status();
-    if (request->handle().empty() && request->handles().empty()) {
-      return absl::InvalidArgumentError("handle: missing (give handle or handles)");
-    }
     std::int64_t total = 0;
     absl::Status first_error;
     const auto release = [&](const std::string& handle) {
@@ -339,7 +336,8 @@ grpc::Status MatrixServiceImpl::Release(grpc::ServerContext* context,
         first_error = one.status();
       }
     };
-    if (!request->handle().empty()) release(request->handle());
+    // An empty handle with no list is looked up like any other unknown handle: NOT_FOUND.
+    if (!request->handle().empty() || request->handles().empty()) release(request->handle());
     for (const std::string& handle : request->handles()) release(handle);
     if (!first_error.ok()) return first_error;
     return total;

@@ -351,13 +351,19 @@ grpc::Status FakeMatrixService::DownloadStream(grpc::ServerContext*,
 grpc::Status FakeMatrixService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
                                         v1::ReleaseReply* reply) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = resident_.find(request->handle());
-  if (it == resident_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no resident matrix '", request->handle(), "'"));
+  std::vector<std::string> handles(request->handles().begin(), request->handles().end());
+  if (!request->handle().empty() || handles.empty()) handles.push_back(request->handle());
+  std::int64_t freed = 0;
+  for (const std::string& handle : handles) {
+    auto it = resident_.find(handle);
+    if (it == resident_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no resident matrix '", handle, "'"));
+    }
+    freed += static_cast<std::int64_t>(it->second.data().size());
+    resident_.erase(it);
   }
-  reply->set_bytes_freed(static_cast<std::int64_t>(it->second.data().size()));
-  resident_.erase(it);
+  reply->set_bytes_freed(freed);
   return grpc::Status::OK;
 }
 

@@ -156,7 +156,7 @@ class BenchTest(unittest.TestCase):
         inline, resident = doc["runs"]
         self.assertEqual(inline["bytes_sent_per_request"], 4 * (24 * 8 + 8 * 16) * 4)
         self.assertEqual(inline["bytes_received_per_request"], 4 * 24 * 16 * 4)
-        self.assertEqual(resident["release_us"]["count"], 4 * resident["ok"])
+        self.assertEqual(resident["release_us"]["count"], resident["ok"])  # one call per request
         self.assertEqual(resident["release_errors"], 0)
         self.assertIn("[1/2] 24x16x8 inline auto fp32 c=2 batch=4", out)
         self.assertIn("matrices/s", out)

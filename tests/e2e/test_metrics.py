@@ -140,6 +140,18 @@ def drive_mix(stub):
     return sent
 
 
+def drive_batched(stub):
+    """One MultiplyBatched of three 8x5 * 5x6 products (what the batching panels show)."""
+    def stacked(rows, cols):
+        m = matrix(rand(rows, cols))
+        m.data = b"".join(matrix(rand(rows, cols)).data for _ in range(3))
+        m.batch = 3
+        return m
+    reply = stub.MultiplyBatched(pb.MultiplyBatchedRequest(batch=3, a=stacked(8, 5),
+                                                           b=stacked(5, 6)), timeout=60)
+    assert reply.c.batch == 3, reply.c
+
+
 class ScrapeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -306,6 +318,7 @@ class DashboardQueryTest(unittest.TestCase):
             cls.prom.wait(lambda: cls.result("up") == [1.0], 30, "first scrape")
             for _ in range(3):
                 drive_mix(cls.server.stub)
+                drive_batched(cls.server.stub)
                 time.sleep(1.2)
             want = 3 * (4 + 3 + 3)
             cls.prom.wait(lambda: sum(cls.result("matserve_requests_total")) >= want, 30,
