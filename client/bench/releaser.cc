@@ -2,6 +2,7 @@
 #include "client/bench/releaser.h"
 
 #include <chrono>
+#include <iterator>
 
 namespace matserve::client::bench {
 
@@ -44,8 +45,16 @@ void Releaser::Loop() {
       std::unique_lock lock(mu_);
       changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });
       if (queue_.empty()) return;  // closing and drained
+      // Everything queued goes in one call (up to kMaxHandlesPerCall): one Release RPC per
+      // request would double the RPCs of a resident run and make the release pool, not the
+      // multiplies, what a single client process tops out on.
       handles = std::move(queue_.front());
       queue_.pop_front();
+      while (!queue_.empty() && handles.size() + queue_.front().size() <= kMaxHandlesPerCall) {
+        handles.insert(handles.end(), std::make_move_iterator(queue_.front().begin()),
+                       std::make_move_iterator(queue_.front().end()));
+        queue_.pop_front();
+      }
       changed_.notify_all();
     }
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,7 +1,8 @@
 // Releases resident results off the workers' critical path: workers hand each result handle to a
 // small pool of threads and go straight on to their next Multiply, so a resident run's closed loop
-// (and its requests/s) covers the multiply only. The queue is bounded: a worker waits when the
-// pool falls behind, so device memory held by unreleased results stays bounded.
+// (and its requests/s) covers the multiply only. A pool thread releases everything queued in one
+// Release call. The queue is bounded: a worker waits when the pool falls behind, so device memory
+// held by unreleased results stays bounded.
 #pragma once
 
 #include <condition_variable>
@@ -26,7 +27,10 @@ class Releaser {
   Releaser(const Releaser&) = delete;
   Releaser& operator=(const Releaser&) = delete;
 
-  // The handles of one request's results, released by one call.
+  // Most handles one Release call carries.
+  static constexpr std::size_t kMaxHandlesPerCall = 256;
+
+  // The handles of one request's results (released together, possibly with others queued).
   void Push(std::vector<std::string> handles);
   // Drains the queue, joins the threads and adds their release_us / release_errors to `record`.
   void Finish(Recorder& record);

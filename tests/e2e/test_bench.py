@@ -82,7 +82,9 @@ class BenchTest(unittest.TestCase):
         if doc["server"]["backend"] != "cpu":  # the CPU backend has no host-to-device stage
             self.assertGreater(inline["h2d_gb_per_s"] or 0, 0)
         self.assertEqual(resident["bytes_sent_per_request"], 0)
-        self.assertEqual(resident["release_us"]["count"], resident["ok"])
+        # The pool releases everything queued in one call: one call per request or fewer.
+        self.assertGreaterEqual(resident["release_us"]["count"], 1)
+        self.assertLessEqual(resident["release_us"]["count"], resident["ok"])
         self.assertEqual(resident["release_errors"], 0)
         self.assertIn("[1/2] 32x24x16 inline auto fp32 c=4", out)  # the plan comes first
         self.assertIn("p99 us", out)
@@ -156,7 +158,9 @@ class BenchTest(unittest.TestCase):
         inline, resident = doc["runs"]
         self.assertEqual(inline["bytes_sent_per_request"], 4 * (24 * 8 + 8 * 16) * 4)
         self.assertEqual(inline["bytes_received_per_request"], 4 * 24 * 16 * 4)
-        self.assertEqual(resident["release_us"]["count"], resident["ok"])  # one call per request
+        # One Release call per request or fewer (the pool releases everything queued at once).
+        self.assertGreaterEqual(resident["release_us"]["count"], 1)
+        self.assertLessEqual(resident["release_us"]["count"], resident["ok"])
         self.assertEqual(resident["release_errors"], 0)
         self.assertIn("[1/2] 24x16x8 inline auto fp32 c=2 batch=4", out)
         self.assertIn("matrices/s", out)
