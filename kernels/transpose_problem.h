@@ -38,18 +38,6 @@ inline TransposeProblem canonicalize_transpose(std::int64_t rows, std::int64_t c
   return p;
 }
 
-// True when every row start of input and output is 16-byte aligned and rows and cols are
-// multiples of 16 / element size: the tuned tile kernels then move whole 16-byte chunks (else
-// they fall back to element accesses; see kernels/transpose/vector_tile.cuh).
-inline bool transpose_rows_16_byte_aligned(const TransposeProblem& p) {
-  const std::size_t elem = dtype_size(p.dtype);
-  const auto v = static_cast<std::int64_t>(16 / elem);
-  const auto a = reinterpret_cast<std::uintptr_t>(p.in) | reinterpret_cast<std::uintptr_t>(p.out);
-  return a % 16 == 0 && (static_cast<std::size_t>(p.ld_in) * elem) % 16 == 0 &&
-         (static_cast<std::size_t>(p.ld_out) * elem) % 16 == 0 && p.rows % v == 0 &&
-         p.cols % v == 0;
-}
-
 // Bytes read plus bytes written, the figure GB/s uses.
 inline double transpose_bytes(const TransposeProblem& p) {
   return 2.0 * static_cast<double>(p.rows) * static_cast<double>(p.cols) *

@@ -242,6 +242,88 @@ struct VecTile {
     }
   }
 
+  // Skewed path, for out-of-place transposes whose rows are not 16-byte aligned (8191 x 8193).
+  // A warp store that starts in the middle of a 32-byte sector leaves partial sectors at both
+  // ends, which L2 has to complete from DRAM: on the H100 a copy whose destination is off by one
+  // fp32 element runs at 70% of the aligned copy (2576 -> 1795 GB/s), while an offset source
+  // costs 6%. So the skewed tile moves the ragged edge to the load side: output row j of the tile
+  // covers output columns [r0 - d(j), r0 - d(j) + T), where d(j) < E shifts the segment's start
+  // onto a sector boundary. Every warp store then writes whole sectors; the tile reads E more
+  // input rows (r0 - E ..) to cover the shifts, and the grid has ceil((rows + E - 1) / T) tile
+  // rows. Shared tile: T input columns of kSkewRows input rows, padded so that a warp's 32
+  // column-strided writes and its row reads fall in distinct banks.
+  static constexpr int E = 32 / static_cast<int>(sizeof(Bits));  // elements per 32-byte sector
+  static constexpr int kSkewRows = T + E;
+  static constexpr int PS = kSkewRows + kPad;
+  static constexpr int kSkewLoadIters = (kSkewRows + kRowStep - 1) / kRowStep;
+  // Loads in flight per thread: the iterations in even batches of at most 16.
+  static constexpr int kSkewBatches = (kSkewLoadIters + 15) / 16;
+  static constexpr int kSkewBatch = (kSkewLoadIters + kSkewBatches - 1) / kSkewBatches;
+  static constexpr std::size_t kSkewSmemBytes =
+      (static_cast<std::size_t>(T) * PS * sizeof(Bits) + 15) / 16 * 16;
+  static constexpr std::size_t kSkewSmemVecs = kSkewSmemBytes / 16;
+
+  // Tile rows of a rows x cols skewed transpose (the shifted segments reach E - 1 past rows).
+  __host__ __device__ static constexpr std::int64_t skew_tile_rows(std::int64_t rows) {
+    return (rows + E - 1 + T - 1) / T;
+  }
+
+  // Loads input rows r0 - E .. r0 + T - 1, columns c0 .. c0 + T - 1 into s (column-major: s
+  // row = input column), element by element: a warp reads 32 consecutive elements of a row.
+  __device__ __forceinline__ static void load_skewed(const Bits* in, std::int64_t ld_in,
+                                                     std::int64_t rows, std::int64_t cols,
+                                                     std::int64_t r0, std::int64_t c0, uint4* s) {
+    Bits* se = reinterpret_cast<Bits*>(s);
+    const int t = threadIdx.x;
+    const int a0 = t / T, b = t % T;
+    const bool col_in = c0 + b < cols;
+    const std::int64_t first = r0 - E + a0;  // input row of local row a0
+#pragma unroll 1
+    for (int b0 = 0; b0 < kSkewLoadIters; b0 += kSkewBatch) {
+      Bits v[kSkewBatch];
+#pragma unroll
+      for (int it = 0; it < kSkewBatch; ++it) {
+        const int a = a0 + (b0 + it) * kRowStep;
+        const std::int64_t i = first + static_cast<std::int64_t>(b0 + it) * kRowStep;
+        v[it] = (col_in && a < kSkewRows && i >= 0 && i < rows)
+                    ? ScalarAccess<Bits>::template load<LoadH>(in + i * ld_in + c0 + b)
+                    : Bits{0};
+      }
+#pragma unroll
+      for (int it = 0; it < kSkewBatch; ++it) {
+        const int a = a0 + (b0 + it) * kRowStep;
+        if (a < kSkewRows) se[b * PS + a] = v[it];
+      }
+    }
+  }
+
+  // Writes the tile loaded by load_skewed: output rows orow0 .. orow0 + T - 1 (input columns),
+  // each from output column r0 - d to r0 - d + T - 1 (clipped to the matrix), d putting the
+  // first element of the segment on a 32-byte boundary; op applied on the way out.
+  template <typename Op>
+  __device__ __forceinline__ static void store_skewed(const Op& op, const uint4* s, Bits* out,
+                                                      std::int64_t ld_out, std::int64_t out_rows,
+                                                      std::int64_t out_cols, std::int64_t orow0,
+                                                      std::int64_t r0) {
+    const Bits* se = reinterpret_cast<const Bits*>(s);
+    const int t = threadIdx.x;
+    const int a0 = t / T, ii = t % T;
+    const auto base =
+        static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(out) / sizeof(Bits));
+#pragma unroll 4
+    for (int it = 0; it < kScalarIters; ++it) {
+      const int jl = a0 + it * kRowStep;
+      const std::int64_t oi = orow0 + jl;
+      if (oi >= out_rows) break;  // rows only grow with it
+      const std::int64_t row = oi * ld_out;
+      const int d = static_cast<int>((base + row + r0) & (E - 1));
+      const std::int64_t oc = r0 - d + ii;
+      if (oc >= 0 && oc < out_cols) {
+        ScalarAccess<Bits>::template store<StoreH>(out + row + oc, op(se[jl * PS + ii - d + E]));
+      }
+    }
+  }
+
   // The per-tile choice of an aligned (kWhole / kChunked) or unaligned (kScalar) kernel.
   template <bool Aligned>
   __device__ __forceinline__ static void load_tile(const Bits* in, std::int64_t ld_in,

@@ -8,8 +8,10 @@
 // Loads use the read-only path (ld.global.nc); blocks walk down tile columns, so consecutive
 // blocks write neighbouring segments of the same output rows. Partial edge tiles keep 16-byte
 // accesses predicated per chunk; rows that are not 16-byte aligned take coalesced element
-// accesses through a padded shared tile (vector_tile.cuh), in a separate instantiation chosen on
-// the host so that the 16-byte kernel keeps 45 registers (fp32; 5 blocks per SM). Tiles per block,
+// accesses through a skewed shared tile whose output segments start on 32-byte sectors
+// (vector_tile.cuh: a store that splits sectors costs 30% of the bandwidth, a load that does
+// 6%), in a separate instantiation chosen on the host so that the 16-byte kernel keeps 45
+// registers (fp32; 5 blocks per SM). Tiles per block,
 // order, hints and grid were chosen by measurement (transpose_bench's sweep, on the H200 and
 // again on the H100: docs/benchmarks/transpose.md); the default is within a point of the best
 // configuration on both.
@@ -77,7 +79,8 @@ std::int64_t item_count(int k, int order, std::int64_t tiles_r, std::int64_t til
 
 // K tiles per block iteration: K x V 16-byte loads in flight per thread before the barrier.
 // Aligned (16-byte aligned rows, chosen on the host): whole tiles unpredicated, edge tiles
-// predicated per chunk; otherwise every tile moves element-wise (vector_tile.cuh's TileMode).
+// predicated per chunk; otherwise every tile moves element-wise through the skewed tile
+// (vector_tile.cuh's load_skewed / store_skewed; tiles_r counts skewed tile rows).
 template <typename Op, int K, int LoadH, int StoreH, bool Aligned>
 __global__ void __launch_bounds__(256)
     vectorized_kernel(Op op, const typename Op::Bits* __restrict__ in,
@@ -85,6 +88,7 @@ __global__ void __launch_bounds__(256)
                       std::int64_t ld_in, std::int64_t ld_out, std::int64_t tiles_r,
                       std::int64_t tiles_c, std::int64_t items, int order) {
   using Tile = VecTile<typename Op::Bits, LoadH, StoreH>;
+  constexpr std::size_t kTileVecs = Aligned ? Tile::kSmemVecs : Tile::kSkewSmemVecs;
   extern __shared__ uint4 smem[];
   for (std::int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     std::int64_t tr[2], tc[2];
@@ -93,18 +97,25 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
-      Tile::template load_tile<Aligned>(in, ld_in, rows, cols, r0, c0, whole,
-                                        smem + u * Tile::kSmemVecs);
+      if constexpr (Aligned) {
+        const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+        Tile::template load_tile<true>(in, ld_in, rows, cols, r0, c0, whole, smem + u * kTileVecs);
+      } else {
+        Tile::load_skewed(in, ld_in, rows, cols, r0, c0, smem + u * kTileVecs);
+      }
     }
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < K; ++u) {
       if (u >= n) break;
       const std::int64_t r0 = tr[u] * Tile::T, c0 = tc[u] * Tile::T;
-      const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
-      Tile::template store_tile<Aligned>(op, smem + u * Tile::kSmemVecs, out, ld_out, cols, rows,
-                                         c0, r0, whole);
+      if constexpr (Aligned) {
+        const bool whole = r0 + Tile::T <= rows && c0 + Tile::T <= cols;
+        Tile::template store_tile<true>(op, smem + u * kTileVecs, out, ld_out, cols, rows, c0, r0,
+                                        whole);
+      } else {
+        Tile::store_skewed(op, smem + u * kTileVecs, out, ld_out, cols, rows, c0, r0);
+      }
     }
     __syncthreads();
   }
@@ -116,9 +127,9 @@ cudaError_t launch_kernel(Op op, const TransposeProblem& p, const VectorizedConf
   using Bits = typename Op::Bits;
   using Tile = VecTile<Bits>;
   const std::int64_t tiles_c = ceil_div(p.cols, Tile::T);
-  const std::int64_t tiles_r = ceil_div(p.rows, Tile::T);
+  const std::int64_t tiles_r = Aligned ? ceil_div(p.rows, Tile::T) : Tile::skew_tile_rows(p.rows);
   const std::int64_t items = item_count(K, cfg.order, tiles_r, tiles_c);
-  constexpr std::size_t smem = K * Tile::kSmemBytes;
+  constexpr std::size_t smem = K * (Aligned ? Tile::kSmemBytes : Tile::kSkewSmemBytes);
   auto* kernel = vectorized_kernel<Op, K, LoadH, StoreH, Aligned>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -193,7 +204,10 @@ cudaError_t launch_transpose_vectorized_tuned(const TransposeProblem& p,
 }
 
 cudaError_t launch_transpose_vectorized(const TransposeProblem& p, cudaStream_t stream) {
-  return launch_transpose_vectorized_tuned(p, kVectorizedDefault, stream);
+  const bool aligned =
+      vec16_ok(p.in, p.ld_in, p.out, p.ld_out, p.rows, p.cols, dtype_size(p.dtype));
+  return launch_transpose_vectorized_tuned(
+      p, aligned ? kVectorizedDefault : kVectorizedUnalignedDefault, stream);
 }
 
 }  // namespace matserve::kernels

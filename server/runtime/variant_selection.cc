@@ -110,11 +110,6 @@ absl::StatusOr<const kernels::TransposeVariant*> select_transpose_variant(
     if (v == nullptr || v->backend != ctx.backend) return nullptr;
     return kernels::check_transpose_variant(*v, shape).ok() ? v : nullptr;
   };
-  // Rows off 16-byte alignment (8191 x 8193 fp32): cuBLAS's geam keeps more of copy bandwidth
-  // than the tile kernels' element-wise path (H100 and H200, docs/benchmarks.md).
-  if (!kernels::transpose_rows_16_byte_aligned(shape)) {
-    if (const kernels::TransposeVariant* v = usable("cublas_geam")) return v;
-  }
   for (std::string_view name : kTransposeDefaults) {
     if (const kernels::TransposeVariant* v = usable(name)) return v;
   }

