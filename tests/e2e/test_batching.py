@@ -1,4 +1,6 @@
-"""End-to-end: batched multiplication on the real server (CPU backend, as test_python_client).
+"""End-to-end: batched multiplication on the real server, always on the CPU backend (whatever
+MATSERVE_BACKEND says: the tests below count on its one execution slot and its OpenBLAS variant;
+test_gpu_batching.py runs batched multiplies on the CUDA backend).
 
 MultiplyBatched through the Python client: results against NumPy in float64 for every dtype, odd
 shapes, broadcast operands, every transpose state, alpha/beta with a batched C, column-major
@@ -85,7 +87,8 @@ class BatchedTest(unittest.TestCase):
     def setUpClass(cls):
         # A 1 MiB message limit: the client moves larger stacks and results through resident
         # matrices (test_stacks_and_results_above_the_message_limit).
-        cls.server = ServerProcess("--max_batch_products=64", "--max_message_bytes=1048576")
+        cls.server = ServerProcess("--max_batch_products=64", "--max_message_bytes=1048576",
+                                   backend="cpu")
         cls.client = Client(cls.server.target, timeout=120)
         cls.stub = cls.server.stub
 
@@ -373,7 +376,7 @@ class DynamicBatchingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = ServerProcess("--max_batch_size=8", "--max_batch_delay_us=20000",
-                                   "--cpu_concurrency=1")
+                                   "--cpu_concurrency=1", backend="cpu")
         cls.client = Client(cls.server.target, timeout=120)
         cls.client.unary_limit_bytes()  # asks GetServerInfo now, not amid the timed requests
         cls.blocker = Blocker(cls.client)
@@ -465,7 +468,7 @@ class OrderedArrivals:
 
     @classmethod
     def start(cls, *extra_args):
-        cls.server = ServerProcess(*cls.SERVER_ARGS, *extra_args)
+        cls.server = ServerProcess(*cls.SERVER_ARGS, *extra_args, backend="cpu")
         cls.client = cls.connect()
         cls.blocker = Blocker(cls.client)
         cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=16)
@@ -614,7 +617,8 @@ class MergedOwnersTest(OrderedArrivals, unittest.TestCase):
         path = os.path.join(cls.dir.name, "tokens")
         with open(path, "w") as f:
             f.write(f"{cls.ALICE} alice\n{cls.BOB} bob\n")
-        cls.server = ServerProcess(*cls.SERVER_ARGS, f"--auth_tokens_file={path}")
+        cls.server = ServerProcess(*cls.SERVER_ARGS, f"--auth_tokens_file={path}",
+                                   backend="cpu")
         cls.client = cls.connect(cls.ALICE)
         cls.bob = cls.connect(cls.BOB)
         cls.blocker = Blocker(cls.client)
