@@ -79,7 +79,13 @@ def _as_wire(x: ArrayLike, dtype: Optional[dtypes.DTypeLike], what: str):
         else:
             want = dtypes.BF16
     if not isinstance(x, (np.ndarray, dtypes.Bfloat16)):
-        x = np.asarray(x, dtype=np.float64 if want is None else None)
+        # Array-likes keep their dtype (a float32 memoryview or torch CPU tensor goes as fp32,
+        # an integer one is refused like an integer array); nested lists of Python numbers go
+        # as fp64.
+        numbers = isinstance(x, (list, tuple))
+        x = np.asarray(x)
+        if numbers and want is None and x.dtype.kind in "biu":
+            x = x.astype(np.float64)
     if isinstance(x, np.ndarray) and want == dtypes.BF16:
         if x.dtype == np.uint16:
             raise TypeError(f"{what}: uint16 data is ambiguous; wrap bf16 bit patterns in "
@@ -97,7 +103,8 @@ def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = 
             order: Optional[str] = None) -> Prepared:
     """Checks and lays out one 2-D operand.
 
-    x: a float64/float32/float16 array (or array-like), or a `Bfloat16`. dtype converts first:
+    x: a float64/float32/float16 array (or an array-like, which keeps its dtype; lists of Python
+    numbers become float64), or a `Bfloat16`. dtype converts first:
     "bf16" rounds float values nearest-even, "fp32" etc. cast. order forces "C" or "F".
     """
     arr, name = _as_wire(x, dtype, what)

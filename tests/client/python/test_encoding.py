@@ -61,12 +61,36 @@ class PrepareTest(unittest.TestCase):
 
     def test_lists_become_float64_and_bad_inputs_are_refused(self):
         self.assertEqual(prepare([[1, 2], [3, 4]]).dtype, "fp64")
+        self.assertEqual(prepare([[1.5, 2], [3, 4]]).dtype, "fp64")
+        self.assertEqual(prepare([[True, False]]).dtype, "fp64")
         with self.assertRaisesRegex(ValueError, "2-D"):
             prepare(np.ones(3, np.float32), what="a")
         with self.assertRaises(TypeError):
             prepare(np.ones((2, 2), np.int32))
         with self.assertRaises(TypeError):
             prepare(np.ones((2, 2), np.complex64))
+
+    def test_array_likes_keep_their_dtype(self):
+        # Anything with __array__ (a torch CPU tensor, a memoryview, a NumPy subclass) travels in
+        # its own dtype, not widened to float64.
+        class Tensor:
+            def __init__(self, values):
+                self.values = values
+
+            def __array__(self, dtype=None, copy=None):
+                return self.values if dtype is None else self.values.astype(dtype)
+
+        for dtype, name in [(np.float32, "fp32"), (np.float16, "fp16"), (np.float64, "fp64")]:
+            values = RNG.standard_normal((3, 5)).astype(dtype)
+            for like in (Tensor(values), memoryview(values), values.tolist()):
+                got = prepare(like)
+                want = "fp64" if isinstance(like, list) else name
+                self.assertEqual(got.dtype, want, (type(like), dtype))
+                self.assertEqual((got.rows, got.cols), (3, 5))
+            self.assertEqual(prepare(Tensor(values)).flat.tobytes(), values.tobytes())
+        self.assertEqual(prepare(Tensor(np.ones((2, 2), np.float32)), dtype="fp64").dtype, "fp64")
+        with self.assertRaises(TypeError):  # an integer tensor is no more accepted than an array
+            prepare(Tensor(np.ones((2, 2), np.int32)))
 
     def test_chunks_cover_the_bytes_in_order(self):
         a = RNG.standard_normal((7, 9)).astype(np.float32)
