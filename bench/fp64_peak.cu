@@ -1,5 +1,5 @@
 // fp64_peak: how far the fp64 CUDA-core target of the kernel ladder (best fp64 CUDA-core variant
-// >= 50% of cuBLAS DGEMM, issue 4) sits from what the CUDA cores can do at all. In one run it
+// >= 50% of cuBLAS DGEMM) sits from what the CUDA cores can do at all. In one run it
 // measures:
 //   ceilings    - the fp64 rates of the CUDA cores with no global memory work (fp64_ceilings.h):
 //                 DFMA with constant-bank operands (the datasheet rate), DFMA with register

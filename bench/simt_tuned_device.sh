@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU-machine call for the simt_tuned rung (issue 4): its correctness tests, the benchmark
+# One GPU-machine call for the simt_tuned rung: its correctness tests, the benchmark
 # against cuBLAS and simt_pipelined, Nsight Compute counters at 4096^3 fp32 NN (cuBLAS, pipelined,
 # tuned) and compute-sanitizer memcheck on small shapes. Results and logs go to OUT_DIR.
 # usage (GPU machine, bundle of build-simt carried):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fp64 CUDA-core ceiling beside cuBLAS DGEMM (issue 4): runs bench/fp64_peak twice while
+# The fp64 CUDA-core ceiling beside cuBLAS DGEMM: runs bench/fp64_peak twice while
 # nvidia-smi samples the SM clock and power every 500 ms, and writes fp64-peak.md,
 # fp64-peak-run2.md and sm-clocks.txt (the clock histogram) into OUT_DIR. With FP64_NCU=1 it then
 # reads Nsight Compute counters (fp64 pipe, issue, stall reasons, SM clock) of one launch of

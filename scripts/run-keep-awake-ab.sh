@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Latency with and without --keep_cpus_awake_ms, in one session on one machine: ROUNDS rounds
+# Latency with and without --keep_cpus_awake_ms, in one run on one machine: ROUNDS rounds
 # (default 3), each running the service benchmark's ping (the gRPC floor) and resident 256^3 fp32
 # at concurrency 1 (results released inline, between calls) first against the default server,
 # then against one started with --keep_cpus_awake_ms=$AB_WINDOW_MS (default 100). Writes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Inline-bytes staging with and without pinned message memory, in one session on one GPU: runs the
+# Inline-bytes staging with and without pinned message memory, in one run on one GPU: runs the
 # service benchmark (inline 4096^3 and 1024^3 fp32, concurrency 1 and 8) three times, A/B/A:
 # the default server (operands and results in the pinned message heap, DMA with no staging copy),
 # then --pinned_message_bytes=0 (every buffer through the staging rings), then the default again.

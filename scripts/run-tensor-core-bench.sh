@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tensor-core GEMM checks and benchmarks (issue 5), run on the GPU machine from the repo root over
+# Tensor-core GEMM checks and benchmarks, run on the GPU machine from the repo root over
 # a device bundle made by: scripts/device-bundle.sh build-tc build-tc/tests/kernels/{gemm_variants,
 # tensor_core_k8192,tensor_core_fp8}_gpu_test build-tc/bench/tc_bench. Logs/JSON go to $OUT.
 # usage: scripts/run-tensor-core-bench.sh [DEVICE_DIR] [tests|sanitize|bench|all] [TC_BENCH_ARGS...]

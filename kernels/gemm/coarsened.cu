@@ -1,4 +1,4 @@
-// Rung: thread coarsening (seed V4). Each thread of the coalesced kernel computes four outputs of
+// Rung: thread coarsening. Each thread of the coalesced kernel computes four outputs of
 // one row, 32 columns apart (so a warp's loads of B' stay coalesced); the element of A' it loads
 // once per step now feeds four multiply-adds, cutting A' traffic and index arithmetic by four.
 #include "kernels/gemm/simt_common.cuh"

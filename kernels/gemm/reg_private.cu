@@ -1,4 +1,4 @@
-// Rung: register privatization (seed V5). A 32x32 block of threads computes a 32x64 tile of C:
+// Rung: register privatization. A 32x32 block of threads computes a 32x64 tile of C:
 // each thread keeps two results in private registers and, per k step, reads its A' element from
 // shared memory once into a register and uses it for both. One A' tile now serves two B' tiles,
 // halving A' traffic per flop, and every shared read of A' feeds two multiply-adds.

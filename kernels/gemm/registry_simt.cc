@@ -56,7 +56,7 @@ void append_simt_gemm_variants(std::vector<GemmVariant>& gemm) {
       "smem_padded", kF32, "32x32 shared tiles padded by one word against bank conflicts"));
   gemm.push_back(simt<&launch_gemm_smem_prefetch>(
       "smem_prefetch", kF32,
-      "padded 32x32 tiles + next tile prefetched into registers + unrolled loop (seed V6)"));
+      "padded 32x32 tiles + next tile prefetched into registers + unrolled loop"));
   gemm.push_back(simt<&launch_gemm_coarsened>(
       "coarsened", kF32, "thread coarsening: 4 outputs per thread, one A' load feeds four"));
   gemm.push_back(simt<&launch_gemm_reg_private>(

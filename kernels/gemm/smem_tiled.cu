@@ -1,4 +1,4 @@
-// Rungs 4 and 5, shared-memory tiling with 16x16 and 32x32 blocks (seed V3): each block stages
+// Rungs 4 and 5, shared-memory tiling with 16x16 and 32x32 blocks: each block stages
 // tiles of A' and B' in shared memory and every thread reads its k-slice from there, so global
 // traffic drops by the tile width (16 or 32). No padding: op = T loads store with bank conflicts.
 #include "kernels/gemm/simt_kernels.h"

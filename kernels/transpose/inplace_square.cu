@@ -1,4 +1,4 @@
-// In-place square transpose (thesis kernel 2.4) on the tuned 16-byte tiles: block k owns the tile
+// In-place square transpose on the tuned 16-byte tiles: block k owns the tile
 // pair (I, J), I <= J, loads both tiles (transposed) into shared memory, waits, and writes each
 // into the other's place; a diagonal tile is its own partner. Every element is read once and
 // written once, as out of place, with no scratch: the resident matrix needs no second buffer.

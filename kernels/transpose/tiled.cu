@@ -1,4 +1,4 @@
-// Rung 2, shared-memory tile (thesis kernel 2.3): a 32 x 32 tile is read row by row (coalesced),
+// Rung 2, shared-memory tile: a 32 x 32 tile is read row by row (coalesced),
 // held in shared memory and written out row by row of the output (coalesced too). The tile row is
 // padded to 33 elements so that reading a tile column hits 32 different banks. Scale fused.
 #include "kernels/transpose/transpose_common.cuh"

@@ -16,7 +16,7 @@ namespace matserve::kernels {
 // One element per thread: coalesced reads, strided (uncoalesced) writes. The ladder's baseline.
 cudaError_t launch_transpose_naive(const TransposeProblem& p, cudaStream_t stream);
 
-// 32 x 32 shared-memory tile padded to 33 columns (thesis kernel 2.3), scale fused.
+// 32 x 32 shared-memory tile padded to 33 columns, scale fused.
 cudaError_t launch_transpose_tiled(const TransposeProblem& p, cudaStream_t stream);
 
 // 16-byte loads and stores, V x V register micro-blocks, swizzled shared-memory tile.
@@ -54,7 +54,7 @@ cudaError_t launch_transpose_inplace_rect_config(const TransposeProblem& p, void
                                                  std::size_t scratch_bytes, std::size_t batch_bytes,
                                                  cudaStream_t stream);
 
-// In place, rows == cols, in == out: tile pairs swapped across the diagonal (thesis kernel 2.4).
+// In place, rows == cols, in == out: tile pairs swapped across the diagonal.
 cudaError_t launch_transpose_inplace_square(const TransposeProblem& p, cudaStream_t stream);
 
 // In place, any rows x cols, in == out, scratch bounded by `scratch_bytes`. Two paths:
