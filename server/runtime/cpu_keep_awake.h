@@ -2,8 +2,9 @@
 // on a request's path (gRPC's poller reading the call, the handler's thread, the CUDA driver's
 // waits) do not wait for a halted CPU. In a virtual machine a halted vCPU leaves the guest (a
 // VM exit) and its next wake-up costs tens of microseconds; measured on H100 virtual machines
-// (docs/benchmarks.md, "CPUs kept awake"), a resident 256^3 multiply at concurrency 1 took
-// 110-155 us end to end with this on and 148-246 us without, in the same rounds.
+// (docs/benchmarks.md, "Latency of a small resident multiply"), a resident 256^3 multiply at
+// concurrency 1 took 110-155 us end to end with this on and 148-246 us without, in the same
+// rounds.
 //
 // One thread per CPU the process may run on, pinned there, at SCHED_IDLE: it runs only when
 // nothing else wants that CPU; a woken thread finds the CPU running (a cheap in-guest switch)
