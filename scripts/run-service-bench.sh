@@ -15,7 +15,7 @@
 #   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), BENCH_RELEASE [background]
 #   (matserve-bench --release: inline keeps Release RPCs out of the way of timed calls),
 #   BENCH_SETTLE_SECONDS [0] (untimed resident 256^3 load at concurrency 8 before the sweep: a
-#   freshly started machine, e.g. a lent microVM, runs slower for its first minutes),
+#   freshly started machine, e.g. a fresh microVM, runs slower for its first minutes),
 #   SERVER_ARGS (extra server flags).
 set -uo pipefail
 # shellcheck source=lib/server-port.sh
