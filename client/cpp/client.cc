@@ -21,27 +21,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 std::string StatusCodeName(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk: return "OK";
-    case absl::StatusCode::kCancelled: return "CANCELLED";
-    case absl::StatusCode::kUnknown: return "UNKNOWN";
-    case absl::StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case absl::StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case absl::StatusCode::kNotFound: return "NOT_FOUND";
-    case absl::StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case absl::StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case absl::StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case absl::StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case absl::StatusCode::kAborted: return "ABORTED";
-    case absl::StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case absl::StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case absl::StatusCode::kInternal: return "INTERNAL";
-    case absl::StatusCode::kUnavailable: return "UNAVAILABLE";
-    case absl::StatusCode::kDataLoss: return "DATA_LOSS";
-    case absl::StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
-    default: break;
-  }
-  return absl::StrCat("CODE_", static_cast<int>(code));
+  std::string name = absl::StatusCodeToString(code);  // empty for a code Abseil does not know
+  return name.empty() ? absl::StrCat("CODE_", static_cast<int>(code)) : name;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,

@@ -44,10 +44,6 @@ RawAllocator host_allocator() {
   };
 }
 
-double micros_since(absl::Time t) {
-  return absl::ToDoubleMicroseconds(absl::Now() - t);
-}
-
 const void* bytes_of(const Operand& o) {
   return o.is_resident() ? o.resident->block.data() : o.data.data();
 }

@@ -59,10 +59,6 @@ double elapsed_us(cudaEvent_t from, cudaEvent_t to) {
   return static_cast<double>(ms) * 1e3;
 }
 
-double micros_since(absl::Time t) {
-  return absl::ToDoubleMicroseconds(absl::Now() - t);
-}
-
 // Finishes a request's stream work; a sticky error takes the device out of service.
 absl::Status finish(cudaStream_t stream, std::atomic<bool>& healthy) {
   cudaError_t e = cudaStreamSynchronize(stream);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/types.h"
 #include "server/runtime/memory_pool.h"
@@ -150,6 +152,11 @@ struct StageTimes {
   double total_us = 0;
   double batch_wait_us = 0;  // dynamic batching: waited for others to join (inside queue_us)
 };
+
+// Microseconds from `start` to now: how every stage above is measured on the host.
+inline double micros_since(absl::Time start) {
+  return absl::ToDoubleMicroseconds(absl::Now() - start);
+}
 
 struct Outcome {
   std::string variant;

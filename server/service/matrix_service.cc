@@ -27,10 +27,6 @@ std::string device_label(const std::string& device) {
   return space == std::string::npos ? device : device.substr(0, space);
 }
 
-double micros_since(absl::Time t) {
-  return absl::ToDoubleMicroseconds(absl::Now() - t);
-}
-
 // What Multiply and Transpose replies share: the variant and device that ran, the timing, the
 // verification; and the same facts for the request's metrics record.
 template <typename Reply>

@@ -498,6 +498,8 @@ TEST(ClientLibrary, MapsStatusCodesOneToOne) {
     }
   }
   EXPECT_EQ(StatusCodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(StatusCodeName(absl::StatusCode::kUnauthenticated), "UNAUTHENTICATED");
+  EXPECT_EQ(StatusCodeName(static_cast<absl::StatusCode>(99)), "CODE_99");
   EXPECT_FALSE(Client::Connect("").ok());
   ClientOptions too_big;
   too_big.max_message_bytes = std::int64_t{4} << 30;
