@@ -158,6 +158,17 @@ class ClientTest(unittest.TestCase):
         r = self.client.transpose(bits, bf16_bits=True)
         np.testing.assert_array_equal(r.b.bits, bits.bits.T)
 
+    def test_health(self):
+        self.assertEqual(self.client.health(), "SERVING")
+        self.assertEqual(self.client.health("matserve.v1.MatrixService"), "SERVING")
+        with self.assertRaises(mc.NotFound):
+            self.client.health("no.such.Service")
+        # A dns: target (round robin over what it resolves to) reaches the same server.
+        port = self.server.target.rsplit(":", 1)[1]
+        with mc.Client(f"dns:///localhost:{port}", timeout=30) as c:
+            self.assertEqual(c.health(), "SERVING")
+            self.assertEqual(c.multiply(np.eye(2), np.eye(2)).c.tolist(), [[1, 0], [0, 1]])
+
     def test_list_kernels_and_server_info(self):
         self.client.wait_ready(5)
         kernels = self.client.list_kernels()

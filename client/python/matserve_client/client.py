@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from . import batched, dtypes, shared_memory, transfer
+from . import batched, dtypes, health, shared_memory, transfer
 from .auth import BearerToken
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, decode,
@@ -68,7 +68,9 @@ class Client:
     larger than one message through resident matrices and streams instead of failing with
     RESOURCE_EXHAUSTED.
     credentials: grpc.ChannelCredentials for TLS; token: a bearer token sent with every call
-    (servers started with --auth_tokens_file); options: extra gRPC channel options.
+    (servers started with --auth_tokens_file); options: extra gRPC channel options. A "dns:///"
+    target balances calls round robin over every address it resolves to (unless options name
+    grpc.lb_policy_name or grpc.service_config).
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -85,7 +87,8 @@ class Client:
         self.chunk_bytes = int(chunk_bytes)
         self.auto_stream = auto_stream
         opts = [("grpc.max_receive_message_length", self.max_message_bytes),
-                ("grpc.max_send_message_length", self.max_message_bytes), *options]
+                ("grpc.max_send_message_length", self.max_message_bytes), *options,
+                *health.balancing_options(target, options)]
         if credentials is not None:
             self._channel = grpc.secure_channel(target, credentials, options=opts)
         else:
@@ -94,6 +97,8 @@ class Client:
         if token:
             calls = grpc.intercept_channel(self._channel, BearerToken(token))
         self._stub = rpc.MatrixServiceStub(calls)
+        self._health = calls.unary_unary(health.METHOD, request_serializer=lambda b: b,
+                                         response_deserializer=lambda b: b)
         self._server_max_message: Optional[int] = None
         self._lock = threading.Lock()
         self._regions: List[SharedMemoryRegion] = []  # open ones, made or registered here
@@ -154,6 +159,17 @@ class Client:
         return max(min(self.max_message_bytes, server) - _HEADROOM_BYTES, 1)
 
     # --- information ----------------------------------------------------------------------------
+    def health(self, service: str = "", *, timeout: Optional[float] = None) -> str:
+        """The server's standard gRPC health status: "SERVING", or "NOT_SERVING" while it drains;
+        `service` (e.g. "matserve.v1.MatrixService") asks about one service. Raises NotFound for
+        a service the server does not know, Unavailable when it cannot be reached."""
+        try:
+            reply = self._health(health.encode_request(service),
+                                 timeout=self._deadline(timeout))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return health.decode_status(reply)
+
     def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """Version, backend, devices and limits of the server."""
         return ServerInfo.from_proto(self._call("GetServerInfo", pb.GetServerInfoRequest(),
