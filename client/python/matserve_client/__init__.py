@@ -6,6 +6,8 @@
         print(r.c.shape, r.variant, r.device, r.timing.kernel_us, r.gflops)
         rb = client.multiply_batched(a_stack, b_stack)  # (batch, m, k) @ (batch, k, n)
         print(rb.c.shape, rb.timing.kernel_us)
+
+matserve_client.aio.AsyncClient is the asyncio client (grpc.aio).
 """
 from .client import Client
 from .dtypes import Bfloat16, bf16_bits_to_float32, float_to_bf16_bits

@@ -1,0 +1,233 @@
+"""AsyncClient: the asyncio client (grpc.aio), for programs that keep many calls in flight from
+one event loop.
+
+    import asyncio
+    from matserve_client.aio import AsyncClient
+
+    async def main():
+        async with AsyncClient("localhost:50051", timeout=60) as client:
+            results = await asyncio.gather(*(client.multiply(a, b) for a, b in pairs))
+
+It covers the calls such programs make: multiply and transpose (operands as arrays in the
+message, or resident matrices), unary upload, download and release of resident matrices, the
+server's kernels, information and health. Operands, options and results are those of the
+synchronous `Client` (docs/client.md); matrices above one message, shared memory, CUDA IPC and
+batched calls are the synchronous client's.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import grpc
+import grpc.aio
+
+from . import dtypes, health
+from ._stubs import pb, rpc
+from .client import DEFAULT_MAX_MESSAGE_BYTES, _compute, _order
+from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, decode, memory_order,
+                       prepare)
+from .errors import NotFound, from_rpc_error
+from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
+                      TransposeResult, Verification)
+
+
+class AsyncResidentMatrix:
+    """A matrix kept on the server (AsyncClient.upload or keep_result=True); awaitable download()
+    and release(). Pass it to multiply/transpose of the client that made it."""
+
+    def __init__(self, client: "AsyncClient", info: ResidentInfo) -> None:
+        self._client = client
+        self.info = info
+        self._released = False
+
+    handle = property(lambda self: self.info.handle)
+    shape = property(lambda self: self.info.shape)
+    dtype = property(lambda self: self.info.dtype)
+    order = property(lambda self: self.info.order)
+    nbytes = property(lambda self: self.info.nbytes)
+    device = property(lambda self: self.info.device)
+    released = property(lambda self: self._released)
+
+    async def download(self, *, bf16_bits: bool = False, timeout: Optional[float] = None):
+        """The matrix as a NumPy array (float32 for bf16, or Bfloat16 with bf16_bits)."""
+        if self._released:
+            raise ValueError(f"resident matrix {self.handle} was released")
+        reply = await self._client._call("Download", pb.DownloadRequest(handle=self.handle),
+                                         timeout)
+        return decode(reply.matrix, bf16_bits=bf16_bits)
+
+    async def release(self, *, timeout: Optional[float] = None) -> int:
+        """Frees the device memory; the bytes freed (0 when already released or expired)."""
+        if self._released:
+            return 0
+        try:
+            reply = await self._client._call("Release", pb.ReleaseRequest(handle=self.handle),
+                                             timeout)
+            freed = reply.bytes_freed
+        except NotFound:
+            freed = 0
+        self._released = True
+        return freed
+
+    def __repr__(self) -> str:
+        state = " released" if self._released else ""
+        return (f"AsyncResidentMatrix({self.handle[:8]}..., shape={self.shape}, "
+                f"dtype={self.dtype}, device={self.device!r}{state})")
+
+
+AsyncOperand = Union[AsyncResidentMatrix, Any]
+
+
+class AsyncClient:
+    """A grpc.aio connection to one matserve server. Arguments as for `Client`: target, default
+    deadline `timeout` in seconds, `max_message_bytes`, TLS `credentials`, bearer `token`, extra
+    channel `options` (a dns:/// target balances round robin, as in Client). Use it from one
+    event loop; `async with` closes it."""
+
+    def __init__(self, target: str, *, timeout: Optional[float] = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 token: Optional[str] = None,
+                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.max_message_bytes = int(max_message_bytes)
+        opts = [("grpc.max_receive_message_length", self.max_message_bytes),
+                ("grpc.max_send_message_length", self.max_message_bytes), *options,
+                *health.balancing_options(target, options)]
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=opts)
+        if token is not None and not token:
+            raise ValueError("token must not be empty")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._stub = rpc.MatrixServiceStub(self._channel)
+        self._health = self._channel.unary_unary(health.METHOD, request_serializer=lambda b: b,
+                                                 response_deserializer=lambda b: b)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _call(self, method: str, request, timeout: Optional[float]):
+        try:
+            return await getattr(self._stub, method)(
+                request, timeout=self.timeout if timeout is None else timeout,
+                metadata=self._metadata)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None
+
+    # --- information ----------------------------------------------------------------------------
+    async def health(self, service: str = "", *, timeout: Optional[float] = None) -> str:
+        """The standard gRPC health status ("SERVING", "NOT_SERVING" while draining)."""
+        try:
+            reply = await self._health(health.encode_request(service),
+                                       timeout=self.timeout if timeout is None else timeout,
+                                       metadata=self._metadata)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None
+        return health.decode_status(reply)
+
+    async def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
+        return ServerInfo.from_proto(await self._call("GetServerInfo",
+                                                      pb.GetServerInfoRequest(), timeout))
+
+    async def list_kernels(self, operation: Optional[str] = None, *,
+                           timeout: Optional[float] = None) -> List[KernelInfo]:
+        reply = await self._call("ListKernels", pb.ListKernelsRequest(), timeout)
+        kernels = [KernelInfo.from_proto(k) for k in reply.kernels]
+        if operation is not None:
+            kernels = [k for k in kernels if k.operation == operation.lower()]
+        return kernels
+
+    # --- operations -----------------------------------------------------------------------------
+    async def multiply(self, a: AsyncOperand, b: AsyncOperand, *, c: Optional[AsyncOperand] = None,
+                       alpha: float = 1.0, beta: float = 0.0, transpose_a: bool = False,
+                       transpose_b: bool = False, variant: str = "auto",
+                       precision: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
+                       out_dtype: Optional[dtypes.DTypeLike] = None,
+                       out_order: Optional[str] = None, verify: bool = False,
+                       keep_result: bool = False, bf16_bits: bool = False,
+                       timeout: Optional[float] = None) -> MultiplyResult:
+        """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply; result.resident is an
+        AsyncResidentMatrix with keep_result."""
+        compute = _compute(precision)
+        ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
+        out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
+        order = _order(out_order)
+        if c is not None:
+            if order is None:
+                order = c.order if isinstance(c, AsyncResidentMatrix) else memory_order(c)
+            ops["c"] = self._operand(c, out_name, "c", order=order)
+        request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
+                                     alpha=float(alpha), beta=float(beta),
+                                     variant=variant or "auto", compute=compute, verify=verify,
+                                     output_layout=ORDER_TO_LAYOUT[order or "C"],
+                                     keep_result=keep_result)
+        if out_dtype is not None:
+            request.output_dtype = DTYPE_TO_PROTO[out_name]
+        _fill(request, ops)
+        reply = await self._call("Multiply", request, timeout)
+        matrix, resident = self._result(reply.c, reply.result, keep_result, bf16_bits)
+        return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
+                              precision=reply.precision, timing=Timing.from_proto(reply.timing),
+                              gflops=reply.gflops, verification=Verification.from_reply(reply),
+                              resident=resident)
+
+    async def transpose(self, a: AsyncOperand, *, scale: float = 1.0, variant: str = "auto",
+                        verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
+                        keep_result: bool = False, bf16_bits: bool = False,
+                        timeout: Optional[float] = None) -> TransposeResult:
+        """B = scale * A^T, as Client.transpose (out of place)."""
+        request = pb.TransposeRequest(scale=float(scale), variant=variant or "auto",
+                                      verify=verify, keep_result=keep_result)
+        _fill(request, {"a": self._operand(a, dtype, "a")})
+        reply = await self._call("Transpose", request, timeout)
+        matrix, resident = self._result(reply.b, reply.result, keep_result, bf16_bits)
+        return TransposeResult(b=matrix, variant=reply.variant, device=reply.device,
+                               timing=Timing.from_proto(reply.timing), gb_per_s=reply.gb_per_s,
+                               verification=Verification.from_reply(reply), resident=resident)
+
+    # --- resident matrices ----------------------------------------------------------------------
+    async def upload(self, x: Any, *, dtype: Optional[dtypes.DTypeLike] = None,
+                     order: Optional[str] = None,
+                     colocate_with: Optional[Union[str, AsyncResidentMatrix]] = None,
+                     timeout: Optional[float] = None) -> AsyncResidentMatrix:
+        """Copies a matrix (one message) into the server's device memory."""
+        if isinstance(colocate_with, AsyncResidentMatrix):
+            colocate_with = colocate_with.handle
+        prepared = prepare(x, dtype, "matrix", order=_order(order))
+        reply = await self._call("Upload", pb.UploadRequest(
+            matrix=prepared.header(with_data=True), colocate_with=colocate_with or ""), timeout)
+        return AsyncResidentMatrix(self, ResidentInfo.from_proto(reply.resident))
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def _operand(self, x: AsyncOperand, dtype, what: str,
+                 order: Optional[str] = None) -> Union[Prepared, AsyncResidentMatrix]:
+        if isinstance(x, AsyncResidentMatrix):
+            if x.released:
+                raise ValueError(f"{what}: resident matrix {x.handle} was released")
+            if x._client is not self:
+                raise ValueError(f"{what}: resident matrix {x.handle} belongs to another client")
+            return x
+        return prepare(x, dtype, what, order=order)
+
+    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool):
+        if keep_result:
+            return None, AsyncResidentMatrix(self, ResidentInfo.from_proto(kept))
+        return decode(matrix, bf16_bits=bf16_bits), None
+
+
+def _fill(request, ops) -> None:
+    """Operands into the request: resident ones by handle, arrays as bytes."""
+    for name, op in ops.items():
+        if isinstance(op, AsyncResidentMatrix):
+            setattr(request, f"{name}_handle", op.handle)
+        else:
+            getattr(request, name).CopyFrom(op.header(with_data=True))
