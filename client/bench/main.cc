@@ -64,12 +64,16 @@ int Main(int argc, char** argv) {
     std::cerr << "error: " << parsed.status().message() << "\n(see matserve-bench --help)\n";
     return 1;
   }
-  const BenchOptions& o = *parsed;
-  if (o.help) {
+  if (parsed->help) {
     std::cout << Usage();
     return 0;
   }
-  ClientOptions client_options;
+  if (absl::Status s = ApplySecurityFiles(parsed->security, parsed->client); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    return 1;
+  }
+  const BenchOptions& o = *parsed;
+  ClientOptions client_options = o.client;
   client_options.deadline = std::chrono::milliseconds(o.deadline_ms);
   client_options.connect_timeout = std::chrono::seconds(10);
   client_options.channel_args = o.channel_args;

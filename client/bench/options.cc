@@ -216,6 +216,16 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       auto v = ParseInt(name, value, 0);
       if (!v.ok()) return v.status();
       o.seed = static_cast<std::uint64_t>(*v);
+    } else if (name == "--token-file") {
+      o.security.token_file = value;
+    } else if (name == "--tls-ca") {
+      o.security.tls_ca = value;
+    } else if (name == "--tls-cert") {
+      o.security.tls_cert = value;
+    } else if (name == "--tls-key") {
+      o.security.tls_key = value;
+    } else if (name == "--tls-server-name") {
+      o.security.tls_server_name = value;
     } else if (name == "--json") {
       o.json_path = value;
     } else if (name == "--csv") {
@@ -233,6 +243,9 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
                                 "resident mode, not ", ModeName(mode)));
       }
     }
+  }
+  if (absl::Status s = CheckSecurityFiles(o.security); !s.ok()) {
+    return Bad(std::string(s.message()));
   }
   if (!o.requests && !o.duration_s) o.duration_s = 5.0;
   return o;
@@ -276,6 +289,12 @@ usage: matserve-bench [options]
   --deadline-ms N          per-call deadline (default 120000)
   --channel-arg NAME=INT   an integer gRPC channel argument of every client (repeatable; e.g.
                            grpc.http2.max_frame_size=1048576): transport tuning
+  --token-file F           bearer token: the first line of F that is not blank or a '#'
+                           comment (default: $MATSERVE_TOKEN), for servers started with
+                           --auth_tokens_file
+  --tls-ca PEM             TLS, trusting these roots for the server's certificate;
+                           --tls-cert PEM --tls-key PEM add a client certificate (mutual TLS);
+  --tls-server-name NAME   the name the server's certificate carries, when not the target's
   --seed N                 operand seed (worker w uses seed + w)
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
   --no-progress            no live progress line (it is shown only when stderr is a TTY)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/cpp/connection_security.h"
 
 namespace matserve::client::bench {
 
@@ -45,6 +46,11 @@ struct BenchOptions {
   int cuda_device = 0;  // --cuda-device: where the cuda-ipc transport allocates
   // --channel-arg NAME=INT (repeatable): integer gRPC channel arguments of every client.
   std::vector<std::pair<std::string, int>> channel_args;
+  // --token-file, --tls-ca, --tls-cert, --tls-key, --tls-server-name: as matserve-cli's.
+  SecurityFiles security;
+  // What every client of the run starts from: the token and TLS credentials read from
+  // `security` (main fills it in; the runner adds deadline, channel arguments, message limit).
+  ClientOptions client;
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;

@@ -115,7 +115,7 @@ class Worker {
     const BenchOptions& o = shared_.context.options;
     client_ = shared_.context.shared_client;
     if (client_ == nullptr) {
-      ClientOptions options;
+      ClientOptions options = o.client;
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
       options.channel_args = o.channel_args;
       // gRPC shares one connection among channels with equal arguments (its global subchannel
@@ -405,7 +405,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   if (spec.mode == Mode::kResident && !o.release_inline) {
     Client* client = context.shared_client;
     if (client == nullptr) {
-      ClientOptions options;
+      ClientOptions options = o.client;
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
       options.channel_args = o.channel_args;
       options.max_message_bytes -= spec.concurrency + 1;  // its own connection (see Setup)

@@ -416,13 +416,14 @@ std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
          g.max_message_bytes = mb << 20;
          return absl::OkStatus();
        }},
-      {"token-file", false, [&g](const std::string& v) { return SetPath(v, g.token_file); }},
-      {"tls-ca", false, [&g](const std::string& v) { return SetPath(v, g.tls_ca); }},
-      {"tls-cert", false, [&g](const std::string& v) { return SetPath(v, g.tls_cert); }},
-      {"tls-key", false, [&g](const std::string& v) { return SetPath(v, g.tls_key); }},
+      {"token-file", false,
+       [&g](const std::string& v) { return SetPath(v, g.security.token_file); }},
+      {"tls-ca", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_ca); }},
+      {"tls-cert", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_cert); }},
+      {"tls-key", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_key); }},
       {"tls-server-name", false,
        [&g](const std::string& v) {
-         g.tls_server_name = v;
+         g.security.tls_server_name = v;
          return absl::OkStatus();
        }},
       {"help", true,
@@ -642,12 +643,8 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   }
   if (out.help) return out;
   const GlobalOptions& g = out.global;
-  if (g.tls_cert.empty() != g.tls_key.empty()) {
-    return Usage("--tls-cert and --tls-key go together (the client certificate and its key)");
-  }
-  if ((!g.tls_cert.empty() || !g.tls_server_name.empty()) && g.tls_ca.empty()) {
-    return Usage("--tls-cert/--tls-server-name need --tls-ca (the roots that sign the server)");
-  }
+  if (absl::Status s = CheckSecurityFiles(g.security); !s.ok())
+    return Usage(std::string(s.message()));
   switch (out.command) {
     case Command::kNone: return Usage("no command given (try: matserve-cli --help)");
     case Command::kMultiply:

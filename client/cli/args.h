@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/cpp/connection_security.h"
 #include "kernels/types.h"
 #include "matserve/v1/matrix_service.pb.h"
 
@@ -34,10 +35,9 @@ struct GlobalOptions {
   bool json = false;
   std::int64_t deadline_ms = 120000;
   std::int64_t max_message_bytes = std::int64_t{1} << 30;
-  std::string token_file;         // --token-file: first line = bearer token (else $MATSERVE_TOKEN)
-  std::string tls_ca;             // --tls-ca: PEM roots; turns TLS on
-  std::string tls_cert, tls_key;  // --tls-cert/--tls-key: client certificate (mutual TLS)
-  std::string tls_server_name;    // --tls-server-name: name expected in the server's certificate
+  // --token-file (first line = bearer token, else $MATSERVE_TOKEN), --tls-ca (PEM roots; turns
+  // TLS on), --tls-cert/--tls-key (client certificate: mutual TLS), --tls-server-name.
+  SecurityFiles security;
 };
 
 struct KernelsOptions {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/commands.h"
+#include "client/cpp/connection_security.h"
 #include "client/cpp/matrix.h"
 #include "grpcpp/security/credentials.h"
 
@@ -39,48 +40,8 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(
   ClientOptions options;
   options.max_message_bytes = g.max_message_bytes;
   options.deadline = deadline.value_or(std::chrono::milliseconds(g.deadline_ms));
-  if (!g.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTextFile("--token-file", g.token_file);
-    if (!token.ok()) return token.status();
-    options.bearer_token = FirstToken(*token);
-    if (options.bearer_token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file: ", g.token_file,
-                       " holds no token (its first line that is not blank or a '#' comment)"));
-    }
-  } else if (const char* env = std::getenv("MATSERVE_TOKEN"); env != nullptr) {
-    options.bearer_token = FirstToken(env);
-  }
-  if (!g.tls_ca.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    for (auto [flag, path, pem] : {std::tuple{"--tls-ca", &g.tls_ca, &ssl.pem_root_certs},
-                                   std::tuple{"--tls-cert", &g.tls_cert, &ssl.pem_cert_chain},
-                                   std::tuple{"--tls-key", &g.tls_key, &ssl.pem_private_key}}) {
-      if (path->empty()) continue;
-      absl::StatusOr<std::string> text = ReadTextFile(flag, *path);
-      if (!text.ok()) return text.status();
-      *pem = *std::move(text);
-    }
-    options.credentials = grpc::SslCredentials(ssl);
-    options.tls_server_name = g.tls_server_name;
-  }
+  if (absl::Status s = ApplySecurityFiles(g.security, options); !s.ok()) return s;
   return Client::Connect(g.target, options);
-}
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string FirstToken(const std::string& text) {
-  for (absl::string_view line : absl::StrSplit(text, absl::ByAnyChar("\r\n"))) {
-    line = absl::StripAsciiWhitespace(line);
-    if (!line.empty() && line[0] != '#') return std::string(line);
-  }
-  return "";
 }
 
 absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernels::DType> dtype) {

@@ -33,12 +33,6 @@ int InputError(std::ostream& err, const absl::Status& s);
 // "error: <CODE>: <message>"; exit 2.
 int RpcError(std::ostream& err, const absl::Status& s);
 
-// A file's whole text; NOT_FOUND naming `flag` when it cannot be read.
-absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path);
-// The first line of `text` that is not blank or a '#' comment, without surrounding whitespace:
-// a token file read as the server reads its tokens file.
-std::string FirstToken(const std::string& text);
-
 // A client for the run's target, with `deadline` per call (the run's --deadline-ms when unset),
 // the bearer token of --token-file (or $MATSERVE_TOKEN) and TLS from --tls-ca/--tls-cert/--tls-key.
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(

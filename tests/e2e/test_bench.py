@@ -222,6 +222,41 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn("--concurrency", proc.stderr)
 
+    def test_tls_and_token(self):
+        # A server with TLS and bearer tokens: the bench connects with --tls-ca and
+        # --token-file; without the token every request fails UNAUTHENTICATED, reported by code.
+        from test_security import make_pki
+        d = os.path.join(self.tmp.name, "pki")
+        os.makedirs(d)
+        make_pki(d)
+        with open(os.path.join(d, "tokens"), "w") as f:
+            f.write("bench-token-0123456789 bench\n")
+        with open(os.path.join(d, "token"), "w") as f:
+            f.write("# the bench's token\nbench-token-0123456789\n")
+        server = ServerProcess(f"--tls_cert={d}/server.pem", f"--tls_key={d}/server.key",
+                               f"--auth_tokens_file={d}/tokens", start_channel=False)
+        try:
+            target = f"127.0.0.1:{server.port}"
+            tls = ["--target", target, "--tls-ca", f"{d}/ca.pem", "--shapes", "8",
+                   "--modes", "inline,resident", "--requests", "20", "--warmup", "1"]
+            path = os.path.join(self.tmp.name, "tls.json")
+            proc = subprocess.run([BENCH, *tls, "--token-file", f"{d}/token", "--json", path],
+                                  capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            with open(path) as f:
+                runs = json.load(f)["runs"]
+            self.assertEqual([(r["mode"], r["ok"], r["errors"]) for r in runs],
+                             [("inline", 20, 0), ("resident", 20, 0)])
+            env = {k: v for k, v in os.environ.items() if k != "MATSERVE_TOKEN"}
+            anonymous = subprocess.run([BENCH, *tls], capture_output=True, text=True, timeout=300,
+                                       env=env)
+            self.assertIn("UNAUTHENTICATED", anonymous.stdout + anonymous.stderr)
+            plaintext = subprocess.run([BENCH, "--target", target, "--requests", "1"],
+                                       capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(plaintext.returncode, 2, plaintext.stderr)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
     def render_plot(self, json_path):
         # CI installs python3-matplotlib (scripts/install-deps.sh); a GPU box may lack it.
         if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],

@@ -354,8 +354,11 @@ def make_pki(d):
             f.write(ext + "\n")
         run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
             "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
-    return {n: open(os.path.join(d, n), "rb").read()
-            for n in ("ca.pem", "client.key", "client.pem")}
+    pki = {}
+    for n in ("ca.pem", "client.key", "client.pem"):
+        with open(os.path.join(d, n), "rb") as f:
+            pki[n] = f.read()
+    return pki
 
 
 class TlsTest(unittest.TestCase):

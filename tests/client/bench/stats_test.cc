@@ -220,6 +220,20 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_EQ(gpu->modes, (std::vector<Mode>{Mode::kCudaIpc}));
   EXPECT_EQ(gpu->cuda_device, 1);
   EXPECT_STREQ(ModeName(Mode::kCudaIpc), "cuda-ipc");
+  auto secured = ParseOptions({"--token-file", "/t", "--tls-ca", "/ca.pem", "--tls-cert", "/c.pem",
+                               "--tls-key", "/c.key", "--tls-server-name", "matserve.example"});
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  EXPECT_EQ(secured->security.token_file, "/t");
+  EXPECT_EQ(secured->security.tls_ca, "/ca.pem");
+  EXPECT_EQ(secured->security.tls_cert, "/c.pem");
+  EXPECT_EQ(secured->security.tls_key, "/c.key");
+  EXPECT_EQ(secured->security.tls_server_name, "matserve.example");
+  const auto cert_alone = ParseOptions({"--tls-ca", "/ca.pem", "--tls-cert", "/c.pem"});
+  EXPECT_EQ(cert_alone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cert_alone.status().message().find("--tls-cert and --tls-key go together"),
+            std::string::npos)
+      << cert_alone.status();
+  EXPECT_FALSE(ParseOptions({"--tls-server-name", "x"}).ok());  // needs --tls-ca
   auto tuned = ParseOptions({"--channel-arg", "grpc.http2.max_frame_size=1048576",
                              "--channel-arg=grpc.http2.lookahead_bytes=65536"});
   ASSERT_TRUE(tuned.ok()) << tuned.status();
