@@ -114,8 +114,9 @@ int Main(int argc, char** argv) {
     if (!tty) {
       const RunReport& r = reports.back();
       std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "
-                << r.requests_per_s << " req/s, " << r.matrices_per_s << " matrices/s, p50 "
-                << r.client_us.p50 << " us\n";
+                << r.requests_per_s << " req/s"
+                << (r.offered_rate ? absl::StrCat(" (offered ", *r.offered_rate, ")") : "") << ", "
+                << r.matrices_per_s << " matrices/s, p50 " << r.client_us.p50 << " us\n";
     }
   }
   std::cout << "\n";

@@ -2,6 +2,7 @@
 #include "client/bench/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string_view>
@@ -177,6 +178,17 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       auto v = ParseInt(name, value, 1);
       if (!v.ok()) return v.status();
       o.requests = *v;
+    } else if (name == "--rate") {
+      double r = 0;
+      if (!absl::SimpleAtod(value, &r) || !(r > 0) || !std::isfinite(r)) {
+        return Bad(absl::StrCat("--rate: '", value, "' is not a positive number of requests/s"));
+      }
+      o.rate = r;
+    } else if (name == "--arrivals") {
+      if (value != "poisson" && value != "constant") {
+        return Bad(absl::StrCat("--arrivals: '", value, "' is not poisson or constant"));
+      }
+      o.poisson_arrivals = value == "poisson";
     } else if (name == "--duration") {
       double d = 0;
       if (!absl::SimpleAtod(value, &d) || !(d > 0)) {
@@ -252,7 +264,7 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
 }
 
 std::string Usage() {
-  return R"(matserve-bench: closed-loop load on a matserve server (Multiply, or MultiplyBatched).
+  return R"(matserve-bench: closed- or open-loop load on a matserve server (Multiply, or MultiplyBatched).
 
 usage: matserve-bench [options]
   --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target)
@@ -281,6 +293,11 @@ usage: matserve-bench [options]
   --requests N             stop each run after N timed requests (all workers together)
   --duration S             stop each run after S seconds (default 5 when --requests is not given)
   --warmup N               untimed requests per worker before each run (default 2)
+  --rate R                 open loop: R requests/s offered over all workers (the concurrency is
+                           then the most in flight), latency counted from each request's
+                           scheduled time; default: closed loop
+  --arrivals poisson|constant   the open loop's arrival times: exponential or even gaps
+                           (default poisson)
   --client shared|per-worker   one Client for all workers (default) or one per worker
   --release background|inline  resident results are released by threads beside the workers
                            (default: the server keeps busy) or by each worker between its calls

@@ -36,9 +36,17 @@ struct BenchOptions {
   // products of the shape (inline and resident modes only); 1 sends plain Multiply requests.
   std::int64_t batch = 1;
   std::optional<std::int64_t> requests;  // total timed requests per run
-  std::optional<double> duration_s;      // timed seconds per run (default 5 when neither given)
-  int warmup = 2;                        // untimed requests per worker before each run
-  bool client_per_worker = false;        // --client per-worker: one Client (channel) per worker
+  // --rate R: open loop. R requests/s are offered over all workers, at times drawn in advance
+  // (--arrivals poisson: exponential gaps, the default; constant: evenly spaced), and each
+  // request's latency counts from its scheduled time, so a server (or a worker pool) that falls
+  // behind shows in the percentiles instead of slowing the offered load. The concurrency is then
+  // the most requests in flight. Unset: closed loop (a worker sends its next request when its
+  // last one returns).
+  std::optional<double> rate;
+  bool poisson_arrivals = true;
+  std::optional<double> duration_s;  // timed seconds per run (default 5 when neither given)
+  int warmup = 2;                    // untimed requests per worker before each run
+  bool client_per_worker = false;    // --client per-worker: one Client (channel) per worker
   // --release inline: each worker releases its resident result itself, after the timed call and
   // before its next one, instead of a pool of release threads beside the workers (background).
   bool release_inline = false;

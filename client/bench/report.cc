@@ -25,6 +25,8 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.precisions = r.precisions;
   rep.first_error = r.first_error;
   rep.wall_s = result.wall_s;
+  rep.offered_rate = result.offered_rate;
+  rep.poisson_arrivals = result.poisson_arrivals;
   rep.start_unix_s = result.start_unix_s;
   const double wall = std::max(result.wall_s, 1e-9);
   rep.requests_per_s = static_cast<double>(rep.requests) / wall;
@@ -247,7 +249,11 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ",\n     \"variants_ran\": " << Json(r.variants)
         << ", \"devices_ran\": " << Json(r.devices_ran)
         << ", \"precisions_ran\": " << Json(r.precisions) << ",\n     \"wall_s\": " << Num(r.wall_s)
-        << ", \"start_unix_s\": " << absl::StrFormat("%.3f", r.start_unix_s)
+        << ", \"start_unix_s\": " << absl::StrFormat("%.3f", r.start_unix_s) << ", \"load\": "
+        << Q(!r.offered_rate      ? "closed"
+             : r.poisson_arrivals ? "open, poisson arrivals"
+                                  : "open, constant arrivals")
+        << ", \"offered_rate\": " << (r.offered_rate ? Num(*r.offered_rate) : "null")
         << ", \"requests_per_s\": " << Num(r.requests_per_s)
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
         << ", \"matrices_per_s\": " << Num(r.matrices_per_s) << ", \"merged_requests_mean\": "

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct RunReport {
   std::map<std::string, std::int64_t> errors_by_code, variants, precisions, devices_ran;
   std::string first_error;
   double wall_s = 0, requests_per_s = 0, ok_per_s = 0, gflops_per_s = 0;
+  std::optional<double> offered_rate;  // open loop (--rate): requests/s offered; else closed loop
+  bool poisson_arrivals = true;
   // Products computed per second: ok_per_s x batch (0 for ping).
   double matrices_per_s = 0;
   double start_unix_s = 0;  // the timed window: [start_unix_s, start_unix_s + wall_s]

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -98,12 +99,36 @@ struct Shared {
   std::atomic<int> finished{0};
   Releaser* releaser = nullptr;  // resident mode
   Clock::time_point start, deadline = Clock::time_point::max();
+  // Open loop (--rate): the schedule, handed out in order.
+  std::mutex arrivals_mu;
+  double next_arrival_s = 0;  // offset from start of the next scheduled request
+  std::mt19937_64 arrivals_rng{12345};
 };
 
 // True while the run may issue another timed request (claims one from the budget).
 bool NextRequest(Shared& shared) {
   if (Clock::now() >= shared.deadline) return false;
   return !shared.budget || shared.claimed.fetch_add(1) < *shared.budget;
+}
+
+// Open loop: the scheduled time of the next timed request, or nothing when the budget is spent
+// or the schedule has passed the deadline.
+std::optional<Clock::time_point> NextArrival(Shared& shared) {
+  const BenchOptions& o = shared.context.options;
+  if (shared.budget && shared.claimed.fetch_add(1) >= *shared.budget) return std::nullopt;
+  double offset = 0;
+  {
+    std::lock_guard lock(shared.arrivals_mu);
+    offset = shared.next_arrival_s;
+    const double gap = o.poisson_arrivals
+                           ? std::exponential_distribution<double>(*o.rate)(shared.arrivals_rng)
+                           : 1.0 / *o.rate;
+    shared.next_arrival_s += gap;
+  }
+  const Clock::time_point due = shared.start + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(offset));
+  if (due >= shared.deadline) return std::nullopt;
+  return due;
 }
 
 class Worker {
@@ -167,12 +192,23 @@ class Worker {
   }
 
   void TimedLoop() {
-    while (NextRequest(shared_)) {
+    const bool open_loop = shared_.context.options.rate.has_value();
+    for (;;) {
+      // Closed loop: now. Open loop: the request's scheduled time, waited for; its latency
+      // counts from then, also when every worker was busy at that moment.
+      std::optional<Clock::time_point> due;
+      if (open_loop) {
+        due = NextArrival(shared_);
+        if (!due) break;
+        std::this_thread::sleep_until(*due);
+      } else if (!NextRequest(shared_)) {
+        break;
+      }
       if (shared_.spec.mode == Mode::kPing) {
-        Ping();
+        Ping(due);
         continue;
       }
-      absl::StatusOr<Answer> answer = Call();
+      absl::StatusOr<Answer> answer = Call(due);
       if (!answer.ok()) {
         record_.RecordError(StatusCodeName(answer.status().code()),
                             std::string(answer.status().message()));
@@ -195,9 +231,10 @@ class Worker {
     }
   }
 
-  // One health check, timed like a multiply; the server-side columns stay 0.
-  void Ping() {
-    const auto t0 = Clock::now();
+  // One health check, timed like a multiply (from `due` when scheduled); the server-side columns
+  // stay 0.
+  void Ping(std::optional<Clock::time_point> due) {
+    const auto t0 = due.value_or(Clock::now());
     absl::StatusOr<std::string> reply = client_->Health();
     const double client_us = MicrosBetween(t0, Clock::now());
     if (reply.ok()) {
@@ -224,9 +261,10 @@ class Worker {
  private:
   bool batched() const { return shared_.spec.batch > 1; }
 
-  // One timed request: a Multiply, or with a batch one MultiplyBatched of all its products.
-  absl::StatusOr<Answer> Call() {
-    const auto t0 = Clock::now();
+  // One timed request: a Multiply, or with a batch one MultiplyBatched of all its products; its
+  // round trip counts from `due` when the request was scheduled (open loop), else from now.
+  absl::StatusOr<Answer> Call(std::optional<Clock::time_point> due = std::nullopt) {
+    const auto t0 = due.value_or(Clock::now());
     if (batched()) {
       auto reply = client_->MultiplyBatched(batched_request_);
       const double client_us = MicrosBetween(t0, Clock::now());
@@ -467,6 +505,8 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   RunResult result;
   if (releaser) releaser->Finish(result.record);
   result.spec = spec;
+  result.offered_rate = o.rate;
+  result.poisson_arrivals = o.poisson_arrivals;
   result.wall_s = MicrosBetween(shared.start, last_finish) / 1e6;
   result.start_unix_s = start_unix_s;
   for (const auto& w : workers) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "client/bench/options.h"
@@ -30,7 +31,9 @@ struct RunResult {
   double start_unix_s = 0;                  // wall-clock time the timed window opened
   std::int64_t bytes_sent_per_request = 0;  // operand bytes in each request (0 when resident)
   std::int64_t bytes_received_per_request = 0;
-  std::int64_t setup_failures = 0;  // workers whose setup (connect, upload) failed
+  std::int64_t setup_failures = 0;     // workers whose setup (connect, upload) failed
+  std::optional<double> offered_rate;  // --rate: requests/s offered (open loop)
+  bool poisson_arrivals = true;
 };
 
 // What every run shares: the options and, unless --client per-worker, one Client.

@@ -38,6 +38,7 @@ class BenchTest(unittest.TestCase):
         cmd = [BENCH, "--target", self.server.target, "--json", path, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, expect_rc, proc.stdout + proc.stderr)
+        self.last_stderr = proc.stderr
         with open(path) as f:
             return json.load(f), proc.stdout, path
 
@@ -221,6 +222,31 @@ class BenchTest(unittest.TestCase):
                               timeout=60)
         self.assertEqual(proc.returncode, 1)
         self.assertIn("--concurrency", proc.stderr)
+
+    def test_open_loop_at_a_fixed_rate(self):
+        # Constant arrivals: the achieved rate is the offered one within 5%; latency counts from
+        # each request's scheduled time. Poisson arrivals: about the offered rate (their count
+        # is random: 1200 expected, standard deviation 35).
+        doc, out, _ = self.bench("--modes", "ping,inline", "--shapes", "16", "--rate", "200",
+                                 "--arrivals", "constant", "--duration", "3", "--concurrency", "8",
+                                 "--warmup", "1")
+        for r in doc["runs"]:
+            with self.subTest(mode=r["mode"]):
+                self.assertEqual((r["load"], r["offered_rate"]), ("open, constant arrivals", 200))
+                self.assertEqual(r["errors"], 0, r["first_error"])
+                self.assertAlmostEqual(r["requests_per_s"], 200, delta=10)
+                self.assertTrue(590 <= r["requests"] <= 601, r["requests"])
+                c = r["client_us"]
+                self.assertTrue(0 < c["p50"] <= c["p99"] <= c["max"], c)
+        self.assertIn("(offered 200)", out + self.last_stderr)
+        doc, _, _ = self.bench("--modes", "ping", "--rate", "400", "--duration", "3",
+                               "--concurrency", "8", "--warmup", "1")
+        (r,) = doc["runs"]
+        self.assertEqual(r["load"], "open, poisson arrivals")
+        self.assertAlmostEqual(r["requests_per_s"], 400, delta=60)
+        closed, _, _ = self.bench("--modes", "ping", "--requests", "20", "--warmup", "1")
+        self.assertEqual((closed["runs"][0]["load"], closed["runs"][0]["offered_rate"]),
+                         ("closed", None))
 
     def test_tls_and_token(self):
         # A server with TLS and bearer tokens: the bench connects with --tls-ca and

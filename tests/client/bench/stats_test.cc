@@ -220,6 +220,16 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_EQ(gpu->modes, (std::vector<Mode>{Mode::kCudaIpc}));
   EXPECT_EQ(gpu->cuda_device, 1);
   EXPECT_STREQ(ModeName(Mode::kCudaIpc), "cuda-ipc");
+  EXPECT_FALSE(ParseOptions({})->rate.has_value());  // closed loop by default
+  auto open = ParseOptions({"--rate", "250.5", "--arrivals", "constant"});
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_DOUBLE_EQ(*open->rate, 250.5);
+  EXPECT_FALSE(open->poisson_arrivals);
+  EXPECT_TRUE(ParseOptions({"--rate", "10"})->poisson_arrivals);
+  for (const char* bad : {"0", "-5", "fast", "inf"}) {
+    EXPECT_FALSE(ParseOptions({"--rate", bad}).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseOptions({"--arrivals", "bursty"}).ok());
   auto secured = ParseOptions({"--token-file", "/t", "--tls-ca", "/ca.pem", "--tls-cert", "/c.pem",
                                "--tls-key", "/c.key", "--tls-server-name", "matserve.example"});
   ASSERT_TRUE(secured.ok()) << secured.status();
