@@ -2,8 +2,9 @@
 
 build_py runs `protoc --python_out --grpc_python_out` (plugin: grpc_python_plugin, or the
 grpcio-tools package when installed) on proto/matserve/v1/*.proto and puts the modules in
-matserve_client/_proto/ with the import between them made package-relative.
-Metadata: pyproject.toml.
+matserve_client/_proto/ with the import between them made package-relative. The repository's
+proto/ lies outside this directory, so sdist copies it into the archive (proto/ beside setup.py):
+a wheel then builds from the sdist alone. Metadata: pyproject.toml.
 """
 import importlib.util
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,5 +75,16 @@ class BuildPyWithStubs(build_py):
         generate_stubs(target / "matserve_client")
 
 
+class SdistWithProto(sdist):
+    """sdist that carries proto/matserve/v1/*.proto, which live outside this directory."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        dest = Path(base_dir) / "proto" / "matserve" / "v1"
+        dest.mkdir(parents=True, exist_ok=True)
+        for proto in sorted((proto_root() / "matserve" / "v1").glob("*.proto")):
+            shutil.copyfile(proto, dest / proto.name)
+
+
 setup(packages=["matserve_client"], package_data={"matserve_client": ["py.typed"]},
-      cmdclass={"build_py": BuildPyWithStubs})
+      cmdclass={"build_py": BuildPyWithStubs, "sdist": SdistWithProto})

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 from multiprocessing import shared_memory
@@ -594,6 +595,70 @@ class PipInstallTest(unittest.TestCase):
                     "print('ok', r.variant, r.device)\n")
                 env = dict(os.environ, PYTHONPATH=str(site))
                 run = subprocess.run([sys.executable, "-s", "-c", script], cwd=tmp, env=env,
+                                     capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("ok", run.stdout)
+
+
+class SdistWheelVenvTest(unittest.TestCase):
+    """The package's release path, offline: an sdist built from client/python carries the proto
+    files, a wheel builds from that sdist alone (no repository beside it), installs into a fresh
+    virtual environment, and the installed client multiplies against the server: NumPy arrays,
+    an array-like in its own dtype, and the asyncio client."""
+
+    def test_sdist_to_wheel_to_venv(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            src = tmp / "src"
+            shutil.copytree(REPO / "client" / "python", src,
+                            ignore=shutil.ignore_patterns("build", "*.egg-info", "_proto",
+                                                          "__pycache__"))
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            sdist = subprocess.run(
+                [sys.executable, "setup.py", "-q", "sdist", "--dist-dir", str(tmp / "dist")],
+                cwd=src, env=dict(env, MATSERVE_PROTO_DIR=str(REPO / "proto")),
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(sdist.returncode, 0, sdist.stdout + sdist.stderr)
+            (archive,) = (tmp / "dist").glob("matserve*client-*.tar.gz")
+            with tarfile.open(archive) as tar:
+                names = tar.getnames()
+            self.assertTrue(any(n.endswith("proto/matserve/v1/matrix_service.proto")
+                                for n in names), names)
+            wheel = subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-index",
+                 "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "-w",
+                 str(tmp / "wheels"), str(archive)],
+                cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(wheel.returncode, 0, wheel.stdout + wheel.stderr)
+            (whl,) = (tmp / "wheels").glob("matserve_client-*.whl")
+            venv = tmp / "venv"
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                            "--system-site-packages", str(venv)], check=True, timeout=120)
+            python = str(venv / "bin" / "python")
+            install = subprocess.run(
+                [python, "-m", "pip", "install", "--no-index", "--no-deps",
+                 "--disable-pip-version-check", str(whl)],
+                cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
+            with ServerProcess() as server:
+                script = (
+                    "import asyncio, numpy as np, matserve_client\n"
+                    f"assert matserve_client.__file__.startswith({str(venv)!r})\n"
+                    "from matserve_client import Client\n"
+                    "from matserve_client.aio import AsyncClient\n"
+                    f"target = {server.target!r}\n"
+                    "a = np.arange(12, dtype=np.float32).reshape(3, 4)\n"
+                    "with Client(target, timeout=60) as c:\n"
+                    "    r = c.multiply(a, a.T)\n"
+                    "    assert np.array_equal(r.c, a @ a.T), r.c\n"
+                    "    r = c.multiply(memoryview(a), memoryview(np.ascontiguousarray(a.T)))\n"
+                    "    assert r.c.dtype == np.float32, r.c.dtype\n"
+                    "async def main():\n"
+                    "    async with AsyncClient(target, timeout=60) as c:\n"
+                    "        return await c.multiply(a, a.T)\n"
+                    "assert np.array_equal(asyncio.run(main()).c, a @ a.T)\n"
+                    "print('ok')\n")
+                run = subprocess.run([python, "-c", script], cwd=tmp, env=env,
                                      capture_output=True, text=True, timeout=120)
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
             self.assertIn("ok", run.stdout)
