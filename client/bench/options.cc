@@ -161,8 +161,9 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
     } else if (name == "--precisions") {
       o.precisions = SplitList(value);
       for (const std::string& p : o.precisions) {
-        if (p != "fp64" && p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16") {
-          return Bad(absl::StrCat("--precisions: '", p, "' is not fp64, fp32, tf32, fp16 or bf16"));
+        if (p != "fp64" && p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16" && p != "fp8") {
+          return Bad(
+              absl::StrCat("--precisions: '", p, "' is not fp64, fp32, tf32, fp16, bf16 or fp8"));
         }
       }
       if (o.precisions.empty()) return Bad("--precisions: empty list");
@@ -281,7 +282,8 @@ usage: matserve-bench [options]
                            with the server by CUDA IPC; a CUDA build, the server on this node)
   --cuda-device N          the GPU the cuda-ipc transport allocates on (default 0)
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
-  --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16; default fp32
+  --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16 fp8 (fp32
+                           data quantized to e4m3 on the device); default fp32
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1
   --batch N                products per request (default 1). N > 1: each request is one
                            MultiplyBatched of N products of the shape (inline: A and B sent

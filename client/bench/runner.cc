@@ -36,7 +36,7 @@ DType DataTypeOf(const std::string& precision) {
   if (precision == "fp64") return DType::kF64;
   if (precision == "fp16") return DType::kF16;
   if (precision == "bf16") return DType::kBF16;
-  return DType::kF32;  // fp32, tf32
+  return DType::kF32;  // fp32, tf32, fp8 (fp32 data quantized on the device)
 }
 
 // `count` random rows x cols matrices, row-major, stacked batch-major (the bytes of one
@@ -161,6 +161,7 @@ class Worker {
     operand_bytes_ = static_cast<std::int64_t>(a.data().size() + b.data().size());
     request_.set_variant(shared_.spec.variant);
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
+    if (shared_.spec.precision == "fp8") request_.set_compute(v1::COMPUTE_FP8);
     if (batched()) return SetupBatched(std::move(a), std::move(b));
     if (shared_.spec.mode == Mode::kInline) {
       *request_.mutable_a() = std::move(a);

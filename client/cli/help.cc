@@ -96,8 +96,9 @@ operation:
   --transpose-b          op(B) = B^T
   --alpha X --beta Y     scalars (server defaults: 1 and 0)
   --variant NAME|auto    kernel variant (default auto: the server picks)
-  --compute default|fp64|fp32|tf32|fp16|bf16
-                         how the products are computed (default: natural for the dtype)
+  --compute default|fp64|fp32|tf32|fp16|bf16|fp8
+                         how the products are computed (default: natural for the dtype; fp8:
+                         e4m3 tensor cores, the data quantized on the device)
   --output-dtype fp64|fp32|fp16|bf16   dtype of C (default: the inputs')
   --output-layout row|col              layout of C (default: that of --c, else row)
 checks and output:

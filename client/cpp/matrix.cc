@@ -18,7 +18,7 @@ v1::DataType ToProto(DType dtype) {
     case DType::kF32: return v1::FP32;
     case DType::kF16: return v1::FP16;
     case DType::kBF16: return v1::BF16;
-    default: break;  // kernel-only types (fp8) have no proto value yet
+    case DType::kF8E4M3: return v1::FP8_E4M3;
   }
   return v1::DATA_TYPE_UNSPECIFIED;
 }
@@ -33,6 +33,7 @@ absl::StatusOr<DType> FromProto(v1::DataType dtype) {
     case v1::FP32: return DType::kF32;
     case v1::FP16: return DType::kF16;
     case v1::BF16: return DType::kBF16;
+    case v1::FP8_E4M3: return DType::kF8E4M3;
     default: break;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(dtype)));
@@ -65,9 +66,10 @@ absl::StatusOr<v1::ComputeMode> ParseComputeMode(std::string_view name) {
   if (name == "tf32") return v1::COMPUTE_TF32;
   if (name == "fp16") return v1::COMPUTE_FP16;
   if (name == "bf16") return v1::COMPUTE_BF16;
+  if (name == "fp8") return v1::COMPUTE_FP8;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown compute mode '", std::string(name),
-                   "' (expected default, fp64, fp32, tf32, fp16 or bf16)"));
+                   "' (expected default, fp64, fp32, tf32, fp16, bf16 or fp8)"));
 }
 
 std::string_view DTypeName(v1::DataType dtype) {
@@ -76,6 +78,7 @@ std::string_view DTypeName(v1::DataType dtype) {
     case v1::FP32: return "fp32";
     case v1::FP16: return "fp16";
     case v1::BF16: return "bf16";
+    case v1::FP8_E4M3: return "fp8_e4m3";
     default: return "unspecified";
   }
 }
@@ -87,6 +90,7 @@ std::string_view ComputeModeName(v1::ComputeMode mode) {
     case v1::COMPUTE_TF32: return "tf32";
     case v1::COMPUTE_FP16: return "fp16";
     case v1::COMPUTE_BF16: return "bf16";
+    case v1::COMPUTE_FP8: return "fp8";
     default: return "default";
   }
 }

@@ -133,8 +133,8 @@ TEST(CliArgs, RejectsUnknownDtypesAndModes) {
               HasSubstr("--dtype: unknown dtype 'fp8'"));
   EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--output-dtype", "int8"}),
               HasSubstr("--output-dtype: unknown dtype 'int8'"));
-  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--compute", "fp8"}),
-              HasSubstr("--compute: unknown compute mode 'fp8'"));
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--compute", "fp4"}),
+              HasSubstr("--compute: unknown compute mode 'fp4'"));
   EXPECT_THAT(Error({"transpose", "--random", "2x2", "--layout", "diag"}),
               HasSubstr("--layout: unknown layout 'diag'"));
   EXPECT_THAT(Error({"kernels", "--op", "conv"}), HasSubstr("--op: unknown operation 'conv'"));

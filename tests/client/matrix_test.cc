@@ -22,14 +22,17 @@ TEST(Matrix, EnumsRoundTrip) {
   }
   EXPECT_FALSE(FromProto(v1::DATA_TYPE_UNSPECIFIED).ok());
   EXPECT_EQ(FromProto(ToProto(Layout::kColMajor)), Layout::kColMajor);
-  for (const char* mode : {"default", "fp64", "fp32", "tf32", "fp16", "bf16"}) {
+  EXPECT_EQ(ToProto(DType::kF8E4M3), v1::FP8_E4M3);
+  EXPECT_EQ(*FromProto(v1::FP8_E4M3), DType::kF8E4M3);
+  EXPECT_EQ(DTypeName(v1::FP8_E4M3), "fp8_e4m3");
+  for (const char* mode : {"default", "fp64", "fp32", "tf32", "fp16", "bf16", "fp8"}) {
     absl::StatusOr<v1::ComputeMode> m = ParseComputeMode(mode);
     ASSERT_TRUE(m.ok()) << mode;
     EXPECT_EQ(ComputeModeName(*m), mode);
   }
   EXPECT_THAT(ParseDType("float").status().message(), HasSubstr("unknown dtype 'float'"));
   EXPECT_THAT(ParseLayout("diag").status().message(), HasSubstr("unknown layout 'diag'"));
-  EXPECT_THAT(ParseComputeMode("fp8").status().message(), HasSubstr("unknown compute mode"));
+  EXPECT_THAT(ParseComputeMode("fp4").status().message(), HasSubstr("unknown compute mode"));
 }
 
 TEST(Matrix, MakeMatrixChecksTheByteLength) {

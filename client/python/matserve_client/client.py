@@ -33,13 +33,13 @@ _HEADROOM_BYTES = 64 << 10
 
 PRECISIONS = {None: pb.COMPUTE_DEFAULT, "default": pb.COMPUTE_DEFAULT, "fp64": pb.COMPUTE_FP64,
               "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32, "fp16": pb.COMPUTE_FP16,
-              "bf16": pb.COMPUTE_BF16}
+              "bf16": pb.COMPUTE_BF16, "fp8": pb.COMPUTE_FP8}
 
 
 def _compute(precision: Optional[str]) -> int:
     """The ComputeMode of a precision name (ValueError for an unknown one)."""
     if precision is not None and precision.lower() not in PRECISIONS:
-        raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16; "
+        raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16, fp8; "
                          f"got {precision!r}")
     return PRECISIONS[precision.lower() if precision else None]
 
@@ -202,7 +202,9 @@ class Client:
         c: optional input C (m x n), converted to the output dtype and order; read when beta != 0
         (a ShmMatrix c must already have the output dtype and order).
         precision: compute mode, None/"default" (the data's own), "fp64", "fp32", "tf32" (fp32 data
-        on tensor cores), "fp16", "bf16" (fp32 data rounded on the device). out_dtype: e.g. "fp32"
+        on tensor cores), "fp16", "bf16" (fp32 data rounded on the device), "fp8" (e4m3 tensor
+        cores: the data quantized on the device with per-tensor scales; a GPU with fp8 tensor
+        cores, the result fp32 or bf16). out_dtype: e.g. "fp32"
         for fp16/bf16 inputs. out_order: "C" or "F" (default: out's order, else c's, else "C").
         verify: the server also computes a float64 reference; see result.verification.
         keep_result: leave C on the server; result.resident is its ResidentMatrix, result.c None.

@@ -256,7 +256,9 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_FALSE(ParseOptions({})->release_inline);
   EXPECT_TRUE(ParseOptions({"--release", "inline"})->release_inline);
   EXPECT_FALSE(ParseOptions({"--release", "never"}).ok());
-  EXPECT_FALSE(ParseOptions({"--precisions", "fp8"}).ok());
+  EXPECT_EQ(ParseOptions({"--precisions", "fp8,bf16"})->precisions,
+            (std::vector<std::string>{"fp8", "bf16"}));
+  EXPECT_FALSE(ParseOptions({"--precisions", "fp4"}).ok());
   EXPECT_FALSE(ParseOptions({"--duration", "0"}).ok());
   EXPECT_FALSE(ParseOptions({"--bogus", "1"}).ok());
   EXPECT_FALSE(ParseOptions({"--requests"}).ok());
