@@ -111,6 +111,9 @@ def check_yaml(problems):
     jobs = [j.get("job_name") for j in prom.get("scrape_configs", [])]
     if "matserve" not in jobs:
         problems.append("prometheus.yml: no scrape job named matserve")
+    for rules in prom.get("rule_files", []):
+        if not (PROMETHEUS.parent / rules).is_file():
+            problems.append(f"prometheus.yml: rule file {rules} is missing")
 
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose.get("services", {})

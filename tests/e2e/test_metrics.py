@@ -241,16 +241,18 @@ def free_port():
 
 
 class Prometheus:
-    """Debian's prometheus on loopback with the repo's config, targets replaced."""
+    """Debian's prometheus on loopback with the repo's config and rules, targets replaced."""
 
-    def __init__(self, target):
+    def __init__(self, targets):
         self.dir = tempfile.mkdtemp(prefix="matserve-prom-")
         config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
         config["global"]["scrape_interval"] = "1s"
         config["global"]["evaluation_interval"] = "1s"
+        for rules in config.get("rule_files", []):  # relative to the config file
+            shutil.copy(ROOT / "deploy/prometheus" / rules, os.path.join(self.dir, rules))
         jobs = [j for j in config["scrape_configs"] if j["job_name"] == "matserve"]
         assert jobs, "deploy/prometheus/prometheus.yml has no matserve job"
-        jobs[0]["static_configs"] = [{"targets": [target]}]
+        jobs[0]["static_configs"] = [{"targets": list(targets)}]
         config["scrape_configs"] = jobs
         path = os.path.join(self.dir, "prometheus.yml")
         with open(path, "w") as f:
@@ -308,19 +310,25 @@ class Prometheus:
 
 @unittest.skipUnless(shutil.which("prometheus"), "prometheus not installed (Debian package)")
 class DashboardQueryTest(unittest.TestCase):
+    """A real Prometheus with the repo's config and rules scraping two servers at once (replicas):
+    every dashboard query and every recording rule returns data, every rule evaluates."""
+
     @classmethod
     def setUpClass(cls):
-        cls.server, cls.nvml = start_server()
-        cls.prom = None
+        cls.servers, cls.prom = [], None
         try:
-            cls.prom = Prometheus(f"127.0.0.1:{cls.server.metrics_port}")
+            for _ in range(2):
+                server, cls.nvml = start_server()
+                cls.servers.append(server)
+            cls.prom = Prometheus(f"127.0.0.1:{s.metrics_port}" for s in cls.servers)
             # Scrapes before, during and after the requests, so rate() has samples on both sides.
-            cls.prom.wait(lambda: cls.result("up") == [1.0], 30, "first scrape")
+            cls.prom.wait(lambda: cls.result("up") == [1.0, 1.0], 30, "first scrapes")
             for _ in range(3):
-                drive_mix(cls.server.stub)
-                drive_batched(cls.server.stub)
+                for server in cls.servers:
+                    drive_mix(server.stub)
+                    drive_batched(server.stub)
                 time.sleep(1.2)
-            want = 3 * (4 + 3 + 3)
+            want = 2 * 3 * (4 + 3 + 3)
             cls.prom.wait(lambda: sum(cls.result("matserve_requests_total")) >= want, 30,
                           "all requests scraped")
             time.sleep(2.5)  # two more scrapes
@@ -332,7 +340,8 @@ class DashboardQueryTest(unittest.TestCase):
     def tearDownClass(cls):
         if cls.prom:
             cls.prom.stop()
-        cls.server.stop()
+        for server in cls.servers:
+            server.stop()
 
     @classmethod
     def result(cls, expr):
@@ -342,10 +351,35 @@ class DashboardQueryTest(unittest.TestCase):
         return [float(s["value"][1]) for s in answer["data"]["result"]]
 
     def test_repo_config_passes_promtool(self):
-        r = subprocess.run(["promtool", "check", "config",
-                            str(ROOT / "deploy/prometheus/prometheus.yml")],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for what, path in [("config", "deploy/prometheus/prometheus.yml"),
+                           ("rules", "deploy/prometheus/rules.yml")]:
+            r = subprocess.run(["promtool", "check", what, str(ROOT / path)],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_every_rule_evaluates_and_every_recording_rule_returns_data(self):
+        groups = yaml.safe_load((ROOT / "deploy/prometheus/rules.yml").read_text())["groups"]
+        wanted = {r.get("record") or r["alert"] for g in groups for r in g["rules"]}
+
+        def loaded():
+            answer = json.loads(self.prom.get("/api/v1/rules") or "{}")
+            rules = [r for g in answer.get("data", {}).get("groups", []) for r in g["rules"]]
+            return {r["name"]: r for r in rules if r.get("lastEvaluation", "").startswith("2")}
+        self.prom.wait(lambda: wanted <= set(loaded()), 30, "every rule evaluated")
+        rules = loaded()
+        self.assertEqual({n: r["health"] for n, r in rules.items() if r["health"] != "ok"}, {})
+        empty = []
+        for g in groups:
+            for r in g["rules"]:
+                if "record" not in r:
+                    continue
+                values = self.result(r["record"])
+                if not values:
+                    empty.append(r["record"])
+                elif "instance" in r["expr"]:  # one series per replica at least
+                    per_instance = self.prom.query(f"count by (instance) ({r['record']})")
+                    self.assertEqual(len(per_instance["data"]["result"]), 2, r["record"])
+        self.assertEqual(empty, [])
 
     def test_static_checks_of_the_deploy_files(self):
         check = load_check_dashboard()
