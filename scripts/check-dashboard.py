@@ -71,7 +71,7 @@ def metric_names(expr):
 def check_dashboard(problems):
     d = load_dashboard()
     variables = {v["name"] for v in d.get("templating", {}).get("list", [])}
-    for needed in ("device", "variant", "datasource"):
+    for needed in ("instance", "device", "variant", "datasource"):
         if needed not in variables:
             problems.append(f"dashboard: no variable ${needed}")
     ids = [p.get("id") for p in panels(d)]
@@ -79,6 +79,11 @@ def check_dashboard(problems):
         problems.append("dashboard: duplicate panel ids")
     docs = DOCS.read_text() if DOCS.exists() else ""
     for p in panels(d):
+        for t in p.get("targets", []):
+            for m in re.finditer(r"\b(matserve_[a-z0-9_]+)(\{[^}]*\})?", t.get("expr") or ""):
+                if '$instance' not in (m.group(2) or ""):
+                    problems.append(f"panel {p.get('title')!r}: {m.group(1)} is not filtered "
+                                    "by $instance")
         if p.get("type") == "row":
             continue
         title = p.get("title", "?")

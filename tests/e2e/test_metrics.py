@@ -393,7 +393,7 @@ class DashboardQueryTest(unittest.TestCase):
         dashboard = check.load_dashboard()
         # All values of the variables, as Grafana sends them for "All" (allValue ".*"), and a
         # rate window that covers the whole test.
-        values = {"device": ".*", "variant": ".*", "__rate_interval": "1m",
+        values = {"instance": ".*", "device": ".*", "variant": ".*", "__rate_interval": "1m",
                   "__interval": "1s", "__range": "5m", "datasource": "prometheus"}
         queries = check.queries(dashboard, values)
         self.assertGreater(len(queries), 20)
