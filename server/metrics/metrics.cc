@@ -11,11 +11,15 @@
 namespace matserve::server {
 namespace {
 
-// 50 us to 60 s, doubling: 50us, 100us, ..., 52.4s, then 60s.
+// 10 us to 60 s: fine below 1 ms, where small requests and the stages of every request fall
+// (10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800 us), then
+// doubling from 1 ms to 32.8 s, then 60 s.
 const prometheus::Histogram::BucketBoundaries& latency_buckets() {
   static const prometheus::Histogram::BucketBoundaries buckets = [] {
     prometheus::Histogram::BucketBoundaries b;
-    for (double v = 50e-6; v < 60.0; v *= 2) b.push_back(v);
+    for (double us : {10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800})
+      b.push_back(us * 1e-6);
+    for (double v = 1e-3; v < 60.0; v *= 2) b.push_back(v);
     b.push_back(60.0);
     return b;
   }();

@@ -73,9 +73,15 @@ TEST(MetricsTest, StageHistogramsAddUpWithinTheTotal) {
   EXPECT_LE(stage_sum("queue") + stage_sum("host_to_device") + stage_sum("kernel") +
                 stage_sum("device_to_host"),
             stage_sum("total"));
-  // 50 us lands in the first bucket (le=5e-05); 150 us in le=0.0002.
+  // 50 us lands in le=5e-05, not in le=4e-05 below it; 150 us (the total) in le=0.00015.
   EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_bucket",
                        {{"stage", "kernel"}, {"le", "5e-05"}}),
+            1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_bucket",
+                       {{"stage", "kernel"}, {"le", "4e-05"}}),
+            0);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_bucket",
+                       {{"stage", "total"}, {"le", "0.00015"}}),
             1);
 }
 
