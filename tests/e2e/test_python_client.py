@@ -605,7 +605,7 @@ class SdistWheelVenvTest(unittest.TestCase):
     """The package's release path, offline: an sdist built from client/python carries the proto
     files, a wheel builds from that sdist alone (no repository beside it), installs into a fresh
     virtual environment, and the installed client multiplies against the server: NumPy arrays,
-    an array-like in its own dtype, and the asyncio client."""
+    an array-like in its own dtype, fp8 compute, and the asyncio client."""
 
     def test_sdist_to_wheel_to_venv(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -654,6 +654,10 @@ class SdistWheelVenvTest(unittest.TestCase):
                     "    assert np.array_equal(r.c, a @ a.T), r.c\n"
                     "    r = c.multiply(memoryview(a), memoryview(np.ascontiguousarray(a.T)))\n"
                     "    assert r.c.dtype == np.float32, r.c.dtype\n"
+                    "    r = c.multiply(a, a.T, precision='fp8')\n"
+                    "    assert r.precision == 'fp8', r.precision\n"
+                    "    want = (a @ a.T).astype(np.float64)\n"
+                    "    assert np.linalg.norm(r.c - want) < 0.06 * np.linalg.norm(want)\n"
                     "async def main():\n"
                     "    async with AsyncClient(target, timeout=60) as c:\n"
                     "        return await c.multiply(a, a.T)\n"
