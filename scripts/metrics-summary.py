@@ -69,10 +69,11 @@ def main(argv):
               f"{s:9.3f} {rate:8.1f} {unit}")
 
     print("\nMean time per stage of successful requests (ms):")
-    sums = minus(by(now, "matserve_request_duration_seconds_sum", ("stage",)),
-                 by(before, "matserve_request_duration_seconds_sum", ("stage",)))
-    cnts = minus(by(now, "matserve_request_duration_seconds_count", ("stage",)),
-                 by(before, "matserve_request_duration_seconds_count", ("stage",)))
+    ok = {"outcome": "ok"}  # failed requests observe their total only (outcome="error")
+    sums = minus(by(now, "matserve_request_duration_seconds_sum", ("stage",), **ok),
+                 by(before, "matserve_request_duration_seconds_sum", ("stage",), **ok))
+    cnts = minus(by(now, "matserve_request_duration_seconds_count", ("stage",), **ok),
+                 by(before, "matserve_request_duration_seconds_count", ("stage",), **ok))
     for (stage,), v in sorted(sums.items()):
         if cnts.get((stage,), 0) > 0:
             print(f"  {stage:15s} {1e3 * v / cnts[(stage,)]:9.3f}")

@@ -75,8 +75,9 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
   duration_ = &BuildHistogram()
                    .Name("matserve_request_duration_seconds")
                    .Help(
-                       "Time per stage of successful requests (stage=total|queue|host_to_device|"
-                       "kernel|device_to_host)")
+                       "Time per stage of GEMM and transpose requests (stage=total|queue|"
+                       "host_to_device|kernel|device_to_host; outcome=ok, or error with the "
+                       "total only)")
                    .Register(*registry_);
   flops_ = &BuildCounter()
                 .Name("matserve_kernel_flops_total")
@@ -143,6 +144,8 @@ struct Metrics::Series {
   prometheus::Counter* sent = nullptr;
   // Successful gemm/transpose only (null otherwise).
   prometheus::Histogram* stages[5] = {};  // total, queue, host_to_device, kernel, device_to_host
+  // Failed gemm/transpose only: its total time (outcome="error").
+  prometheus::Histogram* failed_total = nullptr;
   prometheus::Counter* kernel_seconds = nullptr;
   prometheus::Counter* work = nullptr;  // flops (gemm) or kernel bytes (transpose)
   prometheus::Histogram* problem_size = nullptr;
@@ -168,13 +171,25 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
                                  {"code", r.code}});
   s->received = &received_->Add({{"rpc", r.rpc}});
   s->sent = &sent_->Add({{"rpc", r.rpc}});
-  if (r.code == "OK" && (r.op == "gemm" || r.op == "transpose")) {
+  const bool compute = r.op == "gemm" || r.op == "transpose";
+  if (compute && r.code != "OK") {
+    s->failed_total = &duration_->Add({{"op", r.op},
+                                       {"variant", r.variant},
+                                       {"precision", r.precision},
+                                       {"device", r.device},
+                                       {"stage", "total"},
+                                       {"outcome", "error"}},
+                                      latency_buckets());
+  }
+  if (compute && r.code == "OK") {
     const prometheus::Labels base = {
         {"op", r.op}, {"variant", r.variant}, {"precision", r.precision}};
     const char* stages[5] = {"total", "queue", "host_to_device", "kernel", "device_to_host"};
     for (int i = 0; i < 5; ++i) {
       prometheus::Labels l = base;
       l.emplace("stage", stages[i]);
+      l.emplace("device", r.device);
+      l.emplace("outcome", "ok");
       s->stages[i] = &duration_->Add(l, latency_buckets());
     }
     prometheus::Labels k = base;
@@ -192,6 +207,7 @@ void Metrics::record(const RequestRecord& r) {
   s.requests->Increment();
   s.received->Increment(static_cast<double>(r.bytes_received));
   s.sent->Increment(static_cast<double>(r.bytes_sent));
+  if (s.failed_total != nullptr) s.failed_total->Observe(r.times.total_us * 1e-6);
   if (s.kernel_seconds == nullptr) return;  // failed, or not a compute RPC
   const double stage_us[5] = {r.times.total_us, r.times.queue_us, r.times.host_to_device_us,
                               r.times.kernel_us, r.times.device_to_host_us};

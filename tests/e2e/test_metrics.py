@@ -192,9 +192,15 @@ class ScrapeTest(unittest.TestCase):
         ok = self.sent["ok_gemm"] + self.sent["ok_transpose"]
         stages = ("queue", "host_to_device", "kernel", "device_to_host")
         for stage in stages + ("total",):
-            self.assertEqual(total(t, "matserve_request_duration_seconds_count", stage=stage), ok)
+            self.assertEqual(total(t, "matserve_request_duration_seconds_count", stage=stage,
+                                   outcome="ok"), ok)
+        # Failed requests observe their total time only (outcome="error").
+        self.assertEqual(total(t, "matserve_request_duration_seconds_count", outcome="error"),
+                         self.sent["invalid"])
+        self.assertEqual(total(t, "matserve_request_duration_seconds_count", stage="queue",
+                               outcome="error"), 0)
         parts = sum(total(t, "matserve_request_duration_seconds_sum", stage=s) for s in stages)
-        whole = total(t, "matserve_request_duration_seconds_sum", stage="total")
+        whole = total(t, "matserve_request_duration_seconds_sum", stage="total", outcome="ok")
         self.assertGreater(whole, 0)
         self.assertLessEqual(parts, whole * (1 + 1e-9))
         # And per request, as the replies report them.
@@ -203,7 +209,8 @@ class ScrapeTest(unittest.TestCase):
             self.assertLessEqual(tm.queue_us + tm.host_to_device_us + tm.kernel_us +
                                  tm.device_to_host_us, tm.total_us * (1 + 1e-9), tm)
         # Histogram buckets are cumulative and end at +Inf == count.
-        inf = total(t, "matserve_request_duration_seconds_bucket", stage="total", le="+Inf")
+        inf = total(t, "matserve_request_duration_seconds_bucket", stage="total", le="+Inf",
+                    outcome="ok")
         self.assertEqual(inf, ok)
 
     def test_runtime_and_build_info(self):

@@ -85,7 +85,7 @@ TEST(MetricsTest, StageHistogramsAddUpWithinTheTotal) {
             1);
 }
 
-TEST(MetricsTest, FailedRequestsObserveNoStagesAndNoKernelWork) {
+TEST(MetricsTest, FailedRequestsObserveTheirTotalOnlyAndNoKernelWork) {
   Metrics m = make_metrics();
   RequestRecord bad{.rpc = "Transpose",
                     .op = "transpose",
@@ -93,10 +93,17 @@ TEST(MetricsTest, FailedRequestsObserveNoStagesAndNoKernelWork) {
                     .precision = "fp32",
                     .device = "none",
                     .code = "RESOURCE_EXHAUSTED"};
+  bad.times.total_us = 30;
   m.record(bad);
   const std::string text = m.scrape();
   EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"code", "RESOURCE_EXHAUSTED"}}), 1);
-  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count"), -1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count",
+                       {{"stage", "total"}, {"outcome", "error"}, {"device", "none"}}),
+            1);
+  EXPECT_DOUBLE_EQ(
+      sample_sum(text, "matserve_request_duration_seconds_sum", {{"outcome", "error"}}), 30e-6);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count", {{"outcome", "ok"}}), -1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count", {{"stage", "kernel"}}), -1);
   EXPECT_EQ(sample_sum(text, "matserve_kernel_seconds_total"), -1);
 }
 
