@@ -148,6 +148,34 @@ class TokenTest(unittest.TestCase):
                 anonymous.server_info()
             self.assertIn("UNAUTHENTICATED", str(ctx.exception))
 
+    def test_python_metadata_per_client_and_per_block(self):
+        # The token as plain metadata: for every call of a client (metadata=), or only for the
+        # calls inside a call_metadata() block, streamed ones included; the asyncio client too.
+        import asyncio
+        from matserve_client import Client, Unauthenticated, call_metadata
+        from matserve_client.aio import AsyncClient
+        header = ("authorization", f"Bearer {ALICE}")
+        with Client(self.server.target, timeout=30, metadata=[header]) as c:
+            self.assertEqual(c.multiply(rand(2, 3), rand(3, 4)).c.shape, (2, 4))
+        with Client(self.server.target, timeout=30) as c:
+            with call_metadata(header):
+                big = c.upload(rand(100, 100), stream=True)
+                self.assertEqual(c.multiply(big, rand(100, 2)).c.shape, (100, 2))
+                big.release()
+            with self.assertRaises(Unauthenticated):
+                c.server_info()
+
+        async def aio():
+            async with AsyncClient(self.server.target, timeout=30) as c:
+                with call_metadata(header):
+                    r = await c.multiply(rand(2, 3), rand(3, 4))
+                with self.assertRaises(Unauthenticated):
+                    await c.server_info()
+            async with AsyncClient(self.server.target, timeout=30, metadata=[header]) as c:
+                return r, await c.health()
+        r, status = asyncio.run(aio())
+        self.assertEqual((r.c.shape, status), ((2, 4), "SERVING"))
+
     def test_per_caller_resident_quota(self):
         h = call(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(100, 100))), BOB).resident.handle  # 40 KB
         self.expect(grpc.StatusCode.RESOURCE_EXHAUSTED, "--max_resident_bytes_per_owner", self.stub.Upload,

@@ -9,6 +9,7 @@
 
 matserve_client.aio.AsyncClient is the asyncio client (grpc.aio).
 """
+from .auth import call_metadata
 from .client import Client
 from .dtypes import Bfloat16, bf16_bits_to_float32, float_to_bf16_bits
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
@@ -25,7 +26,7 @@ from .shared_memory import SharedMemoryRegion, ShmMatrix
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ResidentMatrix", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
+    "Client", "call_metadata", "ResidentMatrix", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix", "Bfloat16",
     "float_to_bf16_bits", "bf16_bits_to_float32", "MultiplyResult", "MultiplyBatchedResult",
     "TransposeResult", "Timing", "Verification", "KernelInfo", "ServerInfo", "ServerLimits",
     "DeviceInfo", "ResidentInfo", "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown",

@@ -22,6 +22,7 @@ import grpc
 import grpc.aio
 
 from . import dtypes, health
+from .auth import bearer, check_pairs, current_call_metadata
 from ._stubs import pb, rpc
 from .client import DEFAULT_MAX_MESSAGE_BYTES, _compute, _order
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, decode, memory_order,
@@ -81,14 +82,16 @@ AsyncOperand = Union[AsyncResidentMatrix, Any]
 class AsyncClient:
     """A grpc.aio connection to one matserve server. Arguments as for `Client`: target, default
     deadline `timeout` in seconds, `max_message_bytes`, TLS `credentials`, bearer `token`, extra
-    channel `options` (a dns:/// target balances round robin, as in Client). Use it from one
-    event loop; `async with` closes it."""
+    channel `options` (a dns:/// target balances round robin, as in Client), `metadata` pairs
+    sent with every call (and those of enclosing `call_metadata()` blocks). Use it from one event
+    loop; `async with` closes it."""
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  token: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+                 options: Sequence[Tuple[str, Any]] = (),
+                 metadata: Sequence[Tuple[str, str]] = ()) -> None:
         self.target = target
         self.timeout = timeout
         self.max_message_bytes = int(max_message_bytes)
@@ -99,12 +102,16 @@ class AsyncClient:
             self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
         else:
             self._channel = grpc.aio.insecure_channel(target, options=opts)
-        if token is not None and not token:
-            raise ValueError("token must not be empty")
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        fixed = check_pairs(metadata, "metadata")
+        self._fixed_metadata = ((bearer(token),) if token else ()) + fixed
         self._stub = rpc.MatrixServiceStub(self._channel)
         self._health = self._channel.unary_unary(health.METHOD, request_serializer=lambda b: b,
                                                  response_deserializer=lambda b: b)
+
+    def _metadata(self):
+        """The client's pairs and those of the enclosing call_metadata() blocks (None: none)."""
+        pairs = self._fixed_metadata + current_call_metadata()
+        return pairs or None
 
     async def close(self) -> None:
         await self._channel.close()
@@ -119,7 +126,7 @@ class AsyncClient:
         try:
             return await getattr(self._stub, method)(
                 request, timeout=self.timeout if timeout is None else timeout,
-                metadata=self._metadata)
+                metadata=self._metadata())
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None
 
@@ -129,7 +136,7 @@ class AsyncClient:
         try:
             reply = await self._health(health.encode_request(service),
                                        timeout=self.timeout if timeout is None else timeout,
-                                       metadata=self._metadata)
+                                       metadata=self._metadata())
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None
         return health.decode_status(reply)

@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 
 from . import batched, dtypes, health, shared_memory, transfer
-from .auth import BearerToken
+from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, decode,
                        memory_order, prepare)
@@ -70,7 +70,9 @@ class Client:
     credentials: grpc.ChannelCredentials for TLS; token: a bearer token sent with every call
     (servers started with --auth_tokens_file); options: extra gRPC channel options. A "dns:///"
     target balances calls round robin over every address it resolves to (unless options name
-    grpc.lb_policy_name or grpc.service_config).
+    grpc.lb_policy_name or grpc.service_config). metadata: (key, value) pairs sent with every
+    call; `with matserve_client.call_metadata(("x-request-id", "42")):` adds pairs to the calls
+    made inside the block.
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -78,7 +80,8 @@ class Client:
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, auto_stream: bool = True,
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  token: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+                 options: Sequence[Tuple[str, Any]] = (),
+                 metadata: Sequence[Tuple[str, str]] = ()) -> None:
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
         self.target = target
@@ -93,9 +96,10 @@ class Client:
             self._channel = grpc.secure_channel(target, credentials, options=opts)
         else:
             self._channel = grpc.insecure_channel(target, options=opts)
-        calls = self._channel
+        fixed = check_pairs(metadata, "metadata")
         if token:
-            calls = grpc.intercept_channel(self._channel, BearerToken(token))
+            fixed = (bearer(token),) + fixed
+        calls = grpc.intercept_channel(self._channel, CallMetadata(fixed))
         self._stub = rpc.MatrixServiceStub(calls)
         self._health = calls.unary_unary(health.METHOD, request_serializer=lambda b: b,
                                          response_deserializer=lambda b: b)
