@@ -246,12 +246,12 @@ struct VecTile {
   // A warp store that starts in the middle of a 32-byte sector leaves partial sectors at both
   // ends, which L2 has to complete from DRAM: on the H100 a copy whose destination is off by one
   // fp32 element keeps 73% of cudaMemcpy's bandwidth, one whose source is off keeps 95.5%
-  // (bench/store_alignment.cu). So the skewed tile moves the ragged edge to the load side: output row j of the tile
-  // covers output columns [r0 - d(j), r0 - d(j) + T), where d(j) < E shifts the segment's start
-  // onto a sector boundary. Every warp store then writes whole sectors; the tile reads E more
-  // input rows (r0 - E ..) to cover the shifts, and the grid has ceil((rows + E - 1) / T) tile
-  // rows. Shared tile: T input columns of kSkewRows input rows, padded so that a warp's 32
-  // column-strided writes and its row reads fall in distinct banks.
+  // (bench/store_alignment.cu). So the skewed tile moves the ragged edge to the load side:
+  // output row j of the tile covers output columns [r0 - d(j), r0 - d(j) + T), where d(j) < E
+  // shifts the segment's start onto a sector boundary. Every warp store then writes whole sectors;
+  // the tile reads E more input rows (r0 - E ..) to cover the shifts, and the grid has ceil((rows +
+  // E - 1) / T) tile rows. Shared tile: T input columns of kSkewRows input rows, padded so that a
+  // warp's 32 column-strided writes and its row reads fall in distinct banks.
   static constexpr int E = 32 / static_cast<int>(sizeof(Bits));  // elements per 32-byte sector
   static constexpr int kSkewRows = T + E;
   static constexpr int PS = kSkewRows + kPad;
