@@ -22,8 +22,12 @@ constexpr int kMaxInFlight = 2;
 
 void add_operand(std::string& key, const Operand& o) {
   absl::StrAppend(&key, o.rows, "x", o.cols, ":", static_cast<int>(o.dtype), ":",
-                  static_cast<int>(o.layout), ":",
-                  o.is_resident() ? absl::StrCat("r", o.resident->device) : std::string("i"), "|");
+                  static_cast<int>(o.layout), ":");
+  if (o.is_resident()) {
+    absl::StrAppend(&key, "r", o.resident->device, "|");  // resident, on this device
+  } else {
+    key += "i|";  // inline
+  }
 }
 
 std::uint64_t bits(double v) {

@@ -64,7 +64,10 @@ class CallMetadata(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
         self._fixed = tuple(fixed)
 
     def _with_metadata(self, d):
-        metadata = list(d.metadata or []) + list(self._fixed) + list(current_call_metadata())
+        block = current_call_metadata()
+        if not self._fixed and not block:
+            return d  # nothing to add: the call goes out as it came
+        metadata = list(d.metadata or []) + list(self._fixed) + list(block)
         return _Details(d.method, d.timeout, metadata, d.credentials,
                         getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
 
