@@ -88,5 +88,5 @@ wait $server
 
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 python3 "$here/bench/batching_summary.py" "$out" --device "${device:-$backend}" \
-  --server-args "${batching_args[*]}" --backend "$backend" --procs "$procs"
+  --server-args "${batching_args[*]}" --backend "$backend"
 cat "$out/batching.md"

@@ -4,7 +4,7 @@ dynamic-on,ping}.json and OUT/{ping,dynamic-off,dynamic-on}-procs-pK.json (matse
 --json; one file per client process), writes OUT/batching.json (all runs, one file) and
 OUT/batching.md, and removes the per-run files.
 
-usage: batching_summary.py OUT [--device NAME] [--server-args ARGS] [--backend B] [--procs N]
+usage: batching_summary.py OUT [--device NAME] [--server-args ARGS] [--backend B]
 """
 import argparse
 import datetime
@@ -92,7 +92,6 @@ def main():
     ap.add_argument("--device", default="")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--backend", default="cuda")
-    ap.add_argument("--procs", type=int, default=0, help="client processes of the -procs runs")
     args = ap.parse_args()
     runs = load(args.out)
     md = [f"# Batching through the server ({args.device})", "",
