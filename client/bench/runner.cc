@@ -105,17 +105,22 @@ struct Shared {
   std::mt19937_64 arrivals_rng{12345};
 };
 
+// Claims one timed request from the budget (--requests); false once it is spent.
+bool ClaimFromBudget(Shared& shared) {
+  return !shared.budget || shared.claimed.fetch_add(1) < *shared.budget;
+}
+
 // True while the run may issue another timed request (claims one from the budget).
 bool NextRequest(Shared& shared) {
   if (Clock::now() >= shared.deadline) return false;
-  return !shared.budget || shared.claimed.fetch_add(1) < *shared.budget;
+  return ClaimFromBudget(shared);
 }
 
 // Open loop: the scheduled time of the next timed request, or nothing when the budget is spent
 // or the schedule has passed the deadline.
 std::optional<Clock::time_point> NextArrival(Shared& shared) {
   const BenchOptions& o = shared.context.options;
-  if (shared.budget && shared.claimed.fetch_add(1) >= *shared.budget) return std::nullopt;
+  if (!ClaimFromBudget(shared)) return std::nullopt;
   double offset = 0;
   {
     std::lock_guard lock(shared.arrivals_mu);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "client/cli/args.h"
 #include "client/cpp/client.h"
+#include "client/cpp/matrix.h"
 #include "client/cpp/npy.h"
 #include "kernels/cpu/reference.h"
 
@@ -85,6 +86,21 @@ absl::StatusOr<Reply> CallRepeated(Call call, Rate rate, std::int64_t warmup, st
   median_rate = Median(rates);
   median_rpc_us = Median(rpcs);
   return reply;
+}
+
+// The options a Multiply and a MultiplyBatched request share (the two messages name them
+// alike): op states, alpha and beta when given, variant, compute mode, output dtype, the
+// server's check. The output layout is the caller's (Multiply follows a given C's).
+template <typename Request>
+void SetMultiplyOptions(const MultiplyOptions& opt, Request& request) {
+  request.set_transpose_a(opt.transpose_a);
+  request.set_transpose_b(opt.transpose_b);
+  if (opt.alpha) request.set_alpha(*opt.alpha);
+  if (opt.beta) request.set_beta(*opt.beta);
+  request.set_variant(opt.variant);
+  request.set_compute(opt.compute);
+  if (opt.output_dtype) request.set_output_dtype(ToProto(*opt.output_dtype));
+  request.set_verify(opt.server_verify);
 }
 
 int RunMultiply(const Env& env, const MultiplyOptions& opt);    // multiply_command.cc

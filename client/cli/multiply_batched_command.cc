@@ -87,15 +87,8 @@ int RunMultiplyBatched(const Env& env, const MultiplyOptions& opt) {
   v1::MultiplyBatchedRequest request;
   request.set_batch(opt.batch);
   if (absl::Status s = RandomBatchInputs(opt, request); !s.ok()) return InputError(env.err, s);
-  request.set_transpose_a(opt.transpose_a);
-  request.set_transpose_b(opt.transpose_b);
-  if (opt.alpha) request.set_alpha(*opt.alpha);
-  if (opt.beta) request.set_beta(*opt.beta);
-  request.set_variant(opt.variant);
-  request.set_compute(opt.compute);
-  if (opt.output_dtype) request.set_output_dtype(ToProto(*opt.output_dtype));
+  SetMultiplyOptions(opt, request);
   request.set_output_layout(ToProto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
-  request.set_verify(opt.server_verify);
 
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
   if (!client.ok()) return InputError(env.err, client.status());

@@ -91,17 +91,10 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
   const absl::Status inputs =
       opt.random ? RandomInputs(opt, request) : FileAndHandleInputs(opt, request);
   if (!inputs.ok()) return InputError(env.err, inputs);
-  request.set_transpose_a(opt.transpose_a);
-  request.set_transpose_b(opt.transpose_b);
-  if (opt.alpha) request.set_alpha(*opt.alpha);
-  if (opt.beta) request.set_beta(*opt.beta);
-  request.set_variant(opt.variant);
-  request.set_compute(opt.compute);
-  if (opt.output_dtype) request.set_output_dtype(ToProto(*opt.output_dtype));
+  SetMultiplyOptions(opt, request);
   request.set_output_layout(request.has_c()
                                 ? request.c().layout()
                                 : ToProto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
-  request.set_verify(opt.server_verify);
   request.set_keep_result(opt.keep_result);
 
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);

@@ -48,6 +48,22 @@ const void* bytes_of(const Operand& o) {
   return o.is_resident() ? o.resident->block.data() : o.data.data();
 }
 
+// The step every CPU operation ends with: chooses the variant for `p`, runs it on the calling
+// thread (the execution slot is held) and records what ran, its time and `work(p)` (FLOPs or
+// bytes moved).
+template <typename Problem, typename Chooser, typename Work>
+absl::Status run_chosen(const Problem& p, const Chooser& choose, Work work, Outcome& outcome) {
+  auto v = choose(p);
+  if (!v.ok()) return v.status();
+  const absl::Time start = absl::Now();
+  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
+  outcome.times.kernel_us = micros_since(start);
+  outcome.variant = std::string((*v)->name);
+  outcome.device = "cpu";
+  outcome.work = work(p);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
@@ -88,14 +104,8 @@ absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
   if (job.c.has_value() && job.beta != 0.0) std::memcpy(c, bytes_of(*job.c), job.out_bytes());
   const kernels::GemmProblem p =
       gemm_problem(job, job.a.dtype, bytes_of(job.a), bytes_of(job.b), c);
-  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
-  if (!v.ok()) return v.status();
-  const absl::Time start = absl::Now();
-  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
-  outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string((*v)->name);
-  outcome.device = "cpu";
-  outcome.work = kernels::gemm_flops(p);
+  const auto flops = [](const kernels::GemmProblem& q) { return kernels::gemm_flops(q); };
+  if (absl::Status s = run_chosen(p, choose, flops, outcome); !s.ok()) return s;
   if (job.keep_result) {
     outcome.result = make_resident(admission->take_block(0), job.m(), job.n(), job.out_dtype,
                                    job.out_layout, job.owner, 0, "cpu");
@@ -136,14 +146,8 @@ absl::Status CpuBackend::multiply_batch(const GemmBatchJob& job, const GemmChoos
       strided.has_value() ? *strided : arrays.placed_at(arrays.host.data());
   const kernels::GemmProblem p =
       gemm_problem(shape, shape.a.dtype, ptrs.a[0], ptrs.b[0], ptrs.c[0], batch);
-  absl::StatusOr<const kernels::GemmVariant*> v = choose(p);
-  if (!v.ok()) return v.status();
-  const absl::Time start = absl::Now();
-  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
-  outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string((*v)->name);
-  outcome.device = "cpu";
-  outcome.work = kernels::gemm_flops(p);
+  const auto flops = [](const kernels::GemmProblem& q) { return kernels::gemm_flops(q); };
+  if (absl::Status s = run_chosen(p, choose, flops, outcome); !s.ok()) return s;
   if (shape.keep_result) {
     for (std::int64_t i = 0; i < job.count; ++i) {
       outcome.results.push_back(make_resident(admission->take_block(static_cast<std::size_t>(i)),
@@ -168,14 +172,8 @@ absl::Status CpuBackend::transpose(const TransposeJob& job, const TransposeChoos
               : job.keep_result ? admission->block(0).data()
                                 : out.data();
   const kernels::TransposeProblem p = transpose_problem(job, in, dst);
-  absl::StatusOr<const kernels::TransposeVariant*> v = choose(p);
-  if (!v.ok()) return v.status();
-  const absl::Time start = absl::Now();
-  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
-  outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string((*v)->name);
-  outcome.device = "cpu";
-  outcome.work = kernels::transpose_bytes(p);
+  const auto bytes = [](const kernels::TransposeProblem& q) { return kernels::transpose_bytes(q); };
+  if (absl::Status s = run_chosen(p, choose, bytes, outcome); !s.ok()) return s;
   if (job.keep_result) {
     outcome.result = make_resident(admission->take_block(0), job.a.cols, job.a.rows, job.a.dtype,
                                    job.a.layout, job.owner, 0, "cpu");

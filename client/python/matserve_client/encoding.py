@@ -156,18 +156,24 @@ def prepare_batch(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: 
                     flat=flat, batch=int(arr.shape[0]))
 
 
-def assemble(rows: int, cols: int, dtype: str, order: str, data: Any, bf16_bits: bool = False,
-             what: str = "reply") -> Union[np.ndarray, dtypes.Bfloat16]:
-    """A writable array from raw bytes (bytes, bytearray or uint8 array) of a known header."""
+def _wire_elements(data: Any, dtype: str, count: int, what: str, holding: str):
+    """(flat view of `count` wire elements, whether the bytes are writable) of raw bytes (bytes,
+    bytearray or uint8 array); DATA_LOSS naming what they should hold when the length is off."""
     wire = dtypes.wire_dtype(dtype)
-    expected = rows * cols * wire.itemsize
+    expected = count * wire.itemsize
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     if buf.nbytes != expected:
         raise error_for(grpc.StatusCode.DATA_LOSS,
-                        f"{what}: {buf.nbytes} bytes for a {rows}x{cols} {dtype} matrix, "
-                        f"expected {expected}")
-    flat = buf.view(wire)
-    if not buf.flags.writeable:
+                        f"{what}: {buf.nbytes} bytes for {holding}, expected {expected}")
+    return buf.view(wire), buf.flags.writeable
+
+
+def assemble(rows: int, cols: int, dtype: str, order: str, data: Any, bf16_bits: bool = False,
+             what: str = "reply") -> Union[np.ndarray, dtypes.Bfloat16]:
+    """A writable array from raw bytes (bytes, bytearray or uint8 array) of a known header."""
+    flat, writeable = _wire_elements(data, dtype, rows * cols, what,
+                                     f"a {rows}x{cols} {dtype} matrix")
+    if not writeable:
         flat = flat.copy()
     arr = flat.reshape((rows, cols), order=order)
     if dtype == dtypes.BF16:
@@ -190,17 +196,11 @@ def assemble_batch(batch: int, rows: int, cols: int, dtype: str, order: str, dat
     """A writable (batch, rows, cols) array from the raw bytes of a stack (float32 for bf16);
     with order "F" each x[i] is Fortran-contiguous (a view of the stacked bytes, no reordering).
     """
-    wire = dtypes.wire_dtype(dtype)
-    expected = batch * rows * cols * wire.itemsize
-    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
-    if buf.nbytes != expected:
-        raise error_for(grpc.StatusCode.DATA_LOSS,
-                        f"{what}: {buf.nbytes} bytes for {batch} matrices of {rows}x{cols} "
-                        f"{dtype}, expected {expected}")
-    flat = buf.view(wire)
+    flat, writeable = _wire_elements(data, dtype, batch * rows * cols, what,
+                                     f"{batch} matrices of {rows}x{cols} {dtype}")
     if dtype == dtypes.BF16:
         flat = dtypes.bf16_bits_to_float32(flat.astype(np.uint16, copy=False))
-    elif not buf.flags.writeable:
+    elif not writeable:
         flat = flat.copy()
     flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
     if order == "F":
