@@ -31,19 +31,19 @@ def run(client, shape, transport, reps, warmup):
     b = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     closers = []
     if transport == "inline":
-        call = lambda: client.multiply(a, b, precision="fp32")  # noqa: E731
+        call = lambda: client.multiply(a, b, compute="fp32")  # noqa: E731
     elif transport == "shm":
         region = client.create_shared_memory(3 * a.nbytes + 4096)
         closers.append(region)
         sa, sb, so = region.put(a), region.put(b), region.empty(n, n, "fp32")
-        call = lambda: client.multiply(sa, sb, out=so, precision="fp32")  # noqa: E731
+        call = lambda: client.multiply(sa, sb, out=so, compute="fp32")  # noqa: E731
     else:
         import torch
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         to = torch.empty(n, n, device="cuda")
         ca, cb, co = (client.cuda_matrix(t) for t in (ta, tb, to))
         closers += [ca, cb, co]
-        call = lambda: client.multiply(ca, cb, out=co, precision="fp32")  # noqa: E731
+        call = lambda: client.multiply(ca, cb, out=co, compute="fp32")  # noqa: E731
     try:
         for _ in range(warmup):
             call()

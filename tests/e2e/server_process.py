@@ -96,6 +96,27 @@ class ServerProcess:
             self.stop()
 
 
+class ClientServerTest(unittest.TestCase):
+    """Tests sharing one server (ServerProcess(*SERVER_ARGS)) and one Python client (cls.client,
+    matserve_client.Client with CLIENT_TIMEOUT seconds); the server must exit 0 afterwards."""
+
+    SERVER_ARGS = ()
+    CLIENT_TIMEOUT = 60
+
+    @classmethod
+    def setUpClass(cls):
+        from matserve_client import Client  # only the Python client's tests need it
+
+        cls.server = ServerProcess(*cls.SERVER_ARGS)
+        cls.client = Client(cls.server.target, timeout=cls.CLIENT_TIMEOUT)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        code = cls.server.stop()
+        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+
+
 def health_check(channel, service=""):
     """grpc.health.v1.Health/Check by hand-encoded protobuf (no extra stubs needed).
 

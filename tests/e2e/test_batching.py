@@ -248,10 +248,10 @@ class BatchedTest(unittest.TestCase):
         ints = np.random.default_rng(3).integers(-3, 4, size=(2, 40, 64)).astype(np.float32)
         ints[ints == 0] = 1
         b_ints = np.random.default_rng(4).integers(-3, 4, size=(2, 64, 24)).astype(np.float32)
-        exact = self.client.multiply_batched(ints, b_ints, precision="bf16", verify=True)
+        exact = self.client.multiply_batched(ints, b_ints, compute="bf16", verify=True)
         self.assertEqual(exact.verification.max_abs_error, 0.0)
         mixed = self.client.multiply_batched(np.concatenate([ints, a[:1]]),
-                                             np.concatenate([b_ints, b[:1]]), precision="bf16",
+                                             np.concatenate([b_ints, b[:1]]), compute="bf16",
                                              verify=True)
         np.testing.assert_array_equal(mixed.c[:2], exact.c)
         self.assertGreater(mixed.verification.rel_l2_error, 1e-6)
@@ -527,7 +527,7 @@ class MergedLaunchTest(OrderedArrivals, unittest.TestCase):
             "column-major result": (dict(out_order="F"), "fp64"),
             "fp16": (dict(dtype=np.float16), "fp16"),
             "bf16 to fp32": (dict(dtype=np.float32, bf16=True, out_dtype="fp32"), "fp32"),
-            "tf32": (dict(dtype=np.float32, precision="tf32"), "fp16"),
+            "tf32": (dict(dtype=np.float32, compute="tf32"), "fp16"),
             "keep_result and verify": (dict(keep_result=True, verify=True), "fp64"),
         }
         for name, (options, tol) in cases.items():

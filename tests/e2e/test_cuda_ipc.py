@@ -56,7 +56,7 @@ class CudaIpcTest(unittest.TestCase):
             out = torch.full((m, n), float("nan"), device="cuda")
             with self.client.cuda_matrix(a) as ca, self.client.cuda_matrix(b) as cb, \
                     self.client.cuda_matrix(out) as co:
-                r = self.client.multiply(ca, cb, out=co, precision="fp32")
+                r = self.client.multiply(ca, cb, out=co, compute="fp32")
                 self.assertIs(r.c, out)
                 self.assertEqual(r.timing.host_to_device_us, 0.0)
                 torch.cuda.synchronize()

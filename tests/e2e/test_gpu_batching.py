@@ -49,7 +49,7 @@ class GpuBatchedTest(unittest.TestCase):
         """One MultiplyBatched; a declared constraint (FAILED_PRECONDITION) is skipped."""
         try:
             r = self.client.multiply_batched(
-                a, b, variant=kernel, precision=None if precision == DATA[precision] else precision,
+                a, b, variant=kernel, compute=None if precision == DATA[precision] else precision,
                 **kwargs)
         except mc.MatservError as e:
             if e.code == grpc.StatusCode.FAILED_PRECONDITION:

@@ -2,6 +2,7 @@
 CPU backend.
 
 100 multiplies in flight at once from one event loop, each checked against NumPy in float64;
+compute= (and its deprecated name precision=) with the server's verify;
 resident matrices (upload, multiply by handle with the result kept, download, release);
 transposes; the server's information, kernels and health; errors surfacing as MatservError
 subclasses with their codes; a bearer token on a server that requires one.
@@ -64,6 +65,23 @@ class AsyncClientTest(unittest.TestCase):
             self.assertEqual((r.variant, r.device), ("cpu_openblas", "cpu"))
             self.assertGreater(r.timing.total_us, 0)
 
+    def test_compute_keyword_verify_and_the_deprecated_precision(self):
+        a, b = rand(24, 40), rand(40, 16)
+        want = a.astype(np.float64) @ b
+
+        async def main():
+            async with AsyncClient(self.server.target, timeout=60) as client:
+                new = await client.multiply(a, b, compute="bf16", verify=True)
+                with self.assertWarnsRegex(DeprecationWarning, "use compute=") as warned:
+                    old = await client.multiply(a, b, precision="bf16")
+                self.assertEqual(warned.filename, __file__)
+                return new, old
+        new, old = run(main())
+        self.assertEqual((new.precision, old.precision), ("bf16", "bf16"))
+        np.testing.assert_array_equal(new.c, old.c)
+        self.assertLess(new.verification.rel_l2_error, 1e-2)
+        self.assertLess(rel_l2(new.c.astype(np.float64), want), 1e-2)
+
     def test_resident_matrices_and_transpose(self):
         a, b = rand(30, 20, np.float64), rand(20, 10, np.float64)
 
@@ -99,7 +117,9 @@ class AsyncClientTest(unittest.TestCase):
                     await client.health("no.such.Service")
                 with self.assertRaises(mc.InvalidArgument) as ctx:
                     await client.multiply(rand(3, 4), rand(5, 6))
-                with self.assertRaises(mc.FailedPrecondition):
+                # A CUDA build knows cublas (another backend's); a CPU-only one knows no such name.
+                cuda_build = os.environ.get("MATSERVE_HAVE_CUDA") == "1"
+                with self.assertRaises(mc.FailedPrecondition if cuda_build else mc.InvalidArgument):
                     await client.multiply(rand(3, 4), rand(4, 2), variant="cublas")
                 return info, kernels, status, ctx.exception
         info, kernels, status, error = run(main())

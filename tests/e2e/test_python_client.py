@@ -22,7 +22,7 @@ import numpy as np
 
 import matserve_client as mc
 from matserve_client import Bfloat16, Client
-from server_process import ServerProcess
+from server_process import ClientServerTest, ServerProcess
 from test_service import rand, rel_l2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,17 +34,9 @@ def as_f64(x):
     return (x.to_float32() if isinstance(x, Bfloat16) else np.asarray(x)).astype(np.float64)
 
 
-class ClientTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = ServerProcess("--max_matrix_bytes=67108864", "--max_dimension=100000")
-        cls.client = Client(cls.server.target, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        code = cls.server.stop()
-        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
+class ClientTest(ClientServerTest):
+    SERVER_ARGS = ("--max_matrix_bytes=67108864", "--max_dimension=100000")
+    CLIENT_TIMEOUT = 120
 
     def resident_or_skip(self):
         """Skips (visibly) when this server build has no resident-matrix RPCs yet."""
@@ -120,16 +112,16 @@ class ClientTest(unittest.TestCase):
         r = self.client.multiply(a.astype(np.float32), b.astype(np.float32), c=c, beta=1.0)
         self.assertLess(rel_l2(r.c.astype(np.float64), a @ b + c), 1e-5)
 
-    def test_precisions_verify_timing_and_rate(self):
+    def test_compute_modes_verify_timing_and_rate(self):
         a, b = rand(64, 96), rand(96, 40)
         want = a.astype(np.float64) @ b
-        for precision, tol in [("tf32", 5e-3), ("fp16", 1e-2), ("bf16", 1e-2), ("fp32", 1e-5),
-                               ("fp8", 6e-2)]:  # e4m3: 3 mantissa bits, per-tensor scales
-            r = self.client.multiply(a, b, precision=precision, verify=True)
-            self.assertEqual(r.precision, precision)
+        for compute, tol in [("tf32", 5e-3), ("fp16", 1e-2), ("bf16", 1e-2), ("fp32", 1e-5),
+                             ("fp8", 6e-2)]:  # e4m3: 3 mantissa bits, per-tensor scales
+            r = self.client.multiply(a, b, compute=compute, verify=True)
+            self.assertEqual(r.precision, compute)  # the reply says what was computed
             self.assertEqual(r.c.dtype, np.float32)
-            self.assertLess(rel_l2(r.c.astype(np.float64), want), tol, precision)
-            self.assertLess(r.verification.rel_l2_error, tol, precision)
+            self.assertLess(rel_l2(r.c.astype(np.float64), want), tol, compute)
+            self.assertLess(r.verification.rel_l2_error, tol, compute)
         r = self.client.multiply(rand(200, 300), rand(300, 100), variant="auto", verify=True)
         self.assertTrue(r.variant and r.device)
         t = r.timing
@@ -224,7 +216,7 @@ class ClientTest(unittest.TestCase):
                           mul, a, b.astype(np.float64))
         self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT,
                           "compute: mode 'tf32' is not available for fp64", mul,
-                          a.astype(np.float64), b.astype(np.float64), precision="tf32")
+                          a.astype(np.float64), b.astype(np.float64), compute="tf32")
         self.assert_error(mc.InvalidArgument, S.INVALID_ARGUMENT, "is a GEMM kernel",
                           self.client.transpose, a, variant="cpu_openblas")
         if "cpu_inplace" in [k.name for k in self.client.list_kernels("transpose")]:
@@ -251,7 +243,7 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             mul(np.ones(3), np.ones(3))
         with self.assertRaises(ValueError):
-            mul(a, b, precision="fp4")
+            mul(a, b, compute="fp4")
         # And the server still answers correctly.
         self.assertLess(rel_l2(mul(a, b).c.astype(np.float64), a.astype(np.float64) @ b), 1e-5)
 
@@ -353,19 +345,8 @@ def shm_exists(key):
     return os.path.exists("/dev/shm" + key)
 
 
-class SharedMemoryClientTest(unittest.TestCase):
+class SharedMemoryClientTest(ClientServerTest):
     """Client.create_shared_memory / register_shared_memory, ShmMatrix operands and `out`."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = ServerProcess()
-        cls.client = Client(cls.server.target, timeout=60)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        code = cls.server.stop()
-        assert code == 0, f"server exit code {code}\n{cls.server.output()}"
 
     def setUp(self):
         self.region = self.client.create_shared_memory(4 << 20)
@@ -605,7 +586,8 @@ class SdistWheelVenvTest(unittest.TestCase):
     """The package's release path, offline: an sdist built from client/python carries the proto
     files, a wheel builds from that sdist alone (no repository beside it), installs into a fresh
     virtual environment, and the installed client multiplies against the server: NumPy arrays,
-    an array-like in its own dtype, fp8 compute, and the asyncio client."""
+    an array-like in its own dtype, fp8 compute, fp8 data (dtypes.py, interop.py), and the asyncio
+    client."""
 
     def test_sdist_to_wheel_to_venv(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -625,6 +607,10 @@ class SdistWheelVenvTest(unittest.TestCase):
                 names = tar.getnames()
             self.assertTrue(any(n.endswith("proto/matserve/v1/matrix_service.proto")
                                 for n in names), names)
+            package = REPO / "client" / "python" / "matserve_client"
+            modules = {p.name for p in package.glob("*.py")}
+            packed = {Path(n).name for n in names if "/matserve_client/" in n}
+            self.assertLessEqual(modules, packed)  # every module of the package, interop.py too
             wheel = subprocess.run(
                 [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-index",
                  "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "-w",
@@ -654,10 +640,14 @@ class SdistWheelVenvTest(unittest.TestCase):
                     "    assert np.array_equal(r.c, a @ a.T), r.c\n"
                     "    r = c.multiply(memoryview(a), memoryview(np.ascontiguousarray(a.T)))\n"
                     "    assert r.c.dtype == np.float32, r.c.dtype\n"
-                    "    r = c.multiply(a, a.T, precision='fp8')\n"
+                    "    r = c.multiply(a, a.T, compute='fp8')\n"
                     "    assert r.precision == 'fp8', r.precision\n"
                     "    want = (a @ a.T).astype(np.float64)\n"
                     "    assert np.linalg.norm(r.c - want) < 0.06 * np.linalg.norm(want)\n"
+                    "    e4m3 = np.array([[0x38, 0x40], [0x30, 0xB8]], np.uint8)  # 1 2 .5 -1\n"
+                    "    f8 = matserve_client.Float8E4M3(e4m3)\n"
+                    "    r = c.multiply(f8, f8, out_dtype='fp32')\n"
+                    "    assert np.array_equal(r.c, [[2, 0], [0, 2]]), r.c\n"
                     "async def main():\n"
                     "    async with AsyncClient(target, timeout=60) as c:\n"
                     "        return await c.multiply(a, a.T)\n"

@@ -157,14 +157,15 @@ class AsyncClient:
     async def multiply(self, a: AsyncOperand, b: AsyncOperand, *, c: Optional[AsyncOperand] = None,
                        alpha: float = 1.0, beta: float = 0.0, transpose_a: bool = False,
                        transpose_b: bool = False, variant: str = "auto",
-                       precision: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
+                       compute: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
                        out_dtype: Optional[dtypes.DTypeLike] = None,
                        out_order: Optional[str] = None, verify: bool = False,
                        keep_result: bool = False, bf16_bits: bool = False,
-                       timeout: Optional[float] = None) -> MultiplyResult:
-        """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply; result.resident is an
-        AsyncResidentMatrix with keep_result."""
-        compute = _compute(precision)
+                       timeout: Optional[float] = None,
+                       precision: Optional[str] = None) -> MultiplyResult:
+        """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply (precision: the deprecated
+        name of compute); result.resident is an AsyncResidentMatrix with keep_result."""
+        compute = _compute(compute, precision)
         ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
         out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
         order = _order(out_order)

@@ -7,6 +7,7 @@ MatservError subclass carrying the gRPC status code and the server's message.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -31,17 +32,26 @@ DEFAULT_CHUNK_BYTES = 4 << 20
 # Room for the message's fields other than the matrix bytes when deciding "fits in one message".
 _HEADROOM_BYTES = 64 << 10
 
-PRECISIONS = {None: pb.COMPUTE_DEFAULT, "default": pb.COMPUTE_DEFAULT, "fp64": pb.COMPUTE_FP64,
-              "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32, "fp16": pb.COMPUTE_FP16,
-              "bf16": pb.COMPUTE_BF16, "fp8": pb.COMPUTE_FP8}
+# The proto's ComputeMode by name: compute="tf32" is COMPUTE_TF32.
+COMPUTE_MODES = {None: pb.COMPUTE_DEFAULT, "default": pb.COMPUTE_DEFAULT, "fp64": pb.COMPUTE_FP64,
+                 "fp32": pb.COMPUTE_FP32, "tf32": pb.COMPUTE_TF32, "fp16": pb.COMPUTE_FP16,
+                 "bf16": pb.COMPUTE_BF16, "fp8": pb.COMPUTE_FP8}
 
 
-def _compute(precision: Optional[str]) -> int:
-    """The ComputeMode of a precision name (ValueError for an unknown one)."""
-    if precision is not None and precision.lower() not in PRECISIONS:
-        raise ValueError(f"precision must be one of default, fp64, fp32, tf32, fp16, bf16, fp8; "
-                         f"got {precision!r}")
-    return PRECISIONS[precision.lower() if precision else None]
+def _compute(compute: Optional[str], precision: Optional[str] = None) -> int:
+    """The ComputeMode of a compute name (ValueError for an unknown one). `precision` is the
+    deprecated spelling of `compute`: it warns (DeprecationWarning, at the caller's caller)."""
+    if precision is not None:
+        if compute is not None and compute.lower() != precision.lower():
+            raise TypeError(f"compute={compute!r} and precision={precision!r} disagree; pass "
+                            "compute= only")
+        warnings.warn("precision= is deprecated; use compute= (the proto's ComputeMode)",
+                      DeprecationWarning, stacklevel=3)
+        compute = precision
+    if compute is not None and compute.lower() not in COMPUTE_MODES:
+        raise ValueError(f"compute must be one of default, fp64, fp32, tf32, fp16, bf16, fp8; "
+                         f"got {compute!r}")
+    return COMPUTE_MODES[compute.lower() if compute else None]
 
 
 def _order(order: Optional[str]) -> Optional[str]:
@@ -59,7 +69,7 @@ class Client:
 
     >>> from matserve_client import Client
     >>> with Client("localhost:50051") as client:
-    ...     r = client.multiply(a, b, precision="tf32", verify=True)
+    ...     r = client.multiply(a, b, compute="tf32", verify=True)
     ...     r.c, r.variant, r.timing.kernel_us, r.verification.rel_l2_error
 
     target: "host:port". timeout: default deadline in seconds for every call (None: none).
@@ -192,24 +202,26 @@ class Client:
     def multiply(self, a: Operand, b: Operand, *, c: Optional[Operand] = None,
                  alpha: float = 1.0, beta: float = 0.0, transpose_a: bool = False,
                  transpose_b: bool = False, variant: str = "auto",
-                 precision: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
+                 compute: Optional[str] = None, dtype: Optional[dtypes.DTypeLike] = None,
                  out_dtype: Optional[dtypes.DTypeLike] = None, out_order: Optional[str] = None,
                  verify: bool = False, keep_result: bool = False, bf16_bits: bool = False,
-                 out: Optional[ShmMatrix] = None,
-                 timeout: Optional[float] = None) -> MultiplyResult:
+                 out: Optional[ShmMatrix] = None, timeout: Optional[float] = None,
+                 precision: Optional[str] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C on the server.
 
-        a, b: 2-D float64/float32/float16 arrays, `Bfloat16`, `ResidentMatrix` handles, or
-        `ShmMatrix` places in shared memory; with transpose_a the stored `a` is k x m and
-        op(A) = a.T (likewise b). Both must have one dtype; `dtype` converts array operands first
-        (dtype="bf16" rounds floats nearest-even).
+        a, b: 2-D float64/float32/float16 arrays, `Bfloat16`/`Float8E4M3` bits, ml_dtypes
+        bfloat16/float8_e4m3fn arrays, torch CPU tensors (each sent in its own dtype),
+        `ResidentMatrix` handles, or `ShmMatrix` places in shared memory; with transpose_a the
+        stored `a` is k x m and op(A) = a.T (likewise b). Both must have one dtype; `dtype`
+        converts array operands first (dtype="bf16" rounds floats nearest-even).
         c: optional input C (m x n), converted to the output dtype and order; read when beta != 0
         (a ShmMatrix c must already have the output dtype and order).
-        precision: compute mode, None/"default" (the data's own), "fp64", "fp32", "tf32" (fp32 data
-        on tensor cores), "fp16", "bf16" (fp32 data rounded on the device), "fp8" (e4m3 tensor
-        cores: the data quantized on the device with per-tensor scales; a GPU with fp8 tensor
-        cores, the result fp32 or bf16). out_dtype: e.g. "fp32"
-        for fp16/bf16 inputs. out_order: "C" or "F" (default: out's order, else c's, else "C").
+        compute: the proto's ComputeMode, None/"default" (the data's own), "fp64", "fp32", "tf32"
+        (fp32 data on tensor cores), "fp16", "bf16" (fp32 data rounded on the device), "fp8"
+        (e4m3 tensor cores: the data quantized on the device with per-tensor scales; a GPU with
+        fp8 tensor cores, the result fp32 or bf16). precision: its deprecated name
+        (DeprecationWarning). out_dtype: e.g. "fp32" for fp16/bf16 inputs (required for fp8_e4m3
+        data). out_order: "C" or "F" (default: out's order, else c's, else "C").
         verify: the server also computes a float64 reference; see result.verification.
         keep_result: leave C on the server; result.resident is its ResidentMatrix, result.c None.
         bf16_bits: return bf16 results as Bfloat16 bits instead of float32 values.
@@ -218,7 +230,7 @@ class Client:
         result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
         Raises a MatservError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
-        compute = _compute(precision)
+        compute = _compute(compute, precision)
         _check_out_place(out, keep_result)
         ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
         out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
@@ -266,12 +278,12 @@ class Client:
                          c: Optional[batched.BatchOperand] = None, alpha: float = 1.0,
                          beta: float = 0.0, transpose_a: bool = False,
                          transpose_b: bool = False, variant: str = "auto",
-                         precision: Optional[str] = None,
+                         compute: Optional[str] = None,
                          dtype: Optional[dtypes.DTypeLike] = None,
                          out_dtype: Optional[dtypes.DTypeLike] = None,
                          out_order: Optional[str] = None, verify: bool = False,
-                         keep_result: bool = False,
-                         timeout: Optional[float] = None) -> MultiplyBatchedResult:
+                         keep_result: bool = False, timeout: Optional[float] = None,
+                         precision: Optional[str] = None) -> MultiplyBatchedResult:
         """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
 
         a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
@@ -280,9 +292,10 @@ class Client:
         the largest operand count; the others must have 1 or that many. Operands otherwise as in
         `multiply` (transpose_a: each stored A_i is k x m; `dtype` converts array operands).
         c: optional input C, (batch, m, n), 2-D or handles, converted to the output dtype and
-        order; read when beta != 0. precision, out_dtype, variant ("auto" or a ListKernels entry
-        that is `batched`): as in `multiply`. out_order: "C" or "F" for every result (default:
-        c's order, else "C"); with "F" each result.c[i] is Fortran-contiguous.
+        order; read when beta != 0. compute (precision: its deprecated name), out_dtype, variant
+        ("auto" or a ListKernels entry that is `batched`): as in `multiply`. out_order: "C" or
+        "F" for every result (default: c's order, else "C"); with "F" each result.c[i] is
+        Fortran-contiguous.
         verify: the server checks every product against a float64 reference; result.verification
         holds the largest errors. keep_result: every result stays on the server,
         result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
@@ -292,7 +305,8 @@ class Client:
         """
         return batched.multiply_batched(
             self, a, b, c=c, alpha=alpha, beta=beta, transpose_a=transpose_a,
-            transpose_b=transpose_b, variant=variant, compute=_compute(precision), dtype=dtype,
+            transpose_b=transpose_b, variant=variant, compute=_compute(compute, precision),
+            dtype=dtype,
             out_dtype=out_dtype, order=_order(out_order), verify=verify,
             keep_result=keep_result, timeout=timeout)
 
@@ -303,9 +317,9 @@ class Client:
                   timeout: Optional[float] = None) -> TransposeResult:
         """B = scale * A^T on the server (same dtype and order as A).
 
-        a: 2-D array, Bfloat16, ResidentMatrix or ShmMatrix. in_place (ResidentMatrix only):
-        transpose the resident matrix itself; afterwards `a` describes A^T and result.resident is
-        `a`. keep_result: leave B on the server (result.resident).
+        a: 2-D array (any that multiply takes), ResidentMatrix or ShmMatrix. in_place
+        (ResidentMatrix only): transpose the resident matrix itself; afterwards `a` describes A^T
+        and result.resident is `a`. keep_result: leave B on the server (result.resident).
         out: a ShmMatrix (cols x rows, A's dtype and order) the server writes B into; result.b is
         then out.array(), a view of the shared memory. Other arguments as in multiply.
         """

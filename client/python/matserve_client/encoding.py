@@ -13,14 +13,14 @@ from typing import Any, Iterator, Optional, Union
 import grpc
 import numpy as np
 
-from . import dtypes
+from . import dtypes, interop
 from ._stubs import pb
 from .errors import error_for
 
-ArrayLike = Union[np.ndarray, dtypes.Bfloat16, Any]
+ArrayLike = Union[np.ndarray, dtypes.BitPatterns, Any]
 
 DTYPE_TO_PROTO = {dtypes.FP64: pb.FP64, dtypes.FP32: pb.FP32, dtypes.FP16: pb.FP16,
-                  dtypes.BF16: pb.BF16}
+                  dtypes.BF16: pb.BF16, dtypes.FP8_E4M3: pb.FP8_E4M3}
 PROTO_TO_DTYPE = {v: k for k, v in DTYPE_TO_PROTO.items()}
 ORDER_TO_LAYOUT = {"C": pb.ROW_MAJOR, "F": pb.COL_MAJOR}
 LAYOUT_TO_ORDER = {pb.ROW_MAJOR: "C", pb.COL_MAJOR: "F"}
@@ -32,7 +32,7 @@ class Prepared:
 
     rows: int
     cols: int
-    dtype: str  # matserve name: fp64, fp32, fp16, bf16
+    dtype: str  # matserve name: fp64, fp32, fp16, bf16, fp8_e4m3
     order: str  # "C" (ROW_MAJOR) or "F" (COL_MAJOR)
     flat: np.ndarray  # uint8, batch * rows * cols * itemsize bytes, each matrix in `order`
     batch: int = 1  # matrices stacked in `flat` (prepare_batch); 1 for every other use
@@ -63,8 +63,9 @@ class Prepared:
 
 
 def memory_order(x: Any) -> str:
-    """"F" for a Fortran-ordered (and not also C-ordered) array or Bfloat16, else "C"."""
-    arr = x.bits if isinstance(x, dtypes.Bfloat16) else x
+    """"F" for a Fortran-ordered (and not also C-ordered) array, Bfloat16 or tensor, else "C"."""
+    x = interop.native(x)
+    arr = x.bits if isinstance(x, dtypes.BitPatterns) else x
     if isinstance(arr, np.ndarray) and arr.flags.f_contiguous and not arr.flags.c_contiguous:
         return "F"
     return "C"
@@ -73,26 +74,28 @@ def memory_order(x: Any) -> str:
 def _as_wire(x: ArrayLike, dtype: Optional[dtypes.DTypeLike], what: str):
     """(array, matserve dtype name) of one operand, converted as `dtype` asks (any ndim)."""
     want = dtypes.dtype_name(dtype) if dtype is not None else None
-    if isinstance(x, dtypes.Bfloat16):
-        if want not in (None, dtypes.BF16):
-            x = x.to_float32()
-        else:
-            want = dtypes.BF16
-    if not isinstance(x, (np.ndarray, dtypes.Bfloat16)):
-        # Array-likes keep their dtype (a float32 memoryview or torch CPU tensor goes as fp32,
-        # an integer one is refused like an integer array); nested lists of Python numbers go
-        # as fp64.
+    x = interop.native(x)  # torch CPU tensors, ml_dtypes bf16/fp8 arrays: their own dtype
+    if isinstance(x, dtypes.BitPatterns):
+        if want in (None, x.DTYPE):
+            return x.bits, x.DTYPE
+        x = x.to_float32()
+    if not isinstance(x, np.ndarray):
+        # Array-likes keep their dtype (a float32 memoryview goes as fp32, an integer one is
+        # refused like an integer array); nested lists of Python numbers go as fp64.
         numbers = isinstance(x, (list, tuple))
         x = np.asarray(x)
         if numbers and want is None and x.dtype.kind in "biu":
             x = x.astype(np.float64)
-    if isinstance(x, np.ndarray) and want == dtypes.BF16:
+    if want == dtypes.FP8_E4M3:
+        raise TypeError(f"{what}: values are not rounded to fp8 here; pass fp8 e4m3 data as it "
+                        "is (an ml_dtypes float8_e4m3fn array, a torch.float8_e4m3fn tensor or "
+                        "Float8E4M3(bits)), or compute='fp8' to quantize fp32/fp16/bf16 data on "
+                        "the device")
+    if want == dtypes.BF16:
         if x.dtype == np.uint16:
             raise TypeError(f"{what}: uint16 data is ambiguous; wrap bf16 bit patterns in "
                             "Bfloat16(bits) instead of passing dtype='bf16'")
-        x = dtypes.Bfloat16.from_float(x)
-    if isinstance(x, dtypes.Bfloat16):
-        return x.bits, dtypes.BF16
+        return dtypes.float_to_bf16_bits(x), dtypes.BF16
     arr = x
     if want is not None:
         arr = arr.astype(dtypes.wire_dtype(want), order="K", copy=False)
@@ -104,7 +107,8 @@ def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = 
     """Checks and lays out one 2-D operand.
 
     x: a float64/float32/float16 array (or an array-like, which keeps its dtype; lists of Python
-    numbers become float64), or a `Bfloat16`. dtype converts first:
+    numbers become float64), a `Bfloat16` or `Float8E4M3`, an ml_dtypes bfloat16/float8_e4m3fn
+    array or a torch CPU tensor (interop.py). dtype converts first:
     "bf16" rounds float values nearest-even, "fp32" etc. cast. order forces "C" or "F".
     """
     arr, name = _as_wire(x, dtype, what)
@@ -121,10 +125,11 @@ def prepare(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: str = 
 
 
 def batch_memory_order(x: Any) -> str:
-    """"F" for a 3-D array (or Bfloat16) whose matrices x[i] are each Fortran-contiguous and
+    """"F" for a 3-D array (or Bfloat16, tensor) whose matrices x[i] are each Fortran-contiguous and
     stacked batch-major (x.transpose(0, 2, 1) C-contiguous) but which is not C-contiguous;
     "C" otherwise. A 2-D array: memory_order."""
-    arr = x.bits if isinstance(x, dtypes.Bfloat16) else x
+    x = interop.native(x)
+    arr = x.bits if isinstance(x, dtypes.BitPatterns) else x
     if not isinstance(arr, np.ndarray) or arr.ndim != 3:
         return memory_order(x)
     if arr.transpose(0, 2, 1).flags.c_contiguous and not arr.flags.c_contiguous:
@@ -140,7 +145,7 @@ def prepare_batch(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: 
     """
     arr, name = _as_wire(x, dtype, what)
     if arr.ndim == 2:
-        return prepare(dtypes.Bfloat16(arr) if name == dtypes.BF16 else arr, None, what, order)
+        return prepare(dtypes.from_wire(arr, name), None, what, order)
     if arr.ndim != 3:
         raise ValueError(f"{what}: must be a 3-D (batch, rows, cols) stack or a 2-D matrix, got "
                          f"shape {arr.shape}")
@@ -169,21 +174,23 @@ def _wire_elements(data: Any, dtype: str, count: int, what: str, holding: str):
 
 
 def assemble(rows: int, cols: int, dtype: str, order: str, data: Any, bf16_bits: bool = False,
-             what: str = "reply") -> Union[np.ndarray, dtypes.Bfloat16]:
-    """A writable array from raw bytes (bytes, bytearray or uint8 array) of a known header."""
+             what: str = "reply") -> Union[np.ndarray, dtypes.BitPatterns]:
+    """A writable array from raw bytes (bytes, bytearray or uint8 array) of a known header.
+    bf16 and fp8_e4m3 come back as float32 values, or with bf16_bits as Bfloat16 / Float8E4M3."""
     flat, writeable = _wire_elements(data, dtype, rows * cols, what,
                                      f"a {rows}x{cols} {dtype} matrix")
     if not writeable:
         flat = flat.copy()
     arr = flat.reshape((rows, cols), order=order)
-    if dtype == dtypes.BF16:
-        bits = dtypes.Bfloat16(arr.astype(np.uint16, copy=False))
-        return bits if bf16_bits else bits.to_float32()
-    return arr.astype(arr.dtype.newbyteorder("="), copy=False)
+    arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+    shown = dtypes.from_wire(arr, dtype)
+    if isinstance(shown, dtypes.BitPatterns) and not bf16_bits:
+        return shown.to_float32()
+    return shown
 
 
-def decode(m: "pb.Matrix", bf16_bits: bool = False, what: str = "reply") -> Union[np.ndarray,
-                                                                                 dtypes.Bfloat16]:
+def decode(m: "pb.Matrix", bf16_bits: bool = False,
+           what: str = "reply") -> Union[np.ndarray, dtypes.BitPatterns]:
     """A reply Matrix as a NumPy array in its own memory order (float32 for bf16 by default)."""
     if m.dtype not in PROTO_TO_DTYPE:
         raise error_for(grpc.StatusCode.DATA_LOSS, f"{what}: unknown dtype {m.dtype}")
@@ -198,11 +205,12 @@ def assemble_batch(batch: int, rows: int, cols: int, dtype: str, order: str, dat
     """
     flat, writeable = _wire_elements(data, dtype, batch * rows * cols, what,
                                      f"{batch} matrices of {rows}x{cols} {dtype}")
-    if dtype == dtypes.BF16:
-        flat = dtypes.bf16_bits_to_float32(flat.astype(np.uint16, copy=False))
+    flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
+    bits = dtypes.from_wire(flat, dtype)
+    if isinstance(bits, dtypes.BitPatterns):
+        flat = bits.to_float32()
     elif not writeable:
         flat = flat.copy()
-    flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
     if order == "F":
         return flat.reshape((batch, cols, rows)).transpose(0, 2, 1)
     return flat.reshape((batch, rows, cols))

@@ -37,7 +37,7 @@ class ResidentMatrix:
 
     @property
     def dtype(self) -> str:
-        """matserve dtype name: fp64, fp32, fp16 or bf16."""
+        """matserve dtype name: fp64, fp32, fp16, bf16 or fp8_e4m3."""
         return self.info.dtype
 
     @property
@@ -58,8 +58,9 @@ class ResidentMatrix:
         return self._released
 
     def download(self, *, bf16_bits: bool = False, stream: Optional[bool] = None,
-                 timeout: Optional[float] = None) -> Union[np.ndarray, dtypes.Bfloat16]:
-        """Copies the matrix back as a NumPy array (float32 for bf16, or Bfloat16 with bf16_bits).
+                 timeout: Optional[float] = None) -> Union[np.ndarray, dtypes.BitPatterns]:
+        """Copies the matrix back as a NumPy array (float32 for bf16 and fp8_e4m3, or their bits
+        with bf16_bits: Bfloat16, Float8E4M3).
 
         stream: None picks streaming when the matrix exceeds one message; True/False force it.
         """

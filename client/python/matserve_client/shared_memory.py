@@ -71,7 +71,7 @@ class ShmMatrix:
     offset: int
     rows: int
     cols: int
-    dtype: str  # matserve name: fp64, fp32, fp16, bf16
+    dtype: str  # matserve name: fp64, fp32, fp16, bf16, fp8_e4m3
     order: str  # "C" (ROW_MAJOR) or "F" (COL_MAJOR)
 
     @property
@@ -82,7 +82,7 @@ class ShmMatrix:
     def nbytes(self) -> int:
         return self.rows * self.cols * dtypes.itemsize(self.dtype)
 
-    def array(self) -> Union[np.ndarray, dtypes.Bfloat16]:
+    def array(self) -> Union[np.ndarray, dtypes.BitPatterns]:
         """A NumPy view of the matrix in shared memory (no copy; Bfloat16 bits for bf16)."""
         return self.region.array(self)
 
@@ -164,10 +164,11 @@ class SharedMemoryRegion:
     # --- placing ----------------------------------------------------------------------------------
     def put(self, array: Any, offset: Optional[int] = None, *,
             dtype: Optional[dtypes.DTypeLike] = None) -> ShmMatrix:
-        """Copies a 2-D array (float64/float32/float16, or Bfloat16) into the region and returns
-        its ShmMatrix. Its C or Fortran order is kept as the layout (other arrays go row-major);
-        dtype converts first, as elsewhere in the client. offset: bytes from the start of the
-        range; None takes the next free aligned place."""
+        """Copies a 2-D array (float64/float32/float16, Bfloat16, an ml_dtypes array or a torch
+        CPU tensor, as Client.multiply takes them) into the region and returns its ShmMatrix. Its
+        C or Fortran order is kept as the layout (other arrays go row-major); dtype converts
+        first, as elsewhere in the client. offset: bytes from the start of the range; None takes
+        the next free aligned place."""
         if isinstance(array, ShmMatrix):  # e.g. from another region: copied like an array
             array = array.array()
         prepared = prepare(array, dtype, "array")
@@ -193,9 +194,10 @@ class SharedMemoryRegion:
             start = self._reserve(rows * cols * dtypes.itemsize(name), offset)
         return ShmMatrix(self, start, rows, cols, name, key)
 
-    def array(self, matrix: ShmMatrix) -> Union[np.ndarray, dtypes.Bfloat16]:
+    def array(self, matrix: ShmMatrix) -> Union[np.ndarray, dtypes.BitPatterns]:
         """A NumPy view of `matrix` in this region (no copy): float64/32/16 arrays, or Bfloat16
-        wrapping the uint16 bits of a bf16 matrix. Writing to it writes the shared memory."""
+        (Float8E4M3) wrapping the bits of a bf16 (fp8_e4m3) matrix. Writing to it writes the
+        shared memory."""
         if matrix.region is not self:
             raise ValueError(f"{matrix!r} lies in region {matrix.region.name!r}, not {self.name!r}")
         with self._lock:
@@ -206,10 +208,7 @@ class SharedMemoryRegion:
             wire = dtypes.wire_dtype(matrix.dtype)
             flat = np.frombuffer(self._mapping, dtype=wire, count=matrix.rows * matrix.cols,
                                  offset=self.offset + matrix.offset)
-        view = flat.reshape(matrix.shape, order=matrix.order)
-        if matrix.dtype == dtypes.BF16:
-            return dtypes.Bfloat16(view)
-        return view
+        return dtypes.from_wire(flat.reshape(matrix.shape, order=matrix.order), matrix.dtype)
 
     def reset(self) -> None:
         """Places the next put/empty without an offset at the start of the range again (earlier

@@ -144,7 +144,10 @@ class DecodeBatchTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code, grpc.StatusCode.DATA_LOSS)
         self.assertIn("32 bytes for 3 matrices", ctx.exception.message)
         with self.assertRaisesRegex(DataLoss, "unknown dtype"):
-            decode_batch(pb.Matrix(rows=1, cols=1, batch=1, dtype=pb.FP8_E4M3, data=b"\0"))
+            decode_batch(pb.Matrix(rows=1, cols=1, batch=1, dtype=99, data=b"\0"))
+        fp8 = decode_batch(pb.Matrix(rows=1, cols=2, batch=2, dtype=pb.FP8_E4M3,
+                                     data=bytes([0x38, 0xB8, 0x7E, 0x01])))  # 1 -1 448 2^-9
+        np.testing.assert_array_equal(fp8, np.array([[[1, -1]], [[448, 2.0 ** -9]]], np.float32))
         np.testing.assert_array_equal(
             assemble_batch(2, 1, 2, "fp32", "C", np.arange(4, dtype="<f4").view(np.uint8)),
             [[[0, 1]], [[2, 3]]])
@@ -272,10 +275,10 @@ class MultiplyBatchedRequestTest(unittest.TestCase):
         self.assertEqual(r.residents, [])
         np.testing.assert_allclose(r.c, reference(a, b, c, 0.5, -2.0), rtol=1e-5, atol=1e-6)
 
-    def test_transposes_precision_dtypes_and_column_major_results(self):
+    def test_transposes_compute_dtypes_and_column_major_results(self):
         a, b = rand(3, 4, 6), rand(3, 5, 4)  # stored A_i 4x6 (k x m), B_i 5x4 (n x k)
         r = self.client.multiply_batched(a, b, transpose_a=True, transpose_b=True,
-                                         precision="tf32", out_order="F", out_dtype="fp64",
+                                         compute="tf32", out_order="F", out_dtype="fp64",
                                          dtype="fp32")
         req = self.stub.sent("MultiplyBatched")[-1]
         self.assertEqual((req.transpose_a, req.transpose_b, req.compute, req.output_dtype,
@@ -285,8 +288,16 @@ class MultiplyBatchedRequestTest(unittest.TestCase):
         self.assertEqual(r.c.dtype, np.float64)
         self.assertTrue(all(r.c[i].flags.f_contiguous for i in range(3)))
         np.testing.assert_allclose(r.c, reference(a, b, ta=True, tb=True), rtol=1e-5)
-        with self.assertRaisesRegex(ValueError, "precision"):
-            self.client.multiply_batched(a, b, precision="fp4")
+        with self.assertRaisesRegex(ValueError, "compute must be one of"):
+            self.client.multiply_batched(a, b, compute="fp4")
+        # precision= is the deprecated name of compute=: it still works, and warns.
+        with self.assertWarnsRegex(DeprecationWarning, "use compute=") as warned:
+            self.client.multiply_batched(a, b, transpose_a=True, transpose_b=True,
+                                         precision="fp16")
+        self.assertEqual(warned.filename, __file__)  # the warning points at the caller
+        self.assertEqual(self.stub.sent("MultiplyBatched")[-1].compute, pb.COMPUTE_FP16)
+        with self.assertRaisesRegex(TypeError, "disagree"):
+            self.client.multiply_batched(a, b, compute="fp32", precision="tf32")
         with self.assertRaisesRegex(ValueError, "order"):
             self.client.multiply_batched(a, b, out_order="X")
 

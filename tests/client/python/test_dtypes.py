@@ -1,11 +1,13 @@
 """Unit tests (no server) for matserve_client.dtypes: dtype names, bf16 rounding to nearest-even
-against an exact rational reference, NaN/inf/overflow, and the Bfloat16 wrapper."""
+against an exact rational reference, NaN/inf/overflow, the Bfloat16 wrapper, and the fp8 e4m3
+patterns' values (Float8E4M3)."""
 import unittest
 from fractions import Fraction
 
 import numpy as np
 
-from matserve_client import Bfloat16, bf16_bits_to_float32, float_to_bf16_bits
+from matserve_client import (Bfloat16, Float8E4M3, bf16_bits_to_float32, float_to_bf16_bits,
+                             fp8_e4m3_bits_to_float32)
 from matserve_client import dtypes
 
 RNG = np.random.default_rng(11)
@@ -41,9 +43,15 @@ class DtypeNameTest(unittest.TestCase):
             self.assertEqual(dtypes.dtype_name(spec), name, spec)
 
     def test_unsupported_types_are_refused_with_the_accepted_list(self):
-        for spec in (np.int32, "int8", np.complex64, "fp8"):
-            with self.assertRaisesRegex(TypeError, "fp64, fp32, fp16 or bf16"):
+        for spec in (np.int32, "int8", np.complex64, "fp8", np.uint8):
+            with self.assertRaisesRegex(TypeError, "fp64, fp32, fp16, bf16 or fp8_e4m3"):
                 dtypes.dtype_name(spec)
+
+    def test_fp8_e4m3_names(self):
+        for spec in ("fp8_e4m3", "float8_e4m3fn", "E4M3"):
+            self.assertEqual(dtypes.dtype_name(spec), "fp8_e4m3", spec)
+        self.assertEqual((dtypes.itemsize("fp8_e4m3"), dtypes.wire_dtype("fp8_e4m3")),
+                         (1, np.dtype(np.uint8)))
 
 
 class Bf16RoundingTest(unittest.TestCase):
@@ -104,6 +112,28 @@ class Bfloat16WrapperTest(unittest.TestCase):
         self.assertEqual(b.nbytes, 8)
         np.testing.assert_array_equal(b.to_float32(), values)
         np.testing.assert_array_equal(b.T.to_float32(), values.T)
+
+
+class Float8E4M3Test(unittest.TestCase):
+    def test_every_pattern_widens_exactly(self):
+        bits = np.arange(256, dtype=np.uint8).reshape(16, 16)
+        values = Float8E4M3(bits).to_float32()
+        self.assertEqual(values.dtype, np.float32)
+        for b, v in zip(bits.ravel().tolist(), values.ravel().tolist()):
+            sign, exponent, mantissa = b >> 7, (b >> 3) & 0xF, b & 7
+            if exponent == 15 and mantissa == 7:
+                self.assertTrue(np.isnan(v), hex(b))  # e4m3fn: NaN, no infinities
+                continue
+            magnitude = (Fraction(mantissa, 8) * Fraction(1, 64) if exponent == 0
+                         else (1 + Fraction(mantissa, 8)) * Fraction(2) ** (exponent - 7))
+            self.assertEqual(Fraction(v), -magnitude if sign else magnitude, hex(b))
+        self.assertEqual(np.nanmax(values), 448)
+        self.assertEqual(values[0, 1], 2.0 ** -9)
+        self.assertTrue(np.signbit(values[8, 0]))  # 0x80: -0
+        np.testing.assert_array_equal(Float8E4M3(bits).T.bits, bits.T)
+        self.assertTrue(fp8_e4m3_bits_to_float32(np.asfortranarray(bits)).flags.f_contiguous)
+        with self.assertRaisesRegex(TypeError, "uint8"):
+            Float8E4M3(bits.astype(np.uint16))
 
 
 if __name__ == "__main__":
