@@ -334,8 +334,11 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgP
 }
 
 // Epilogue through shared memory: the warpgroup writes its 64 x kBN tile (alpha applied, 16-bit)
-// into `sc`, and one thread hands it to a TMA bulk store, which clips at the matrix edge and runs
-// while the warpgroup starts the next tile's mainloop.
+// into `sc` as kBN / 64 boxes of 64 x 64, each in the TMA's 128-byte swizzle (16-byte chunk c of
+// row r stored at chunk c ^ (r % 8)), and one thread hands the boxes to TMA bulk stores, which clip
+// at the matrix edge and run while the warpgroup starts the next tile's mainloop. The swizzle makes
+// the stores conflict-free: the 8 rows a warp writes at once land on 8 different chunks of one
+// 128-byte row of banks, where a dense 64 x kBN tile would put all 8 on the same banks (8-way).
 template <typename O, int kBN>
 __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const WgParams& p,
                                               std::uint32_t sc, const CUtensorMap* map, int row0,
@@ -348,21 +351,25 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = w * 16 + l / 4 + h * 8;
-      const int col = j * 8 + (l % 4) * 2;
+      const int box = j / 8, chunk = (j % 8) ^ (r % 8);
       O pair[2] = {tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2]),
                    tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
       const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sc + (r * kBN + col) * 2), "r"(v));
+      const std::uint32_t addr = sc + box * 8192 + r * 128 + chunk * 16 + (l % 4) * 4;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
     }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
   if (t == 0) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
-            reinterpret_cast<std::uint64_t>(map)),
-        "r"(sc), "r"(col0), "r"(row0)
-        : "memory");
+#pragma unroll
+    for (int box = 0; box < kBN / 64; ++box) {
+      asm volatile(
+          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+              reinterpret_cast<std::uint64_t>(map)),
+          "r"(sc + box * 8192), "r"(col0 + 64 * box), "r"(row0)
+          : "memory");
+    }
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
   }
 }
@@ -547,8 +554,7 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStrea
   const bool ok_b = kTB ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
                         : make_map(&mb, p.b, type, kE, p.k, p.n, p.ldb, 64, kK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
-  if (kTmaStore &&
-      !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, kBN, 64, CU_TENSOR_MAP_SWIZZLE_NONE)) {
+  if (kTmaStore && !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, 64, 64)) {
     return cudaErrorInvalidValue;
   }
   WgParams w;
