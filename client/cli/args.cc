@@ -112,6 +112,37 @@ struct OptionSpec {
   Handler handle;
 };
 
+// --verify (the server's check), --check (one computed here) and the deprecated --server-verify
+// (= --verify, with a warning), which multiply and transpose share.
+std::vector<OptionSpec> CheckSpecs(bool& verify, bool& check, std::vector<std::string>& warnings) {
+  return {
+      {"verify", true,
+       [&verify](const std::string&) {
+         verify = true;
+         return absl::OkStatus();
+       }},
+      {"check", true,
+       [&check](const std::string&) {
+         check = true;
+         return absl::OkStatus();
+       }},
+      {"server-verify", true,
+       [&verify, &warnings](const std::string&) {
+         verify = true;
+         warnings.push_back(
+             "--server-verify is deprecated: --verify asks the server's check (--check computes "
+             "one here)");
+         return absl::OkStatus();
+       }},
+  };
+}
+
+std::vector<OptionSpec> WithChecks(std::vector<OptionSpec> specs, bool& verify, bool& check,
+                                   std::vector<std::string>& warnings) {
+  for (OptionSpec& spec : CheckSpecs(verify, check, warnings)) specs.push_back(std::move(spec));
+  return specs;
+}
+
 std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
   return {
       {"a", false,
@@ -177,16 +208,6 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
       {"output-layout", false,
        [&m](const std::string& v) {
          return AssignOpt("output-layout", ParseLayout(v), m.output_layout);
-       }},
-      {"verify", true,
-       [&m](const std::string&) {
-         m.verify = true;
-         return absl::OkStatus();
-       }},
-      {"server-verify", true,
-       [&m](const std::string&) {
-         m.server_verify = true;
-         return absl::OkStatus();
        }},
       {"tolerance", false,
        [&m](const std::string& v) {
@@ -259,16 +280,6 @@ std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
       {"variant", false,
        [&t](const std::string& v) {
          t.variant = v;
-         return absl::OkStatus();
-       }},
-      {"verify", true,
-       [&t](const std::string&) {
-         t.verify = true;
-         return absl::OkStatus();
-       }},
-      {"server-verify", true,
-       [&t](const std::string&) {
-         t.server_verify = true;
          return absl::OkStatus();
        }},
       {"tolerance", false,
@@ -462,17 +473,19 @@ absl::Status CheckMultiply(const MultiplyOptions& m) {
     if (!has_a) return Usage("multiply: --b given without --a (or --a-handle)");
     if (!has_b) return Usage("multiply: --a given without --b (or --b-handle)");
   }
-  if (m.verify && handles) {
-    return Usage("multiply: --verify needs the operands' data; with handles use --server-verify");
+  if (m.check && handles) {
+    return Usage(
+        "multiply: --check needs the operands' data; with handles use --verify (the server's "
+        "check)");
   }
   if (m.keep_result && m.warmup + m.repeat > 1) {
     return Usage(
         "multiply: --keep-result makes one resident result per call: no --repeat/--warmup");
   }
-  if (m.keep_result && (m.verify || !m.out.empty())) {
+  if (m.keep_result && (m.check || !m.out.empty())) {
     return Usage(
-        "multiply: --keep-result leaves C on the server: no --verify or --out "
-        "(use --server-verify, then `download`)");
+        "multiply: --keep-result leaves C on the server: no --check or --out "
+        "(use --verify, then `download`)");
   }
   if (m.shm && (handles || m.keep_result)) {
     return Usage(
@@ -482,15 +495,15 @@ absl::Status CheckMultiply(const MultiplyOptions& m) {
   if (m.batch > 1) {
     if (!m.random)
       return Usage("multiply: --batch needs --random MxNxK (N products of random data)");
-    if (m.verify || !m.out.empty() || m.keep_result || m.shm) {
+    if (m.check || !m.out.empty() || m.keep_result || m.shm) {
       return Usage(
-          "multiply: --batch is a timing run: no --verify, --out, --keep-result or --shm (use "
-          "--server-verify to check every product)");
+          "multiply: --batch is a timing run: no --check, --out, --keep-result or --shm (use "
+          "--verify: the server checks every product)");
     }
   }
   if (m.variant.empty()) return Usage("multiply: --variant must not be empty (use auto)");
-  if (m.tolerance && !m.verify && !m.server_verify) {
-    return Usage("multiply: --tolerance needs --verify or --server-verify");
+  if (m.tolerance && !m.verify && !m.check) {
+    return Usage("multiply: --tolerance needs --verify or --check");
   }
   return absl::OkStatus();
 }
@@ -500,16 +513,16 @@ absl::Status CheckTranspose(const TransposeOptions& t) {
   if (sources > 1) return Usage("transpose: give one of --a, --a-handle or --random, not several");
   if (sources == 0) return Usage("transpose: give --a, --a-handle or --random RxC");
   if (t.in_place && t.a_handle.empty()) return Usage("transpose: --in-place needs --a-handle");
-  if (t.verify && !t.a_handle.empty()) {
-    return Usage("transpose: --verify needs A's data; with --a-handle use --server-verify");
+  if (t.check && !t.a_handle.empty()) {
+    return Usage("transpose: --check needs A's data; with --a-handle use --verify");
   }
   if ((t.keep_result || t.in_place) && t.warmup + t.repeat > 1) {
     return Usage(
         "transpose: --keep-result/--in-place change server state per call: no "
         "--repeat/--warmup");
   }
-  if ((t.keep_result || t.in_place) && (t.verify || !t.out.empty())) {
-    return Usage("transpose: --keep-result/--in-place leave B on the server: no --verify or --out");
+  if ((t.keep_result || t.in_place) && (t.check || !t.out.empty())) {
+    return Usage("transpose: --keep-result/--in-place leave B on the server: no --check or --out");
   }
   if (t.shm && (!t.a_handle.empty() || t.keep_result || t.in_place)) {
     return Usage(
@@ -517,8 +530,8 @@ absl::Status CheckTranspose(const TransposeOptions& t) {
         "--keep-result or --in-place");
   }
   if (t.variant.empty()) return Usage("transpose: --variant must not be empty (use auto)");
-  if (t.tolerance && !t.verify && !t.server_verify) {
-    return Usage("transpose: --tolerance needs --verify or --server-verify");
+  if (t.tolerance && !t.verify && !t.check) {
+    return Usage("transpose: --tolerance needs --verify or --check");
   }
   return absl::OkStatus();
 }
@@ -567,8 +580,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   ParsedArgs out;
   const std::vector<OptionSpec> global = GlobalSpecs(out.global, out.help);
   const std::vector<OptionSpec> kernels = KernelsSpecs(out.kernels);
-  const std::vector<OptionSpec> multiply = MultiplySpecs(out.multiply);
-  const std::vector<OptionSpec> transpose = TransposeSpecs(out.transpose);
+  const std::vector<OptionSpec> multiply = WithChecks(
+      MultiplySpecs(out.multiply), out.multiply.verify, out.multiply.check, out.warnings);
+  const std::vector<OptionSpec> transpose = WithChecks(
+      TransposeSpecs(out.transpose), out.transpose.verify, out.transpose.check, out.warnings);
   const std::vector<OptionSpec> upload = UploadSpecs(out.upload);
   const std::vector<OptionSpec> download = HandleSpecs(out.handle, true);
   const std::vector<OptionSpec> release = HandleSpecs(out.handle, false);

@@ -61,8 +61,8 @@ struct MultiplyOptions {
   // Layout of C; default: --c's layout when given, else row. The server needs C's layout to equal
   // it, so a --c file in the other layout is converted before sending.
   std::optional<kernels::Layout> output_layout;
-  bool verify = false;              // client-side float64 reference
-  bool server_verify = false;       // the server's float64 reference
+  bool verify = false;              // --verify: the server's float64 reference (request.verify)
+  bool check = false;               // --check: a float64 reference computed here (OpenBLAS)
   std::optional<double> tolerance;  // exit 3 when a reported rel-L2 error exceeds it
   std::string out;                  // --out c.npy
   // Timing: `warmup` calls, then `repeat` measured ones; the report shows each stage's median.
@@ -84,8 +84,8 @@ struct TransposeOptions {
   kernels::Layout layout = kernels::Layout::kRowMajor;
   std::optional<double> scale;
   std::string variant = "auto";
-  bool verify = false;
-  bool server_verify = false;
+  bool verify = false;  // as in MultiplyOptions
+  bool check = false;
   std::optional<double> tolerance;
   std::string out;
   std::int64_t warmup = 0;
@@ -130,6 +130,8 @@ struct ParsedArgs {
   UploadOptions upload;
   HandleOptions handle;  // download, release
   HealthOptions health;
+  // Deprecated spellings that were given (e.g. --server-verify), one line each for stderr.
+  std::vector<std::string> warnings;
 };
 
 // Parses argv[1..] (without the program name).

@@ -100,7 +100,7 @@ void SetMultiplyOptions(const MultiplyOptions& opt, Request& request) {
   request.set_variant(opt.variant);
   request.set_compute(opt.compute);
   if (opt.output_dtype) request.set_output_dtype(ToProto(*opt.output_dtype));
-  request.set_verify(opt.server_verify);
+  request.set_verify(opt.verify);
 }
 
 int RunMultiply(const Env& env, const MultiplyOptions& opt);    // multiply_command.cc

@@ -76,6 +76,7 @@ Command CommandIn(const std::vector<std::string>& args) {
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
   if (!parsed.ok()) return UsageError(err, parsed.status(), CommandIn(args));
+  for (const std::string& warning : parsed->warnings) err << "warning: " << warning << '\n';
   const Env env{parsed->global, out, err};
   if (parsed->help) return RunHelp(env, parsed->command);
   switch (parsed->command) {

@@ -102,8 +102,10 @@ operation:
   --output-dtype fp64|fp32|fp16|bf16   dtype of C (default: the inputs')
   --output-layout row|col              layout of C (default: that of --c, else row)
 checks and output:
-  --verify               compare C with a float64 reference computed here (OpenBLAS)
-  --server-verify        ask the server for its float64 reference check
+  --verify               the server checks C against its float64 reference (`verify` in the
+                         request) and reports the error (--server-verify: the former name)
+  --check                check C here against a float64 reference computed by this client
+                         (OpenBLAS) from the bytes sent
   --tolerance X          exit 3 when a reported relative L2 error exceeds X
   --out C.npy            write C
   --warmup W --repeat N  W unmeasured calls, then N measured: report each stage's median
@@ -111,8 +113,8 @@ checks and output:
 batched (one MultiplyBatched call):
   --batch N              N products of --random operands in one call (A, B and C stacked N deep;
                          product i from seeds S+3i, S+3i+1, S+3i+2): the timing and gflops are
-                         the whole batch's; --server-verify checks every product (no --verify,
-                         --out, --keep-result or --shm)
+                         the whole batch's; --verify checks every product (no --check, --out,
+                         --keep-result or --shm)
 resident matrices (handles from `matserve-cli upload`):
   --a-handle H, --b-handle H, --c-handle H   operands already on the server instead of data
   --keep-result          leave C on the server; prints its handle (then `download`)
@@ -132,8 +134,8 @@ B = scale * A^T, computed by the server; B has A's dtype and layout.
   --layout row|col       storage of the --random matrix (default row)
   --scale X              factor (server default 1)
   --variant NAME|auto    kernel variant (default auto)
-  --verify               compare B with a float64 reference computed here
-  --server-verify        ask the server for its float64 reference check
+  --verify               the server checks B against its float64 reference and reports the error
+  --check                check B here against a float64 reference computed by this client
   --tolerance X          exit 3 when a reported relative L2 error exceeds X
   --out B.npy            write B
   --warmup W --repeat N  W unmeasured calls, then N measured: report each stage's median

@@ -1,6 +1,6 @@
 // `matserve-cli multiply --batch N`: N products of --random operands in one MultiplyBatched call
 // (A, B and, when --beta is not 0, C stacked N deep), timed like multiply (medians over --repeat
-// after --warmup), checked by the server with --server-verify, reported as multiply with the
+// after --warmup), checked by the server with --verify, reported as multiply with the
 // batch size.
 #include <optional>
 #include <utility>

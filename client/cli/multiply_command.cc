@@ -147,7 +147,7 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
   summary.rpc_us = rpc_us;
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
-  if (opt.verify) {
+  if (opt.check) {
     absl::StatusOr<kernels::ErrorStats> check = VerifyMultiply(sent, reply->c());
     if (!check.ok()) return RpcError(env.err, check.status());
     summary.client_check = *check;

@@ -125,7 +125,7 @@ template <typename Reply>
 void AddRunTail(JsonObject& o, const Reply& reply, const RunSummary& s) {
   o.Add("runs", s.runs).Add("warmup", s.warmup);
   if (reply.has_verification()) o.Raw("server_verification", ServerCheckJson(reply.verification()));
-  if (s.client_check) o.Raw("client_verification", ClientCheckJson(*s.client_check));
+  if (s.client_check) o.Raw("client_check", ClientCheckJson(*s.client_check));
   if (!s.out_path.empty()) o.Add("out", s.out_path);
   if (reply.has_result()) o.Raw("result", ResidentJson(reply.result()));
 }

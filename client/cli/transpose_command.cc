@@ -33,7 +33,7 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
   request.set_a_handle(opt.a_handle);
   if (opt.scale) request.set_scale(*opt.scale);
   request.set_variant(opt.variant);
-  request.set_verify(opt.server_verify);
+  request.set_verify(opt.verify);
   request.set_keep_result(opt.keep_result);
   request.set_in_place(opt.in_place);
 
@@ -71,7 +71,7 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
   summary.rpc_us = rpc_us;
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
-  if (opt.verify) {
+  if (opt.check) {
     absl::StatusOr<kernels::ErrorStats> check = VerifyTranspose(sent, reply->b());
     if (!check.ok()) return RpcError(env.err, check.status());
     summary.client_check = *check;

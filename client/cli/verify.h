@@ -1,4 +1,4 @@
-// Client-side verification for `--verify`: recomputes the result from the request's own bytes in
+// Client-side verification for `--check`: recomputes the result from the request's own bytes in
 // float64 (kernels/cpu/reference.h, OpenBLAS on the host) and compares the server's reply with it.
 #pragma once
 

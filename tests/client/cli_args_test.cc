@@ -21,33 +21,12 @@ std::string Error(std::vector<std::string> args) {
 }
 
 TEST(CliArgs, ParsesAFullMultiply) {
-  absl::StatusOr<ParsedArgs> p = Parse({"--target",
-                                        "gpu1:7000",
-                                        "multiply",
-                                        "--random",
-                                        "128x64x32",
-                                        "--seed=9",
-                                        "--dtype",
-                                        "bf16",
-                                        "--transpose-a",
-                                        "--alpha",
-                                        "-2.5",
-                                        "--beta=0.5",
-                                        "--variant",
-                                        "tc_wmma",
-                                        "--compute",
-                                        "fp32",
-                                        "--output-dtype",
-                                        "fp32",
-                                        "--output-layout",
-                                        "col",
-                                        "--verify",
-                                        "--server-verify",
-                                        "--tolerance",
-                                        "1e-3",
-                                        "--out",
-                                        "c.npy",
-                                        "--json"});
+  absl::StatusOr<ParsedArgs> p = Parse(
+      {"--target",        "gpu1:7000", "multiply",      "--random", "128x64x32",      "--seed=9",
+       "--dtype",         "bf16",      "--transpose-a", "--alpha",  "-2.5",           "--beta=0.5",
+       "--variant",       "tc_wmma",   "--compute",     "fp32",     "--output-dtype", "fp32",
+       "--output-layout", "col",       "--verify",      "--check",  "--tolerance",    "1e-3",
+       "--out",           "c.npy",     "--json"});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->command, Command::kMultiply);
   EXPECT_EQ(p->global.target, "gpu1:7000");
@@ -68,9 +47,35 @@ TEST(CliArgs, ParsesAFullMultiply) {
   EXPECT_EQ(m.output_layout, kernels::Layout::kColMajor);
   EXPECT_FALSE(Parse({"multiply", "--random", "1x1x1"})->multiply.output_layout.has_value());
   EXPECT_TRUE(m.verify);
-  EXPECT_TRUE(m.server_verify);
+  EXPECT_TRUE(m.check);
   EXPECT_EQ(m.tolerance, 1e-3);
   EXPECT_EQ(m.out, "c.npy");
+  EXPECT_TRUE(p->warnings.empty());
+}
+
+// --verify is the server's check (request.verify), --check the client's; --server-verify is the
+// deprecated name of --verify: it still parses, with a warning.
+TEST(CliArgs, VerifyIsTheServersCheckAndCheckTheClients) {
+  for (const char* command : {"multiply", "transpose"}) {
+    const std::string random = std::string(command) == "multiply" ? "2x2x2" : "2x2";
+    absl::StatusOr<ParsedArgs> v = Parse({command, "--random", random, "--verify"});
+    ASSERT_TRUE(v.ok()) << v.status();
+    const bool is_multiply = v->command == Command::kMultiply;
+    EXPECT_TRUE(is_multiply ? v->multiply.verify : v->transpose.verify) << command;
+    EXPECT_FALSE(is_multiply ? v->multiply.check : v->transpose.check) << command;
+    absl::StatusOr<ParsedArgs> c = Parse({command, "--random", random, "--check"});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(is_multiply ? c->multiply.verify : c->transpose.verify) << command;
+    EXPECT_TRUE(is_multiply ? c->multiply.check : c->transpose.check) << command;
+    absl::StatusOr<ParsedArgs> old = Parse({command, "--random", random, "--server-verify"});
+    ASSERT_TRUE(old.ok()) << old.status();
+    EXPECT_TRUE(is_multiply ? old->multiply.verify : old->transpose.verify) << command;
+    ASSERT_EQ(old->warnings.size(), 1u) << command;
+    EXPECT_THAT(old->warnings[0], HasSubstr("--server-verify is deprecated"));
+    EXPECT_TRUE(v->warnings.empty() && c->warnings.empty()) << command;
+  }
+  EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--tolerance", "1"}),
+              HasSubstr("--tolerance needs --verify or --check"));
 }
 
 TEST(CliArgs, Defaults) {
@@ -186,7 +191,7 @@ TEST(CliArgs, RejectsIncompleteOrConflictingInputs) {
 
 TEST(CliArgs, BatchOfRandomProducts) {
   absl::StatusOr<ParsedArgs> p =
-      Parse({"multiply", "--random", "8x8x8", "--batch", "16", "--server-verify", "--repeat", "3"});
+      Parse({"multiply", "--random", "8x8x8", "--batch", "16", "--verify", "--repeat", "3"});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->multiply.batch, 16);
   EXPECT_EQ(Parse({"multiply", "--random", "2x2x2"})->multiply.batch, 1);
@@ -200,13 +205,13 @@ TEST(CliArgs, BatchOfRandomProducts) {
   EXPECT_THAT(Error({"multiply", "--a", "a.npy", "--b", "b.npy", "--batch", "2"}),
               HasSubstr("multiply: --batch needs --random MxNxK"));
   for (std::vector<std::string> extra :
-       {std::vector<std::string>{"--verify"}, {"--keep-result"}, {"--shm"}, {"--out", "c.npy"}}) {
+       {std::vector<std::string>{"--check"}, {"--keep-result"}, {"--shm"}, {"--out", "c.npy"}}) {
     std::vector<std::string> args = {"multiply", "--random", "2x2x2", "--batch", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     EXPECT_THAT(Error(args), HasSubstr("multiply: --batch is a timing run")) << extra[0];
   }
   // --batch 1 is a plain multiply: nothing refused.
-  EXPECT_TRUE(Parse({"multiply", "--random", "2x2x2", "--batch", "1", "--verify"}).ok());
+  EXPECT_TRUE(Parse({"multiply", "--random", "2x2x2", "--batch", "1", "--check"}).ok());
   EXPECT_THAT(Error({"transpose", "--random", "2x2", "--batch", "2"}),
               HasSubstr("transpose: unknown option '--batch'"));
 }
@@ -237,13 +242,14 @@ TEST(CliArgs, RejectsBadResidentCombinations) {
               HasSubstr("--a or --a-handle, not both"));
   EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--a-handle", "h"}),
               HasSubstr("--random cannot be combined with handles"));
-  EXPECT_THAT(Error({"multiply", "--a-handle", "h", "--b-handle", "g", "--verify"}),
-              HasSubstr("with handles use --server-verify"));
+  EXPECT_THAT(Error({"multiply", "--a-handle", "h", "--b-handle", "g", "--check"}),
+              HasSubstr("with handles use --verify"));
+  EXPECT_TRUE(Parse({"multiply", "--a-handle", "h", "--b-handle", "g", "--verify"}).ok());
   EXPECT_THAT(Error({"multiply", "--random", "2x2x2", "--keep-result", "--out", "c.npy"}),
               HasSubstr("--keep-result leaves C on the server"));
   EXPECT_THAT(Error({"transpose", "--a", "a.npy", "--in-place"}),
               HasSubstr("--in-place needs --a-handle"));
-  EXPECT_THAT(Error({"transpose", "--a-handle", "h", "--verify"}), HasSubstr("--server-verify"));
+  EXPECT_THAT(Error({"transpose", "--a-handle", "h", "--check"}), HasSubstr("use --verify"));
   EXPECT_THAT(Error({"download"}), HasSubstr("download: give --handle H"));
   EXPECT_THAT(Error({"release", "--handle", "h", "--out", "x"}),
               HasSubstr("release: unknown option '--out'"));

@@ -83,9 +83,9 @@ TEST_F(CliRun, KernelsTableAndFilter) {
   EXPECT_THAT(t.out, Not(HasSubstr("fake_gemm")));
 }
 
-TEST_F(CliRun, MultiplyRandomWithClientVerify) {
-  const Result r = Run({"multiply", "--random", "33x17x29", "--dtype", "fp64", "--verify",
-                        "--server-verify", "--json"});
+TEST_F(CliRun, MultiplyRandomWithServerVerifyAndClientCheck) {
+  const Result r =
+      Run({"multiply", "--random", "33x17x29", "--dtype", "fp64", "--verify", "--check", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"variant\": \"fake_gemm\", \"variant_requested\": \"auto\""));
   EXPECT_THAT(r.out, HasSubstr("\"m\": 33, \"n\": 17, \"k\": 29, \"dtype\": \"fp64\", "
@@ -100,8 +100,10 @@ TEST_F(CliRun, MultiplyRandomWithClientVerify) {
   EXPECT_THAT(r.out, HasSubstr("\"compute\": \"default\", \"batch\": 1, \"timing_us\""));
   EXPECT_THAT(r.out, HasSubstr("\"server_verification\": {\"max_abs_error\": 0, "
                                "\"rel_l2_error\": 0}"));
-  EXPECT_THAT(r.out, HasSubstr("\"client_verification\": {\"max_abs_error\": 0, "
+  EXPECT_THAT(r.out, HasSubstr("\"client_check\": {\"max_abs_error\": 0, "
                                "\"rel_l2_error\": 0, \"nonfinite\": 0}"));
+  EXPECT_TRUE(server_.service().last_multiply().verify());
+  EXPECT_EQ(r.err, "");
   // alpha and beta stay unset (server defaults) unless given.
   EXPECT_FALSE(server_.service().last_multiply().has_alpha());
   EXPECT_EQ(server_.service().last_multiply().a().rows(), 33);
@@ -109,8 +111,9 @@ TEST_F(CliRun, MultiplyRandomWithClientVerify) {
 }
 
 TEST_F(CliRun, MultiplyHumanOutput) {
-  const Result r = Run({"multiply", "--random", "8x8x8", "--verify"});
+  const Result r = Run({"multiply", "--random", "8x8x8", "--check"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_FALSE(server_.service().last_multiply().verify());  // --check asks the server nothing
   EXPECT_THAT(r.out, HasSubstr("variant               fake_gemm (asked: auto)\n"));
   EXPECT_THAT(r.out, HasSubstr("shape                 m=8 n=8 k=8\n"));
   EXPECT_THAT(
@@ -147,14 +150,14 @@ TEST_F(CliRun, MultiplyFilesEveryLayoutTransposeAndBeta) {
                           "-2",
                           "--output-layout",
                           layout,
-                          "--verify",
+                          "--check",
                           "--tolerance",
                           "1e-12",
                           "--out",
                           Temp("out.npy"),
                           "--json"});
     ASSERT_EQ(r.code, kExitOk) << layout << ": " << r.err;
-    EXPECT_THAT(r.out, HasSubstr("\"client_verification\": {\"max_abs_error\": 0,")) << layout;
+    EXPECT_THAT(r.out, HasSubstr("\"client_check\": {\"max_abs_error\": 0,")) << layout;
     absl::StatusOr<NpyArray> out = ReadNpy(Temp("out.npy"));
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->rows, 6);
@@ -172,7 +175,7 @@ TEST_F(CliRun, MultiplyConvertsFilesToDtype) {
   EXPECT_EQ(mixed.code, kExitUsage);
   EXPECT_THAT(mixed.err, HasSubstr("pass --dtype"));
   const Result r = Run({"multiply", "--a", Temp("a64.npy"), "--b", Temp("b32.npy"), "--dtype",
-                        "bf16", "--output-dtype", "fp32", "--verify", "--out", Temp("c.npy")});
+                        "bf16", "--output-dtype", "fp32", "--check", "--out", Temp("c.npy")});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(server_.service().last_multiply().a().dtype(), v1::BF16);
   EXPECT_EQ(server_.service().last_multiply().output_dtype(), v1::FP32);
@@ -216,7 +219,7 @@ TEST(CliUtil, MediansPerStage) {
 TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
   const Result r =
       Run({"multiply", "--random", "6x5x4", "--batch", "3", "--dtype", "fp64", "--beta", "1",
-           "--transpose-b", "--server-verify", "--tolerance", "1e-12", "--warmup", "1", "--json"});
+           "--transpose-b", "--verify", "--tolerance", "1e-12", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(server_.service().multiply_batched_calls(), 2);
   EXPECT_EQ(server_.service().multiply_calls(), 0);
@@ -252,7 +255,7 @@ TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
   EXPECT_EQ(server_.service().last_multiply_batched().a().layout(), v1::COL_MAJOR);
   // The server's check covers every product: one broken product fails the tolerance.
   const Result broken = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "broken",
-                             "--server-verify", "--tolerance", "1e-3"});
+                             "--verify", "--tolerance", "1e-3"});
   EXPECT_EQ(broken.code, kExitVerify);
   EXPECT_THAT(broken.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
   const Result unknown = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "x"});
@@ -331,14 +334,24 @@ TEST_F(CliRun, UnreachableServerIsUnavailable) {
 
 TEST_F(CliRun, VerificationAboveToleranceExitsThree) {
   const Result r = Run(
-      {"multiply", "--random", "4x4x4", "--variant", "broken", "--verify", "--tolerance", "1e-3"});
+      {"multiply", "--random", "4x4x4", "--variant", "broken", "--check", "--tolerance", "1e-3"});
   EXPECT_EQ(r.code, kExitVerify);
   EXPECT_THAT(r.out, HasSubstr("client_max_abs_error  1.000e+00"));
   EXPECT_THAT(r.err, HasSubstr("error: verification failed: client rel_l2_error"));
-  const Result s = Run({"multiply", "--random", "4x4x4", "--variant", "broken", "--server-verify",
-                        "--tolerance", "1e-3"});
+  const Result s = Run(
+      {"multiply", "--random", "4x4x4", "--variant", "broken", "--verify", "--tolerance", "1e-3"});
   EXPECT_EQ(s.code, kExitVerify);
+  EXPECT_THAT(s.out, HasSubstr("server_rel_l2_error   1.000e+00"));
+  EXPECT_THAT(s.out, Not(HasSubstr("client_max_abs_error")));
   EXPECT_THAT(s.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
+  // --server-verify, the former name of --verify: the same request, and a warning on stderr.
+  const Result old = Run({"multiply", "--random", "4x4x4", "--variant", "broken", "--server-verify",
+                          "--tolerance", "1e-3"});
+  EXPECT_EQ(old.code, kExitVerify);
+  EXPECT_TRUE(server_.service().last_multiply().verify());
+  EXPECT_THAT(old.err, StartsWith("warning: --server-verify is deprecated: --verify asks the "
+                                  "server's check"));
+  EXPECT_THAT(old.err, HasSubstr("server rel_l2_error"));
 }
 
 TEST_F(CliRun, MessagesAboveFourMiBPass) {
@@ -353,7 +366,7 @@ TEST_F(CliRun, MessagesAboveFourMiBPass) {
 
 TEST_F(CliRun, TransposeColumnMajorWithScale) {
   const Result r = Run({"transpose", "--random", "7x13", "--layout", "col", "--scale", "2",
-                        "--verify", "--tolerance", "0", "--out", Temp("t.npy"), "--json"});
+                        "--check", "--tolerance", "0", "--out", Temp("t.npy"), "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out,
               HasSubstr("\"rows\": 7, \"cols\": 13, \"dtype\": \"fp32\", \"layout\": \"col\""));
@@ -417,8 +430,8 @@ TEST_F(CliRun, ResidentMatricesRoundTrip) {
   const Result b = Run({"upload", "--a", Temp("rb.npy")});
   ASSERT_EQ(b.code, kExitOk) << b.err;
   EXPECT_THAT(b.out, HasSubstr("handle                h2\n"));
-  const Result m = Run({"multiply", "--a-handle", "h1", "--b-handle", "h2", "--server-verify",
-                        "--keep-result", "--json"});
+  const Result m = Run(
+      {"multiply", "--a-handle", "h1", "--b-handle", "h2", "--verify", "--keep-result", "--json"});
   ASSERT_EQ(m.code, kExitOk) << m.err;
   EXPECT_THAT(m.out, HasSubstr("\"m\": 20, \"n\": 10, \"k\": null, \"dtype\": \"resident\""));
   EXPECT_THAT(m.out, HasSubstr("\"result\": {\"handle\": \"h3\", \"rows\": 20, \"cols\": 10"));

@@ -1,6 +1,7 @@
 """End-to-end: matserve-cli against the real matserve on loopback.
 
-Checks the CLI's results against NumPy through .npy files, its --verify, its JSON, the resident
+Checks the CLI's results against NumPy through .npy files, its --verify (the server's check) and
+--check (its own; --server-verify: the deprecated name of --verify), its JSON, the resident
 chain (upload -> multiply --keep-result -> download -> release), a batched multiply (--batch N:
 one MultiplyBatched call), and its exit codes and error lines for bad input.
 """
@@ -56,16 +57,34 @@ class CliTest(unittest.TestCase):
 
     def test_random_multiply_verifies(self):
         r = self.cli("multiply", "--random", "257x129x65", "--seed", "3", "--verify",
-                     "--server-verify", "--tolerance", "1e-5")
+                     "--check", "--tolerance", "1e-5")
         self.assertEqual((r["m"], r["n"], r["k"]), (257, 129, 65))
-        self.assertLess(r["client_verification"]["rel_l2_error"], 1e-5)
+        self.assertLess(r["server_verification"]["rel_l2_error"], 1e-5)
+        self.assertLess(r["client_check"]["rel_l2_error"], 1e-5)
         self.assertGreater(r["timing_us"]["kernel"], 0)
         self.assertEqual((r["batch"], r["merged_requests"]), (1, 1))  # no dynamic batching here
         self.assertEqual(r["timing_us"]["batch_wait"], 0)
 
+    def test_verify_asks_the_server_check_computes_here(self):
+        """--verify is the request's `verify` (the server's float64 reference), --check the
+        client's own; --server-verify still means --verify, with a warning on stderr."""
+        for command, shape in (("multiply", "40x30x20"), ("transpose", "40x30")):
+            server = self.cli(command, "--random", shape, "--verify")
+            self.assertIn("server_verification", server, command)
+            self.assertNotIn("client_check", server, command)
+            client = self.cli(command, "--random", shape, "--check")
+            self.assertIn("client_check", client, command)
+            self.assertNotIn("server_verification", client, command)
+            old = subprocess.run([CLI, "--target", self.server.target, "--json", command,
+                                  "--random", shape, "--server-verify"],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(old.returncode, 0, old.stderr)
+            self.assertIn("server_verification", json.loads(old.stdout), command)
+            self.assertIn("warning: --server-verify is deprecated", old.stderr, command)
+
     def test_batched_multiply(self):
         r = self.cli("multiply", "--random", "33x17x9", "--batch", "5", "--beta", "0.5",
-                     "--server-verify", "--tolerance", "1e-5")
+                     "--verify", "--tolerance", "1e-5")
         self.assertEqual((r["m"], r["n"], r["k"], r["batch"]), (33, 17, 9, 5))
         self.assertLess(r["server_verification"]["rel_l2_error"], 1e-5)
         self.assertEqual(r["merged_requests"], 1)
@@ -80,7 +99,7 @@ class CliTest(unittest.TestCase):
         self.assertGreater(repeated["gflops"], 0)
         p = self.cli("multiply", "--random", "8x8x8", "--batch", "0", expect=1)
         self.assertIn("--batch: '0' is not a positive integer", p.stderr)
-        p = self.cli("multiply", "--random", "8x8x8", "--batch", "2", "--verify", expect=1)
+        p = self.cli("multiply", "--random", "8x8x8", "--batch", "2", "--check", expect=1)
         self.assertIn("--batch", p.stderr)
 
     def test_npy_files_in_and_out_match_numpy(self):
@@ -101,9 +120,9 @@ class CliTest(unittest.TestCase):
         np.save(self.path("sc.npy"), c)
         before = {f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}
         r = self.cli("multiply", "--a", self.path("sa.npy"), "--b", self.path("sb.npy"), "--c",
-                     self.path("sc.npy"), "--beta", "-1", "--shm", "--verify", "--tolerance",
+                     self.path("sc.npy"), "--beta", "-1", "--shm", "--check", "--tolerance",
                      "1e-5", "--out", self.path("sout.npy"))
-        self.assertLess(r["client_verification"]["rel_l2_error"], 1e-5)
+        self.assertLess(r["client_check"]["rel_l2_error"], 1e-5)
         np.testing.assert_allclose(np.load(self.path("sout.npy")), a.astype(np.float64) @ b - c,
                                    rtol=1e-5, atol=1e-5)
         self.cli("transpose", "--a", self.path("sa.npy"), "--shm", "--out", self.path("st.npy"))
