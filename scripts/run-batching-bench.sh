@@ -13,7 +13,8 @@
 #
 # usage: scripts/run-batching-bench.sh [BUNDLE_DIR]    (default build/device)
 # Environment: MATSERVE_BACKEND [cuda], BATCH [1000], BATCH_SHAPE [64], DYN_SHAPE [256],
-#   BENCH_DURATION seconds per run [5], BENCH_WARMUP per worker [20], PRECISION [fp32],
+#   BENCH_DURATION seconds per run [5], BENCH_WARMUP per worker [20], COMPUTE [fp32] (matserve-bench
+#   --compute; PRECISION, its former name, still read),
 #   BATCHING_ARGS [--max_batch_size=64 --max_batch_delay_us=500], CLIENT_PROCS [4].
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,8 +27,8 @@ out=${OUT:-/tmp/matserve-batching-bench}
 mkdir -p "$out"
 resolve_bench_binaries "$bundle" run-batching-bench || exit 1
 backend=${MATSERVE_BACKEND:-cuda}
-prec=${PRECISION:-fp32}
-common=(--duration "${BENCH_DURATION:-5}" --warmup "${BENCH_WARMUP:-20}" --precisions "$prec"
+compute=${COMPUTE:-${PRECISION:-fp32}}
+common=(--duration "${BENCH_DURATION:-5}" --warmup "${BENCH_WARMUP:-20}" --compute "$compute"
         --modes resident --no-progress)
 : >"$out/bench.log"
 

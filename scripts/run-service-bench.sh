@@ -11,7 +11,8 @@
 #   to the binaries (e.g. a CPU build: MATSERVE_BACKEND=cpu).
 # Environment (defaults in brackets): MATSERVE_BACKEND [cuda], BENCH_SHAPES [256,1024,4096],
 #   BENCH_MODES [ping,inline,resident] (ping: the gRPC round-trip floor), BENCH_CONCURRENCY
-#   [1,8,64], BENCH_DURATION seconds per run [3], BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto], BENCH_PRECISIONS [fp32],
+#   [1,8,64], BENCH_DURATION seconds per run [3], BENCH_WARMUP per worker [2], BENCH_VARIANTS [auto],
+#   BENCH_COMPUTE [fp32] (matserve-bench --compute; BENCH_PRECISIONS, its former name, still read),
 #   BENCH_COMPARE_CLIENTS [1] (0 skips the client comparison), BENCH_RELEASE [background]
 #   (matserve-bench --release: inline keeps Release RPCs out of the way of timed calls),
 #   BENCH_SETTLE_SECONDS [0] (untimed resident 256^3 load at concurrency 8 before the sweep: a
@@ -58,7 +59,7 @@ fi
 bench_args=(--target "$target" --shapes "${BENCH_SHAPES:-256,1024,4096}"
             --modes "${BENCH_MODES:-ping,inline,resident}" --concurrency "${BENCH_CONCURRENCY:-1,8,64}"
             --duration "${BENCH_DURATION:-3}" --warmup "${BENCH_WARMUP:-2}"
-            --variants "${BENCH_VARIANTS:-auto}" --precisions "${BENCH_PRECISIONS:-fp32}"
+            --variants "${BENCH_VARIANTS:-auto}" --compute "${BENCH_COMPUTE:-${BENCH_PRECISIONS:-fp32}}"
             --release "${BENCH_RELEASE:-background}")
 echo "Command: matserve-bench ${bench_args[*]} (server: matserve --backend=$backend ${SERVER_ARGS:-})" \
   >>"$out/load.md"

@@ -23,7 +23,7 @@ namespace {
 
 std::vector<RunSpec> Plan(const BenchOptions& o) {
   std::vector<RunSpec> plan;
-  // The transport floor first: it does not depend on the shape, variant or precision.
+  // The transport floor first: it does not depend on the shape, variant or compute mode.
   if (std::find(o.modes.begin(), o.modes.end(), Mode::kPing) != o.modes.end()) {
     for (int c : o.concurrency) plan.push_back({Shape{0, 0, 0}, Mode::kPing, "-", "-", c});
   }
@@ -31,9 +31,9 @@ std::vector<RunSpec> Plan(const BenchOptions& o) {
     for (Mode mode : o.modes) {
       if (mode == Mode::kPing) continue;
       for (const std::string& variant : o.variants) {
-        for (const std::string& precision : o.precisions) {
+        for (const std::string& compute : o.compute) {
           for (int c : o.concurrency) {
-            plan.push_back({shape, mode, variant, precision, c, o.batch});
+            plan.push_back({shape, mode, variant, compute, c, o.batch});
           }
         }
       }
@@ -64,6 +64,7 @@ int Main(int argc, char** argv) {
     std::cerr << "error: " << parsed.status().message() << "\n(see matserve-bench --help)\n";
     return 1;
   }
+  for (const std::string& warning : parsed->warnings) std::cerr << "warning: " << warning << "\n";
   if (parsed->help) {
     std::cout << Usage();
     return 0;

@@ -158,15 +158,17 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
     } else if (name == "--variants") {
       o.variants = SplitList(value);
       if (o.variants.empty()) return Bad("--variants: empty list");
-    } else if (name == "--precisions") {
-      o.precisions = SplitList(value);
-      for (const std::string& p : o.precisions) {
+    } else if (name == "--compute" || name == "--precisions") {
+      if (name == "--precisions") {
+        o.warnings.push_back("--precisions is deprecated: the same list is --compute");
+      }
+      o.compute = SplitList(value);
+      for (const std::string& p : o.compute) {
         if (p != "fp64" && p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16" && p != "fp8") {
-          return Bad(
-              absl::StrCat("--precisions: '", p, "' is not fp64, fp32, tf32, fp16, bf16 or fp8"));
+          return Bad(absl::StrCat(name, ": '", p, "' is not fp64, fp32, tf32, fp16, bf16 or fp8"));
         }
       }
-      if (o.precisions.empty()) return Bad("--precisions: empty list");
+      if (o.compute.empty()) return Bad(absl::StrCat(name, ": empty list"));
     } else if (name == "--concurrency") {
       auto v = ParseConcurrency(value);
       if (!v.ok()) return v.status();
@@ -274,7 +276,7 @@ usage: matserve-bench [options]
                            once per worker, multiplied by handle, result kept and released
                            outside the timed call) and/or ping (a health check per request,
                            no matrix work: the gRPC round-trip floor; run once, whatever the
-                           shapes, variants and precisions) and/or shm (operands and result in
+                           shapes, variants and compute modes) and/or shm (operands and result in
                            a shared-memory region per worker, registered once; the server must
                            run on this node); default inline
   --transport LIST         grpc, shm and/or cuda-ipc: the same as --modes inline / shm /
@@ -282,8 +284,10 @@ usage: matserve-bench [options]
                            with the server by CUDA IPC; a CUDA build, the server on this node)
   --cuda-device N          the GPU the cuda-ipc transport allocates on (default 0)
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
-  --precisions LIST        fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16 fp8 (fp32
-                           data quantized to e4m3 on the device); default fp32
+  --compute LIST           fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16 fp8 (fp32
+                           data quantized to e4m3 on the device); default fp32. Each sets the
+                           data sent and the request's compute mode; the reports call it
+                           precision. --precisions: its former name (a warning on stderr)
   --concurrency LIST       worker threads: 1,8,64 or 1:64:x2 or 1:8:+1; default 1
   --batch N                products per request (default 1). N > 1: each request is one
                            MultiplyBatched of N products of the shape (inline: A and B sent
@@ -318,7 +322,7 @@ usage: matserve-bench [options]
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
   --no-progress            no live progress line (it is shown only when stderr is a TTY)
 
-Every combination shapes x modes x variants x precisions x concurrency is one run, in sequence.
+Every combination shapes x modes x variants x compute modes x concurrency is one run, in sequence.
 Percentiles are nearest-rank over every timed request (docs/load-testing.md).
 )";
 }

@@ -1,4 +1,4 @@
-// matserve-bench's command line: the target, the mix of shapes x modes x variants x precisions x
+// matserve-bench's command line: the target, the mix of shapes x modes x variants x compute modes x
 // concurrency levels (each combination is one run, in that nesting order), when a run stops, and
 // where the reports go. Parsing is separate from running so tests can check it.
 #pragma once
@@ -30,7 +30,9 @@ struct BenchOptions {
   std::vector<Shape> shapes = {{256, 256, 256}};
   std::vector<Mode> modes = {Mode::kInline};
   std::vector<std::string> variants = {"auto"};
-  std::vector<std::string> precisions = {"fp32"};  // fp64 fp32 tf32 fp16 bf16
+  // --compute (the former --precisions): each names the data and ComputeMode sent, fp64 fp32 tf32
+  // fp16 bf16 fp8 (runner.cc); the reports call it `precision`.
+  std::vector<std::string> compute = {"fp32"};
   std::vector<int> concurrency = {1};
   // --batch N: products per request. N > 1 sends each request as one MultiplyBatched of N
   // products of the shape (inline and resident modes only); 1 sends plain Multiply requests.
@@ -63,6 +65,8 @@ struct BenchOptions {
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;
   bool help = false;
+  // Former spellings that were given (e.g. --precisions), one line each for stderr.
+  std::vector<std::string> warnings;
 };
 
 // "1,8,64" or "1:64:x2" (geometric) or "1:8:+1" (arithmetic), or a mix of those, comma-separated.

@@ -2,7 +2,7 @@
 
 A few seconds of closed-loop load at concurrency 4, inline and resident, whose JSON must be
 self-consistent (counts add up, percentiles ordered, server total >= kernel, req/s = requests /
-wall time); batched requests (--batch N: matrices/s = N x req/s) and a server that merges
+wall time); --compute modes (and --precisions, its former name); batched requests (--batch N: matrices/s = N x req/s) and a server that merges
 concurrent requests (mean merged requests within its --max_batch_size); a deliberately failing mix
 must report errors by code, not crash; scripts/plot_load.py must render that JSON as a PNG of
 sensible size.
@@ -203,6 +203,18 @@ class BenchTest(unittest.TestCase):
         for r in doc["runs"]:
             self.assertEqual(r["requests"], 40)
             self.assertEqual(r["ok"], 40)
+
+    def test_compute_modes_and_their_former_option_name(self):
+        doc, _, _ = self.bench("--shapes", "16", "--compute", "fp64,fp16,tf32", "--requests", "8",
+                               "--warmup", "1")
+        self.assertEqual([r["precision"] for r in doc["runs"]], ["fp64", "fp16", "tf32"])
+        for r in doc["runs"]:
+            self.assertEqual(r["ok"], 8, r["first_error"])
+            self.assertEqual(r["precisions_ran"], {r["precision"]: 8})  # what the server computed
+        self.assertNotIn("warning", self.last_stderr)
+        doc, _, _ = self.bench("--shapes", "16", "--precisions", "bf16", "--requests", "4")
+        self.assertEqual([(r["precision"], r["ok"]) for r in doc["runs"]], [("bf16", 4)])
+        self.assertIn("warning: --precisions is deprecated", self.last_stderr)
 
     def test_failing_mix_reports_errors_by_code(self):
         doc, out, _ = self.bench("--shapes", "16", "--variants", "nope", "--concurrency", "2",

@@ -191,7 +191,7 @@ TEST(Options, ConcurrencySweeps) {
 
 TEST(Options, MixAndStopConditions) {
   auto o = ParseOptions({"--shapes", "256x128x64,1024", "--modes=inline,resident", "--variants",
-                         "auto,cublas", "--precisions", "fp32,tf32", "--concurrency", "1:4:x2",
+                         "auto,cublas", "--compute", "fp32,tf32", "--concurrency", "1:4:x2",
                          "--requests", "100", "--json", "x.json", "--no-progress"});
   ASSERT_TRUE(o.ok()) << o.status();
   ASSERT_EQ(o->shapes.size(), 2u);
@@ -256,9 +256,20 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_FALSE(ParseOptions({})->release_inline);
   EXPECT_TRUE(ParseOptions({"--release", "inline"})->release_inline);
   EXPECT_FALSE(ParseOptions({"--release", "never"}).ok());
-  EXPECT_EQ(ParseOptions({"--precisions", "fp8,bf16"})->precisions,
+  EXPECT_EQ(ParseOptions({"--compute", "fp8,bf16"})->compute,
             (std::vector<std::string>{"fp8", "bf16"}));
-  EXPECT_FALSE(ParseOptions({"--precisions", "fp4"}).ok());
+  EXPECT_TRUE(ParseOptions({"--compute", "fp8"})->warnings.empty());
+  EXPECT_EQ(ParseOptions({})->compute, std::vector<std::string>{"fp32"});
+  EXPECT_FALSE(ParseOptions({"--compute", "fp4"}).ok());
+  EXPECT_FALSE(ParseOptions({"--compute", ","}).ok());
+  // --precisions, the former name: the same list, and a warning for stderr.
+  auto old = ParseOptions({"--precisions=fp16,tf32"});
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->compute, (std::vector<std::string>{"fp16", "tf32"}));
+  ASSERT_EQ(old->warnings.size(), 1u);
+  EXPECT_EQ(old->warnings[0], "--precisions is deprecated: the same list is --compute");
+  EXPECT_EQ(ParseOptions({"--precisions", "fp4"}).status().message(),
+            "--precisions: 'fp4' is not fp64, fp32, tf32, fp16, bf16 or fp8");
   EXPECT_FALSE(ParseOptions({"--duration", "0"}).ok());
   EXPECT_FALSE(ParseOptions({"--bogus", "1"}).ok());
   EXPECT_FALSE(ParseOptions({"--requests"}).ok());
