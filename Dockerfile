@@ -12,10 +12,11 @@ ARG CUDA_ARCHITECTURES=90
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
-# xz-utils: device-bundle.sh writes a .tar.xz; the apt lists are dropped in the same layer.
+# xz-utils: device-bundle.sh writes a .tar.xz; the apt lists are dropped in the same layer. The
+# image builds without tests, so the packages only they use are left out (MATSERVE_TEST_DEPS=0).
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends xz-utils \
- && scripts/install-deps.sh \
+ && MATSERVE_TEST_DEPS=0 scripts/install-deps.sh \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN BUILD_DIR=/build MATSERVE_CUDA=ON scripts/build.sh -DBUILD_TESTING=OFF \

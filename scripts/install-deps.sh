@@ -2,7 +2,8 @@
 # Installs what matserve needs to build, run and test from the distribution's packages (Debian 12,
 # Ubuntu 24.04), skipping what is already there. Uses sudo when not root. The CUDA toolkit is not
 # installed here: when /usr/local/cuda exists the build uses it, otherwise it builds CPU-only.
-# The Dockerfile runs this same script.
+# The Dockerfile runs this same script, with MATSERVE_TEST_DEPS=0: packages only the tests use
+# (test_packages) are then left out.
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,11 @@ packages=(
   python3-pip python3-setuptools python3-wheel
   prometheus
 )
+# Only the tests use these. python3-torch: the Python client's torch-tensor operands
+# (tests/e2e/test_python_interop.py, which skips without it); about 50 MB to download and 1 GB
+# installed with its libraries, under two minutes on two cores.
+test_packages=(python3-torch)
+if [ "${MATSERVE_TEST_DEPS:-1}" != 0 ]; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
