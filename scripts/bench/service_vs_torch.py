@@ -37,7 +37,7 @@ Without torch (or with --no-torch) the baseline is NumPy on the host CPU (fp16/b
 as fp32, tf32 as fp32), labelled as such everywhere: a check of the harness, not a GPU comparison.
 
 usage: python3 scripts/bench/service_vs_torch.py --target HOST:PORT --out DIR [--quick]
-       [--shapes LIST] [--precisions LIST] [--variants LIST] [--reps N] [--warmup N] ...
+       [--shapes LIST] [--compute LIST] [--variants LIST] [--reps N] [--warmup N] ...
 The generated stubs (matserve.v1.matrix_service_pb2) must be importable: PYTHONPATH=<build>/python
 or <bundle>/python, or --stubs DIR. scripts/run-service-vs-torch.sh starts the server and runs this.
 Exit status: 0 when every check passed, 1 when a correctness check failed or a case failed with an
@@ -126,7 +126,9 @@ def parse_args(argv):
                    help=f"a few-minute subset: {QUICK} (explicit flags override it)")
     p.add_argument("--shapes", help="comma list of N (N^3), MxKxN, or groups "
                    f"{', '.join(SHAPE_GROUPS)} (default all)")
-    p.add_argument("--precisions", help=f"comma list of {', '.join(PRECISIONS)} (default all)")
+    p.add_argument("--compute", "--precisions", dest="precisions", metavar="LIST",
+                   help=f"comma list of {', '.join(PRECISIONS)} (default all); --precisions is "
+                   "its former name")
     p.add_argument("--variants", default="auto,cublas",
                    help="service GEMM variants to ask for (default auto,cublas), e.g. "
                    "auto,cublas,wgmma_tma_store; refusals are recorded, not fatal")
