@@ -19,6 +19,8 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -245,9 +247,27 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   absl::SetProgramUsageMessage(
-      "matserve: GPU matrix-compute gRPC server (GEMM and transpose).\n"
+      "GPU matrix-compute gRPC server (GEMM and transpose).\n"
       "  matserve [--listen=0.0.0.0:50051] [--backend=auto|cuda|cpu] ...\n"
-      "See docs/ for the API, deployment and metrics.");
+      "docs/flags.md explains every flag; docs/ the API, deployment and metrics.");
+  // --help and --helpshort list the server's own flags (all in server/config.cc, the same in the
+  // CUDA and CPU-only builds; docs/flags.md is generated from them), not the libraries'
+  // (--helpfull); files are named relative to the source tree.
+  absl::FlagsUsageConfig usage;
+  const auto server_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/config.cc");
+  };
+  usage.contains_help_flags = server_flags;
+  usage.contains_helpshort_flags = server_flags;
+  usage.normalize_filename = [](absl::string_view file) {
+    const std::size_t at = file.rfind("server/");
+    return std::string(at == absl::string_view::npos ? file : file.substr(at));
+  };
+  usage.version_string = [] {
+    return absl::StrCat("matserve ", matserve::kVersion, " (git ", matserve::kGitSha, ", CUDA ",
+                        matserve::kCudaVersion, ")\n");
+  };
+  absl::SetFlagsUsageConfig(std::move(usage));
   absl::ParseCommandLine(argc, argv);
   absl::SetMutexDeadlockDetectionMode(matserve::server::lock_order_checks_requested()
                                           ? absl::OnDeadlockCycle::kAbort
