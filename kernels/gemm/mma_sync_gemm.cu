@@ -5,6 +5,7 @@
 // A batched problem adds a grid dimension: blockIdx.z is the product.
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
@@ -33,25 +34,18 @@ constexpr int smem_bytes(bool at, bool bt) {
   return stage_halves(at, bt) * 2 * kStages;
 }
 
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
+using async_copy::smem_u32;
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(smem_u32(p)));
 }
 
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(smem_u32(p)));
 }
 
 template <typename T>
@@ -92,7 +86,7 @@ __device__ __forceinline__ void load_tile(T* dst, int ld_s, const T* src, long l
       long long valid = gr < rows_total ? cols_total - gc : 0;
       valid = valid < 0 ? 0 : (valid > 8 ? 8 : valid);
       const T* s = valid > 0 ? src + gr * ld_g + gc : src;
-      cp_async16(d, s, static_cast<int>(valid * 2));
+      async_copy::copy16(d, s, static_cast<int>(valid * 2));
     } else {
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
@@ -165,21 +159,9 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
 #pragma unroll
       for (int x = 0; x < 4; ++x) acc[i][j][x] = 0.0f;
 
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_tiles) load_stage(s, s);
-    asm volatile("cp.async.commit_group;\n" ::);
-  }
-
   const int q = lane / 8, r8 = lane % 8;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
-    __syncthreads();
-    const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(next % kStages, next);
-    asm volatile("cp.async.commit_group;\n" ::);
-
-    const T* as = smem + (kt % kStages) * kStage;
+  async_copy::multistage_mainloop<kStages>(k_tiles, load_stage, [&](int stage, int) {
+    const T* as = smem + stage * kStage;
     const T* bs = as + kAHalves;
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += 16) {
@@ -213,8 +195,7 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma16816<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
     }
-  }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  });
 
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int g = lane / 4, t2 = (lane % 4) * 2;

@@ -81,6 +81,20 @@ absl::Status wgmma_tma_store_can_implement(const GemmProblem& p) {
   return absl::OkStatus();
 }
 
+// The f64 mma.sync shapes with m16 exist from sm_90 on.
+absl::Status dmma_can_implement(const GemmProblem& p) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) {
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  }
+  if (major < 9)
+    return absl::FailedPreconditionError("variant 'dmma': needs an sm_90 GPU or later");
+  if (const char* why = dmma_gemm_unsupported(p); why != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("variant 'dmma': ", why));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status wgmma_tma_store_launch(const GemmProblem& p, const ExecContext& ctx) {
   if (absl::Status s = wgmma_tma_store_can_implement(p); !s.ok()) return s;
   return launch_cuda<GemmProblem, &launch_wgmma_gemm_tma_store>(p, ctx);
@@ -144,6 +158,20 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .precisions = kHalfPrecisions,
       .can_implement = &wgmma_tma_store_can_implement,
       .launch = &wgmma_tma_store_launch,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "dmma",
+      .family = "tensor_core",
+      .description = "fp64 tensor cores: mma.sync m16n8k4 .f64, 128x128x16 tiles, 4-stage "
+                     "cp.async pipeline (zero-filled edges), swizzled shared tiles, 8 warps of "
+                     "64x32",
+      .constraints = "fp64 operands and output; sm_90 or later; 16-byte aligned rows take the "
+                     "cp.async path, others a slower predicated path; batches up to 65535",
+      .backend = Backend::kCuda,
+      .precisions = precision_bit(Precision::kF64),
+      .can_implement = &dmma_can_implement,
+      .launch = &launch_cuda<GemmProblem, &launch_dmma_gemm>,
+      .batched = true,
   });
   gemm.push_back(GemmVariant{
       .name = "cublaslt",

@@ -4,35 +4,29 @@
 // which is how a k-contiguous A' reaches a k-major tile without passing through registers.
 #pragma once
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/gemm/simt_common.cuh"
 #include "kernels/gemm/simt_tile_copy.cuh"
 
 namespace matserve::kernels::simt {
 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  async_copy::copy16(smem, gmem);
 }
 
 // Copies one element, or writes zero when !inside (gmem is then not read).
 template <typename T>
 __device__ __forceinline__ void cp_async_elem(T* smem, const T* gmem, bool inside) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src = inside ? static_cast<int>(sizeof(T)) : 0;
-  if constexpr (sizeof(T) == 4) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(src));
-  }
+  async_copy::copy_elem<sizeof(T)>(smem, gmem, inside ? static_cast<int>(sizeof(T)) : 0);
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
+  async_copy::commit();
 }
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  async_copy::wait<N>();
 }
 
 // copy_tile_vec's layout rules (see simt_tile_copy.cuh), issued as asynchronous copies.

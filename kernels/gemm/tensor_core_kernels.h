@@ -23,6 +23,11 @@ const char* wgmma_gemm_unsupported(const GemmProblem& p);
 cudaError_t launch_wgmma_gemm_tma_store(const GemmProblem& p, cudaStream_t stream);
 const char* wgmma_tma_store_unsupported(const GemmProblem& p);
 
+// fp64 on the fp64 tensor cores (mma.sync m16n8k4 .f64, sm_90): fp64 operands and output, any
+// shape and transpose state, batched; limits described by dmma_gemm_unsupported.
+cudaError_t launch_dmma_gemm(const GemmProblem& p, cudaStream_t stream);
+const char* dmma_gemm_unsupported(const GemmProblem& p);
+
 }  // namespace matserve::kernels
 
 #ifdef __CUDACC__
