@@ -31,8 +31,7 @@ std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k) {
 }
 
 absl::StatusOr<Precision> parse_precision_name(std::string_view name) {
-  for (Precision p :
-       {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16, Precision::kBF16}) {
+  for (Precision p : kEveryPrecision) {
     if (precision_name(p) == name) return p;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown precision '", std::string(name), "'"));

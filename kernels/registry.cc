@@ -90,8 +90,7 @@ absl::Status check_transpose_variant(const TransposeVariant& v, const TransposeP
 
 std::string precision_list(PrecisionSet s) {
   std::vector<std::string> names;
-  for (Precision p : {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16,
-                      Precision::kBF16, Precision::kF8}) {
+  for (Precision p : kEveryPrecision) {
     if ((s & precision_bit(p)) != 0) names.emplace_back(precision_name(p));
   }
   return absl::StrJoin(names, ",");

@@ -1,6 +1,7 @@
 // The single list of kernel variants: name, family, precisions, constraints, technique, launcher.
 // The server's ListKernels, the CLI's help, the benchmarks and the dashboard labels all read it.
-// Adding a kernel = one .cu file + one entry in registry_cuda.cc (or registry_cpu.cc) + its tests.
+// Adding a kernel: kernels/README.md (one .cu file, its launcher, one registry entry in its
+// family's gemm/registry_*.cc or transpose/registry_transpose.cc; the tests pick it up).
 #pragma once
 
 #include <cstddef>

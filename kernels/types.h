@@ -65,7 +65,17 @@ using PrecisionSet = std::uint32_t;
 constexpr PrecisionSet precision_bit(Precision p) {
   return 1u << static_cast<unsigned>(p);
 }
-// The five classic precisions (fp8 is claimed only by variants that implement it).
-constexpr PrecisionSet kAllPrecisions = 0x1f;
+// Every precision, in the order listings and tables use: the one list that loops over
+// precisions iterate.
+inline constexpr Precision kEveryPrecision[] = {Precision::kF64, Precision::kF32,  Precision::kTF32,
+                                                Precision::kF16, Precision::kBF16, Precision::kF8};
+// Every precision but fp8, which only the variants that implement it claim.
+constexpr PrecisionSet kAllPrecisions = [] {
+  PrecisionSet s = 0;
+  for (Precision p : kEveryPrecision) {
+    if (p != Precision::kF8) s |= precision_bit(p);
+  }
+  return s;
+}();
 
 }  // namespace matserve::kernels

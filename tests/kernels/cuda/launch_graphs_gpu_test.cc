@@ -139,9 +139,9 @@ TEST_F(LaunchGraphsGpu, EveryGemmVariantReplaysWhatItLaunchesDirectly) {
   std::uint64_t seed = 4242;
   for (const GemmVariant& v : gemm_variants()) {
     if (v.backend != Backend::kCuda || !testing::variant_selected(v.name)) continue;
-    for (Precision prec :
-         {Precision::kF64, Precision::kF32, Precision::kTF32, Precision::kF16, Precision::kBF16}) {
-      if (!v.supports(prec)) continue;
+    for (Precision prec : kEveryPrecision) {
+      // fp8 has its own scaled-reference test (tensor_core_fp8_gpu_test).
+      if (prec == Precision::kF8 || !v.supports(prec)) continue;
       if (!v.capturable) continue;
       const int before = checked_;
       // An odd shape, then one aligned to every tile for the variants that need it; every
