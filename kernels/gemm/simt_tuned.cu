@@ -31,7 +31,7 @@ struct Tuned {
 };
 
 template <typename T, typename C>
-struct Layout {
+struct TileLayout {
   static constexpr int W = Vec<T>::kWidth;
   static constexpr int TM = C::RM * W, TN = C::RN * W;      // results per lane along m, n
   static constexpr int WTM = TM * C::LM, WTN = TN * C::LN;  // warp tile
@@ -119,10 +119,10 @@ struct Stager {
 // operands allow 16-byte loads, so every full k-tile is copied without checks. The partial k-tile
 // (if any) goes first, guarded, so that the remaining tiles start at aligned multiples of BK.
 template <bool kInterior, typename T, bool TA, bool TB, typename C>
-__device__ __forceinline__ void tuned_mainloop(const simt::Args<T>& g, T* smem, i64 i0, i64 j0,
-                                               int tid, int row0, int col0, bool a_vec, bool b_vec,
-                                               T (&acc)[Layout<T, C>::TM][Layout<T, C>::TN]) {
-  using L = Layout<T, C>;
+__device__ __forceinline__ void tuned_mainloop(
+    const simt::Args<T>& g, T* smem, i64 i0, i64 j0, int tid, int row0, int col0, bool a_vec,
+    bool b_vec, T (&acc)[TileLayout<T, C>::TM][TileLayout<T, C>::TN]) {
+  using L = TileLayout<T, C>;
   using V = typename Vec<T>::type;
   constexpr int W = L::W, BK = C::BK;
   // A' tile: BM x BK, X(i, p); shared k-major (as[p * kLdA + i]: contiguous along rows).
@@ -215,7 +215,7 @@ __device__ __forceinline__ void tuned_mainloop(const simt::Args<T>& g, T* smem, 
 template <typename T, bool TA, bool TB, typename C>
 __global__ void __launch_bounds__(C::NT, C::MIN_BLOCKS)
     tuned_kernel(simt::Args<T> g, i64 m_tiles, i64 n_tiles, bool a_vec, bool b_vec, bool c_vec) {
-  using L = Layout<T, C>;
+  using L = TileLayout<T, C>;
   constexpr int W = L::W;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
@@ -263,7 +263,7 @@ using F64Small = Tuned<64, 64, 8, 2, 2, 4, 4, 2, 2>;
 
 template <typename C, typename T, bool TA, bool TB>
 cudaError_t run(const GemmProblem& p, cudaStream_t stream) {
-  using L = Layout<T, C>;
+  using L = TileLayout<T, C>;
   auto* kernel = &tuned_kernel<T, TA, TB, C>;
   static const cudaError_t attr = simt::allow_smem(kernel, L::kBytes);  // once per instantiation
   if (attr != cudaSuccess) return attr;
