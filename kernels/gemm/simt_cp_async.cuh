@@ -10,25 +10,6 @@
 
 namespace matserve::kernels::simt {
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  async_copy::copy16(smem, gmem);
-}
-
-// Copies one element, or writes zero when !inside (gmem is then not read).
-template <typename T>
-__device__ __forceinline__ void cp_async_elem(T* smem, const T* gmem, bool inside) {
-  async_copy::copy_elem<sizeof(T)>(smem, gmem, inside ? static_cast<int>(sizeof(T)) : 0);
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  async_copy::commit();
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  async_copy::wait<N>();
-}
-
 // copy_tile_vec's layout rules (see simt_tile_copy.cuh), issued as asynchronous copies.
 template <int ROWS, int COLS, int NT, bool kColsContig, bool kStoreVec, typename T>
 __device__ __forceinline__ void cp_async_tile(T* s, int s_row, int s_col, const T* g, i64 ld,
@@ -55,12 +36,13 @@ __device__ __forceinline__ void cp_async_tile(T* s, int s_row, int s_col, const 
     const T* src = g + g_o * ld + g_q;
     const int step = kColsContig ? s_col : s_row;
     if (kStoreVec && vec_ok && g_o < lim_o && g_q + W <= lim_q) {
-      cp_async_16(dst, src);
+      async_copy::copy16(dst, src);
     } else {
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         const bool inside = g_o < lim_o && g_q + w < lim_q;
-        cp_async_elem(dst + w * step, inside ? src + w : g, inside);
+        async_copy::copy_elem<sizeof(T)>(dst + w * step, inside ? src + w : g,
+                                         inside ? static_cast<int>(sizeof(T)) : 0);
       }
     }
   }

@@ -62,13 +62,13 @@ __global__ void __launch_bounds__(Cfg::NT, (Cfg::NT >= 256 && sizeof(T) == 4) ? 
 #pragma unroll
   for (int s = 0; s < Cfg::STAGES - 1; ++s) {
     if (s < k_tiles) issue(s);
-    simt::cp_async_commit();  // empty groups keep the count uniform
+    async_copy::commit();  // empty groups keep the count uniform
   }
   for (i64 t = 0; t < k_tiles; ++t) {
-    simt::cp_async_wait<Cfg::STAGES - 2>();  // tile t has landed (this thread's copies)
+    async_copy::wait<Cfg::STAGES - 2>();  // tile t has landed (this thread's copies)
     __syncthreads();  // ... everyone's; and stage (t - 1) % STAGES is free again
     if (t + Cfg::STAGES - 1 < k_tiles) issue(t + Cfg::STAGES - 1);
-    simt::cp_async_commit();
+    async_copy::commit();
     const bool next_a = kRegA && t + 1 < k_tiles;
     if (next_a) a_regs.load(g.a, g.lda, i0, (t + 1) * Cfg::BK, g.m, g.k, a_vec, tid);
     simt::warp_tile_mma<Cfg>(stage_a(t), stage_b(t), pos, acc);
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(Cfg::NT, (Cfg::NT >= 256 && sizeof(T) == 4) ? 
     // barrier; the next iteration's barrier publishes these stores.
     if (next_a) a_regs.store(stage_a(t + 1), 1, S::kLdA, tid);
   }
-  simt::cp_async_wait<0>();
+  async_copy::wait<0>();
   simt::warp_tile_store<Cfg>(g, i0, j0, pos, acc, c_vec);
 }
 
