@@ -71,22 +71,27 @@ struct Stager {
     }
   }
 
-  // Guarded: (r0, c0) is the tile's origin in X, (rows, cols) X's extent; zeros outside.
+  // Guarded: (r0, c0) is the tile's origin in X, (rows, cols) X's extent; zeros outside. The
+  // bounds are checked in 32 bits against what is left of X past the origin (clamped to the
+  // tile), which keeps the edge path's register count within the interior path's.
   __device__ __forceinline__ void load_guarded(const T* g, i64 ld, i64 r0, i64 c0, i64 rows,
                                                i64 cols, bool vec_ok) {
+    const i64 left_r = rows - r0, left_c = cols - c0;
+    const int left_o =
+        static_cast<int>(min(kColsContig ? left_r : left_c, i64{kColsContig ? ROWS : COLS}));
+    const int left_q =
+        static_cast<int>(min(kColsContig ? left_c : left_r, i64{kColsContig ? COLS : ROWS}));
+    const T* base = g + (kColsContig ? r0 * ld + c0 : c0 * ld + r0) + o * ld + q;
 #pragma unroll
     for (int it = 0; it < kPer; ++it) {
-      const i64 g_o = (kColsContig ? r0 : c0) + o + it * kLinesPerPass;
-      const i64 g_q = (kColsContig ? c0 : r0) + q;
-      const i64 lim_o = kColsContig ? rows : cols;
-      const i64 lim_q = kColsContig ? cols : rows;
-      const T* src = g + g_o * ld + g_q;
-      if (vec_ok && g_o < lim_o && g_q + W <= lim_q) {
+      const int line = o + it * kLinesPerPass;
+      const T* src = base + static_cast<i64>(it * kLinesPerPass) * ld;
+      if (vec_ok && line < left_o && q + W <= left_q) {
         v[it] = *reinterpret_cast<const V*>(src);
       } else {
         T e[W];
 #pragma unroll
-        for (int w = 0; w < W; ++w) e[w] = (g_o < lim_o && g_q + w < lim_q) ? src[w] : T(0);
+        for (int w = 0; w < W; ++w) e[w] = (line < left_o && q + w < left_q) ? src[w] : T(0);
         if constexpr (W == 4) {
           v[it] = V{e[0], e[1], e[2], e[3]};
         } else {
