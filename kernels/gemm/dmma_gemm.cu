@@ -1,9 +1,12 @@
 // fp64 GEMM on the tensor cores (DMMA): mma.sync m16n8k4 with f64 operands and accumulators,
-// 128x128x16 block tiles staged in a 4-deep cp.async pipeline, 8 warps of 64x32. The CUDA-core
-// ladder tops out at the FP64 pipe's FMA rate (simt_tuned); the fp64 tensor cores do twice the
-// FLOPs per clock, and each mma.sync hands them 512 multiply-adds for three 8-byte fragment loads
-// per lane. Shared tiles keep each operand's contiguous dimension innermost, XOR-swizzled so the
-// fragment loads are conflict-free in every transpose state. Any m, n, k; alpha/beta; batched by
+// 128x64x16 block tiles of 4 warps (64x32 each) staged in a 4-deep cp.async pipeline, two blocks
+// per SM. The CUDA-core ladder tops out at the FP64 pipe's FMA rate (simt_tuned); the fp64 tensor
+// cores do twice the FLOPs per clock, and each mma.sync hands them 512 multiply-adds for three
+// 8-byte fragment loads per lane. Two independent blocks per SM keep the tensor pipe fed while
+// the other waits at its barrier, and each thread's copies are set up once per block (pointer,
+// swizzled destinations, edge bounds), so a k-tile costs one pointer bump and its cp.asyncs.
+// Shared tiles keep each operand's contiguous dimension innermost, XOR-swizzled so the fragment
+// loads are conflict-free in every transpose state. Any m, n, k; alpha/beta; batched by
 // blockIdx.z.
 #include <cstdint>
 
@@ -14,11 +17,12 @@
 namespace matserve::kernels {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 16, kStages = 4;
-constexpr int kWarpsN = 4, kThreads = 256;       // 2 x 4 warps
-constexpr int kMI = 4, kNJ = 4;                  // a warp's 64 x 32: 4 m16 by 4 n8 fragments
-constexpr int kTileDoubles = kBM * kBK;          // A and B tiles are both 128 x 16
-constexpr int kStageDoubles = 2 * kTileDoubles;  // 32 KiB
+constexpr int kBM = 128, kBN = 64, kBK = 16, kStages = 4;
+constexpr int kWarpsN = 2, kThreads = 128;  // 2 x 2 warps
+constexpr int kMinBlocks = 2;               // 2 x 96 KiB of shared memory, <= 256 registers
+constexpr int kMI = 4, kNJ = 4;             // a warp's 64 x 32: 4 m16 by 4 n8 fragments
+constexpr int kATile = kBM * kBK, kBTile = kBN * kBK;
+constexpr int kStageDoubles = kATile + kBTile;
 constexpr int kSmemBytes = kStages * kStageDoubles * 8;
 constexpr int kGroupM = 8;  // block order: 8 row-tiles share each column of B while it is in L2
 
@@ -46,34 +50,69 @@ __device__ __forceinline__ void dmma16x8x4(double (&d)[4], double a0, double a1,
 #endif
 }
 
-// Copies the kRows x kCols tile whose top-left global element is (r0, c0) (cols contiguous in
-// global memory) into its swizzled shared layout, by cp.async with zero-fill past the matrix edge:
-// 16-byte copies where rows are 16-byte aligned (kVec), else two 8-byte ones.
-template <int kRows, int kCols, bool kVec>
-__device__ __forceinline__ void load_tile(double* dst, const double* src, long long ld,
-                                          long long r0, long long c0, long long rows,
-                                          long long cols) {
-  constexpr int kChunks = kRows * kCols / 2;
-  static_assert(kChunks % kThreads == 0, "whole chunks per thread");
+// One thread's share of the cp.async copies of a kRows x kCols shared tile whose columns are
+// contiguous in global memory, one 16-byte chunk (two doubles) at a time: one 16-byte copy where
+// rows start on 16 bytes (kVec), else two 8-byte ones; zero-fill past the matrix edge. Everything
+// that does not change from one k-tile to the next is computed once: the thread's source pointer
+// (advanced by one k-tile per call), its swizzled destinations, and how much of the matrix lies
+// past its first row and column along the dimension that is not k. kKRows: the tile's rows run
+// along k (the pointer advances by 16 rows), else its columns do.
+template <int kRows, int kCols, bool kKRows, bool kVec>
+struct TileCopier {
+  static constexpr int kChunksPerRow = kCols / 2;
+  static_assert(kThreads % kChunksPerRow == 0, "whole rows per pass");
+  static constexpr int kRowStep = kThreads / kChunksPerRow;
+  static constexpr int kPer = kRows / kRowStep;
+  static_assert(kPer * kRowStep == kRows, "whole passes");
+  // Rows r and r + kPeriod * kRowStep share a swizzle (a multiple of 4 rows apart).
+  static constexpr int kPeriod = kRowStep % 4 == 0 ? 1 : 4 / kRowStep;
+
+  const double* src;       // this thread's first chunk in the next k-tile
+  const double* fallback;  // a readable address for copies that read nothing
+  long long step;          // kRowStep rows of global memory
+  long long k_advance;     // one k-tile
+  int dst[kPeriod];        // swizzled offsets of the thread's first kPeriod chunks
+  int r, c;                // its first chunk's row and column in the tile
+  int fixed_left;  // non-k dimension: matrix rows (kKRows: columns, 0..2) left from its chunk
+
+  __device__ TileCopier(const double* base, long long ld, long long r0, long long c0,
+                        long long rows, long long cols, int tid)
+      : fallback(base), step(kRowStep * ld), k_advance(kKRows ? 16 * ld : 16) {
+    r = tid / kChunksPerRow;
+    c = (tid % kChunksPerRow) * 2;
+    src = base + (r0 + r) * ld + c0 + c;
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int e = threadIdx.x + i * kThreads;
-    const int r = e / (kCols / 2), c = (e % (kCols / 2)) * 2;
-    const long long gr = r0 + r, gc = c0 + c;
-    double* d = dst + swizzle<kCols>(r, c);
-    if constexpr (kVec) {
-      long long valid = gr < rows ? cols - gc : 0;
-      valid = valid < 0 ? 0 : (valid > 2 ? 2 : valid);
-      async_copy::copy16(d, valid > 0 ? src + gr * ld + gc : src, static_cast<int>(valid * 8));
-    } else {
+    for (int j = 0; j < kPeriod; ++j) dst[j] = swizzle<kCols>(r + j * kRowStep, c);
+    const long long left = kKRows ? cols - c0 - c : rows - r0 - r;
+    const long long cap = kKRows ? 2 : kRows;
+    fixed_left = static_cast<int>(left < 0 ? 0 : (left > cap ? cap : left));
+  }
+
+  // Issues the copies of the next k-tile, of which k_left (> 0) values of k are in the matrix.
+  __device__ __forceinline__ void copy(double* tile, int k_left) {
+    const int row_left = kKRows ? k_left - r : fixed_left;
+    int col_left = fixed_left;  // 0, 1 or 2 doubles of the chunk in the matrix
+    if constexpr (!kKRows) {
+      const int left = k_left - c;
+      col_left = left < 0 ? 0 : (left > 2 ? 2 : left);
+    }
 #pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const bool in = gr < rows && gc + x < cols;
-        async_copy::copy_elem<8>(d + x, in ? src + gr * ld + gc + x : src, in ? 8 : 0);
+    for (int i = 0; i < kPer; ++i) {
+      const int cols_in = i * kRowStep < row_left ? col_left : 0;
+      double* d = tile + dst[i % kPeriod] + (i / kPeriod) * kPeriod * kRowStep * kCols;
+      const double* s = src + i * step;
+      if constexpr (kVec) {
+        async_copy::copy16(d, cols_in > 0 ? s : fallback, cols_in * 8);
+      } else {
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          async_copy::copy_elem<8>(d + x, x < cols_in ? s + x : fallback, x < cols_in ? 8 : 0);
+        }
       }
     }
+    src += k_advance;
   }
-}
+};
 
 // The warp's accumulators to C: acc[i][j][x] is row i*16 + (x/2)*8, column j*8 + x%2 of the warp
 // tile, whose lane-relative origin is (row0, col0). Pairs of columns go as one 16-byte store.
@@ -105,7 +144,7 @@ __device__ __forceinline__ void store_tile(const double (&acc)[kMI][kNJ][4], con
 }
 
 template <bool kAT, bool kBT, bool kVec>
-__global__ void __launch_bounds__(kThreads, 1) dmma_gemm_kernel(GemmProblem p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmProblem p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   double* smem = reinterpret_cast<double*>(smem_raw);
   // Grouped block order: consecutive blocks walk kGroupM row-tiles down a column of tiles.
@@ -124,20 +163,18 @@ __global__ void __launch_bounds__(kThreads, 1) dmma_gemm_kernel(GemmProblem p) {
   const int g = lane / 4, t = lane % 4;
   const int k_tiles = static_cast<int>((p.k + kBK - 1) / kBK);
 
+  // A is stored k x m when transposed, B n x k when transposed; tiles keep that orientation.
+  using CopyA = TileCopier<kAT ? kBK : kBM, kAT ? kBM : kBK, kAT, kVec>;
+  using CopyB = TileCopier<kBT ? kBN : kBK, kBT ? kBK : kBN, !kBT, kVec>;
+  CopyA copy_a(a, p.lda, kAT ? 0 : m0, kAT ? m0 : 0, kAT ? p.k : p.m, kAT ? p.m : p.k, threadIdx.x);
+  CopyB copy_b(b, p.ldb, kBT ? n0 : 0, kBT ? 0 : n0, kBT ? p.n : p.k, kBT ? p.k : p.n, threadIdx.x);
+
   auto load_stage = [&](int stage, int kt) {
     double* as = smem + stage * kStageDoubles;
-    double* bs = as + kTileDoubles;
-    const long long k0 = static_cast<long long>(kt) * kBK;
-    if (kAT) {  // stored k x m
-      load_tile<kBK, kBM, kVec>(as, a, p.lda, k0, m0, p.k, p.m);
-    } else {
-      load_tile<kBM, kBK, kVec>(as, a, p.lda, m0, k0, p.m, p.k);
-    }
-    if (kBT) {  // stored n x k
-      load_tile<kBN, kBK, kVec>(bs, b, p.ldb, n0, k0, p.n, p.k);
-    } else {
-      load_tile<kBK, kBN, kVec>(bs, b, p.ldb, k0, n0, p.k, p.n);
-    }
+    const long long left = p.k - static_cast<long long>(kt) * kBK;
+    const int k_left = static_cast<int>(left > kBK ? kBK : left);
+    copy_a.copy(as, k_left);
+    copy_b.copy(as + kATile, k_left);
   };
 
   double acc[kMI][kNJ][4];
@@ -150,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1) dmma_gemm_kernel(GemmProblem p) {
 
   async_copy::multistage_mainloop<kStages>(k_tiles, load_stage, [&](int stage, int) {
     const double* as = smem + stage * kStageDoubles;
-    const double* bs = as + kTileDoubles;
+    const double* bs = as + kATile;
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += 4) {
       const int k = ks + t;
@@ -207,7 +244,7 @@ const char* dmma_gemm_unsupported(const GemmProblem& p) {
   if (p.batch.count > 65535) return "at most 65535 products per batch (one grid layer each)";
   // The grouped block order indexes blocks with an int.
   if (((p.m + kBM - 1) / kBM) * ((p.n + kBN - 1) / kBN) > (1ll << 31) - 1) {
-    return "at most 2^31 - 1 tiles of 128 x 128";
+    return "at most 2^31 - 1 tiles of 128 x 64";
   }
   return nullptr;
 }
