@@ -1,7 +1,8 @@
 # matserve container image. Stage 1 builds on the CUDA devel image with the repository's own
-# scripts (scripts/install-deps.sh, the one install script the README and CI use; scripts/build.sh);
-# stage 2 is the CUDA runtime image with only the binaries and the non-CUDA shared libraries they
-# need (found by ldd through scripts/device-bundle.sh), run as a non-root user.
+# scripts (scripts/dev/install-deps.sh, the one install script the README and CI use;
+# scripts/dev/build.sh); stage 2 is the CUDA runtime image with only the binaries and the non-CUDA
+# shared libraries they need (found by ldd through scripts/device/bundle.sh), run as a non-root
+# user.
 # Build: docker build -t matserve .   (docs/deploy.md; what was and was not checked is there too)
 ARG CUDA_VERSION=13.0.1
 ARG UBUNTU=ubuntu24.04
@@ -11,17 +12,18 @@ FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 ARG CUDA_ARCHITECTURES=90
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
-COPY scripts/install-deps.sh scripts/install-deps.sh
-# xz-utils: device-bundle.sh writes a .tar.xz; the apt lists are dropped in the same layer. The
-# image builds without tests, so the packages only they use are left out (MATSERVE_TEST_DEPS=0).
+COPY scripts/dev/install-deps.sh scripts/dev/install-deps.sh
+# xz-utils: scripts/device/bundle.sh writes a .tar.xz; the apt lists are dropped in the same
+# layer. The image builds without tests, so the packages only they use are left out
+# (MATSERVE_TEST_DEPS=0).
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends xz-utils \
- && MATSERVE_TEST_DEPS=0 scripts/install-deps.sh \
+ && MATSERVE_TEST_DEPS=0 scripts/dev/install-deps.sh \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN BUILD_DIR=/build MATSERVE_CUDA=ON scripts/build.sh -DBUILD_TESTING=OFF \
+RUN BUILD_DIR=/build MATSERVE_CUDA=ON scripts/dev/build.sh -DBUILD_TESTING=OFF \
       -DMATSERVE_BUILD_BENCH=OFF -DMATSERVE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}" \
- && scripts/device-bundle.sh /build /build/server/matserve /build/client/matserve-cli \
+ && scripts/device/bundle.sh /build /build/server/matserve /build/client/matserve-cli \
  && mkdir -p /opt/matserve \
  && tar -C /opt/matserve -xJf /build/device/bundle.tar.xz \
  && ! LD_LIBRARY_PATH=/opt/matserve/lib ldd /opt/matserve/bin/* | grep "not found"

@@ -22,7 +22,7 @@ timeout 60 simt_layout_gpu_test >> "$out/tests.log" 2>&1
 echo "layout test rc=$?"
 
 # 2. Benchmark (fp32 and fp64, NN, squares and the rectangular families), then TN/NT/TT at 4096.
-timeout 200 "$here/../scripts/run-gemm-bench.sh" "$out/bench" \
+timeout 200 "$here/../scripts/bench/run-gemm-bench.sh" "$out/bench" \
   --variants=cublas,simt_pipelined,$tuned --sizes="$sizes" --families="$families" \
   --precisions=fp32,fp64 --max-seconds-per-case=0.25 --skip-above-seconds=1.0
 echo "bench rc=$?"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables and ratios of scripts/run-batching-bench.sh: reads OUT/{batched,singles,dynamic-off,
+"""Tables and ratios of scripts/bench/run-batching-bench.sh: reads OUT/{batched,singles,dynamic-off,
 dynamic-on,ping}.json and OUT/{ping,dynamic-off,dynamic-on}-procs-pK.json (matserve-bench
 --json; one file per client process), writes OUT/batching.json (all runs, one file) and
 OUT/batching.md, and removes the per-run files.

@@ -39,7 +39,7 @@ as fp32, tf32 as fp32), labelled as such everywhere: a check of the harness, not
 usage: python3 scripts/bench/service_vs_torch.py --target HOST:PORT --out DIR [--quick]
        [--shapes LIST] [--compute LIST] [--variants LIST] [--reps N] [--warmup N] ...
 The generated stubs (matserve.v1.matrix_service_pb2) must be importable: PYTHONPATH=<build>/python
-or <bundle>/python, or --stubs DIR. scripts/run-service-vs-torch.sh starts the server and runs this.
+or <bundle>/python, or --stubs DIR. scripts/bench/run-service-vs-torch.sh starts the server and runs this.
 Exit status: 0 when every check passed, 1 when a correctness check failed or a case failed with an
 unexpected error, 2 for usage errors.
 """

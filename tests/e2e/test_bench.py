@@ -4,7 +4,7 @@ A few seconds of closed-loop load at concurrency 4, inline and resident, whose J
 self-consistent (counts add up, percentiles ordered, server total >= kernel, req/s = requests /
 wall time); --compute modes (and --precisions, its former name); batched requests (--batch N: matrices/s = N x req/s) and a server that merges
 concurrent requests (mean merged requests within its --max_batch_size); a deliberately failing mix
-must report errors by code, not crash; scripts/plot_load.py must render that JSON as a PNG of
+must report errors by code, not crash; scripts/bench/plot_load.py must render that JSON as a PNG of
 sensible size.
 """
 import csv
@@ -296,7 +296,7 @@ class BenchTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
     def render_plot(self, json_path):
-        # CI installs python3-matplotlib (scripts/install-deps.sh); a GPU box may lack it.
+        # CI installs python3-matplotlib (scripts/dev/install-deps.sh); a GPU box may lack it.
         if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                           capture_output=True).returncode != 0:
             self.skipTest("matplotlib is not installed for /usr/bin/python3: plot not checked")

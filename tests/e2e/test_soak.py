@@ -1,4 +1,4 @@
-"""Short soak on the CPU backend (CI): scripts/soak at concurrency 64 for ~25 s with the default
+"""Short soak on the CPU backend (CI): scripts/ci/soak at concurrency 64 for ~25 s with the default
 mix of GEMM, transpose, resident chains, malformed requests and cancellations. Passes when every
 result was verified, every bad request got its expected code, and server RSS and pool bytes were
 flat. The lead runs the long version on the GPU (docs/deploy.md, "Soak")."""
