@@ -16,6 +16,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/metrics/gpu_families.h"
 #include "server/metrics/nvml.h"
 #include "server/metrics/snapshot_families.h"
 #include "server/runtime/jobs.h"

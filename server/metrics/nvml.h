@@ -1,15 +1,23 @@
-// GPU readings (utilization, memory, temperature, power, SM clock) from the driver's NVML library,
-// loaded with dlopen at start rather than linked, so the server builds and runs where no driver is
-// installed (CI): there, load() returns nullptr and no GPU metric is exported.
+// GPU readings (utilization, memory, temperature, power and its limit, energy, SM clock, clock
+// event reasons, ECC and Xid errors) from the driver's NVML library, loaded with dlopen at start
+// rather than linked, so the server builds and runs where no driver is installed (CI): there,
+// load() returns nullptr and no GPU metric is exported. Xid errors arrive as NVML events, which a
+// background thread owned by Nvml waits for and counts.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace matserve::server {
+
+struct nvmlDevice_st;  // NVML's opaque device handle
 
 // One GPU at one moment; a field NVML could not read (unsupported, no permission) is empty.
 struct GpuReading {
@@ -22,6 +30,31 @@ struct GpuReading {
   std::optional<double> temperature_celsius;
   std::optional<double> power_watts;
   std::optional<double> sm_clock_hertz;
+  std::string model_name;                            // "NVIDIA H100 80GB HBM3"
+  std::optional<double> energy_joules;               // since the driver was loaded
+  std::optional<double> power_limit_watts;           // the enforced limit
+  std::optional<std::uint64_t> clock_event_reasons;  // nvmlClocksEventReason* bits now active
+  std::optional<double> ecc_corrected_errors;        // volatile counts: since the driver was loaded
+  std::optional<double> ecc_uncorrected_errors;
+  std::optional<double> xid_errors;  // Xid events seen since this process started watching
+  std::optional<double> last_xid;    // the last one's Xid number (0: none yet)
+};
+
+// nvmlClocksEventReason* bits and the names the metrics give them.
+struct ClockEventReason {
+  std::uint64_t bit;
+  const char* name;
+};
+inline constexpr ClockEventReason kClockEventReasons[] = {
+    {0x1, "gpu_idle"},
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
+    {0x100, "display_clock_setting"},
 };
 
 class Nvml {
@@ -39,8 +72,22 @@ class Nvml {
 
  private:
   struct Api;
+  struct XidCount {
+    double count = 0;
+    double last = 0;
+  };
   explicit Nvml(std::unique_ptr<Api> api);
+  // Registers every GPU for Xid events and waits for them until the destructor asks it to stop;
+  // not started where the driver lacks the event functions.
+  void watch_xids(const std::stop_token& stop);
+  // The readings that need functions older drivers may lack.
+  void read_optional(nvmlDevice_st* dev, GpuReading& r) const;
+
   std::unique_ptr<Api> api_;
+  mutable std::mutex xid_mu_;
+  std::map<unsigned, XidCount> xids_;  // by NVML index; guarded by xid_mu_
+  bool xid_watch_ = false;             // events registered (xid_errors reported); xid_mu_
+  std::jthread xid_thread_;            // last member: stopped and joined first
 };
 
 }  // namespace matserve::server

@@ -1,54 +1,22 @@
 // Snapshot metric families: see snapshot_families.h.
 #include "server/metrics/snapshot_families.h"
 
-#include <deque>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "server/metrics/family_builder.h"
+
 namespace matserve::server {
 namespace {
 
-using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
-using Labels = std::vector<ClientMetric::Label>;
-
-// Collects families in order (a deque: references stay valid), dropping the empty ones.
-class Families {
- public:
-  MetricFamily& add(std::string name, std::string help, MetricType type) {
-    families_.push_back(MetricFamily{std::move(name), std::move(help), type, {}});
-    return families_.back();
-  }
-  std::vector<MetricFamily> take() && {
-    std::vector<MetricFamily> out;
-    for (MetricFamily& f : families_) {
-      if (!f.metric.empty()) out.push_back(std::move(f));
-    }
-    return out;
-  }
-
- private:
-  std::deque<MetricFamily> families_;
-};
-
-void sample(MetricFamily& f, Labels labels, double value) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  if (f.type == MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  f.metric.push_back(std::move(m));
-}
 
 }  // namespace
 
 std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
-  Families f;
+  FamilyBuilder f;
   MetricFamily& slots = f.add("matserve_execution_slots",
                               "Operations a device may run at once (streams on a GPU, workers on "
                               "the CPU)",
@@ -95,27 +63,27 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
       "Resident matrices released because they stayed idle past the TTL", MetricType::Counter);
 
   for (const DeviceStats& d : snapshot.devices) {
-    const Labels dev = {{"device", d.label}};
+    const MetricLabels dev = {{"device", d.label}};
     const auto with = [&d](const char* name, const char* value) {
-      return Labels{{"device", d.label}, {name, value}};
+      return MetricLabels{{"device", d.label}, {name, value}};
     };
     const SchedulerStats& s = d.scheduler;
-    sample(slots, dev, s.slots);
-    sample(running, dev, s.running);
-    sample(queued, dev, s.queued);
-    sample(admitted, dev, static_cast<double>(s.admitted));
-    sample(rejected, with("reason", "memory"), static_cast<double>(s.rejected_memory));
-    sample(rejected, with("reason", "queue_full"), static_cast<double>(s.rejected_queue));
-    sample(rejected, with("reason", "expired"), static_cast<double>(s.expired));
+    add_sample(slots, dev, s.slots);
+    add_sample(running, dev, s.running);
+    add_sample(queued, dev, s.queued);
+    add_sample(admitted, dev, static_cast<double>(s.admitted));
+    add_sample(rejected, with("reason", "memory"), static_cast<double>(s.rejected_memory));
+    add_sample(rejected, with("reason", "queue_full"), static_cast<double>(s.rejected_queue));
+    add_sample(rejected, with("reason", "expired"), static_cast<double>(s.expired));
     const PoolStats& p = d.pool;
-    sample(pool_bytes, with("state", "in_use"), static_cast<double>(p.in_use_bytes));
-    sample(pool_bytes, with("state", "cached"), static_cast<double>(p.cached_bytes));
-    sample(pool_budget, dev, static_cast<double>(p.budget_bytes));
-    sample(pool_resident, dev, static_cast<double>(p.long_lived_bytes));
-    sample(pool_allocs, with("result", "hit"), static_cast<double>(p.hits));
-    sample(pool_allocs, with("result", "miss"), static_cast<double>(p.misses));
-    sample(pool_failures, dev, static_cast<double>(p.raw_failures));
-    sample(staging, dev, static_cast<double>(d.staging_pinned_bytes));
+    add_sample(pool_bytes, with("state", "in_use"), static_cast<double>(p.in_use_bytes));
+    add_sample(pool_bytes, with("state", "cached"), static_cast<double>(p.cached_bytes));
+    add_sample(pool_budget, dev, static_cast<double>(p.budget_bytes));
+    add_sample(pool_resident, dev, static_cast<double>(p.long_lived_bytes));
+    add_sample(pool_allocs, with("result", "hit"), static_cast<double>(p.hits));
+    add_sample(pool_allocs, with("result", "miss"), static_cast<double>(p.misses));
+    add_sample(pool_failures, dev, static_cast<double>(p.raw_failures));
+    add_sample(staging, dev, static_cast<double>(d.staging_pinned_bytes));
   }
   if (snapshot.message_heap.has_value()) {
     const PinnedHeapStats& h = *snapshot.message_heap;
@@ -128,10 +96,10 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
               "Large buffers: result=pinned (placed in pinned message memory) or fallback (did not "
               "fit, so staged through the rings: raise --pinned_message_bytes if this grows)",
               MetricType::Counter);
-    sample(bytes, {{"state", "capacity"}}, static_cast<double>(h.capacity_bytes));
-    sample(bytes, {{"state", "in_use"}}, static_cast<double>(h.in_use_bytes));
-    sample(blocks, {{"result", "pinned"}}, static_cast<double>(h.allocations));
-    sample(blocks, {{"result", "fallback"}}, static_cast<double>(h.fallbacks));
+    add_sample(bytes, {{"state", "capacity"}}, static_cast<double>(h.capacity_bytes));
+    add_sample(bytes, {{"state", "in_use"}}, static_cast<double>(h.in_use_bytes));
+    add_sample(blocks, {{"result", "pinned"}}, static_cast<double>(h.allocations));
+    add_sample(blocks, {{"result", "fallback"}}, static_cast<double>(h.fallbacks));
   }
   if (snapshot.keep_awake.has_value()) {
     const CpuKeepAwake::Stats& k = *snapshot.keep_awake;
@@ -140,55 +108,13 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
         "CPU keep-awake spinners (--keep_cpus_awake_ms): state=spinning (keeping a CPU awake at "
         "idle priority) or parked (no call lately, or resting while calls overlap)",
         MetricType::Gauge);
-    sample(threads, {{"state", "spinning"}}, static_cast<double>(k.spinning));
-    sample(threads, {{"state", "parked"}}, static_cast<double>(k.parked));
+    add_sample(threads, {{"state", "spinning"}}, static_cast<double>(k.spinning));
+    add_sample(threads, {{"state", "parked"}}, static_cast<double>(k.parked));
   }
   if (snapshot.resident.has_value()) {
-    sample(resident, {}, static_cast<double>(snapshot.resident->count));
-    sample(resident_bytes, {}, static_cast<double>(snapshot.resident->bytes));
-    sample(resident_expired, {}, static_cast<double>(snapshot.resident->expired_total));
-  }
-  return std::move(f).take();
-}
-
-std::vector<MetricFamily> gpu_families(const std::vector<GpuReading>& gpus,
-                                       const std::map<std::string, std::string>& device_by_uuid) {
-  Families f;
-  struct Field {
-    MetricFamily* family;
-    std::optional<double> GpuReading::*value;
-  };
-  const Field fields[] = {
-      {&f.add("matserve_gpu_utilization_ratio",
-              "Fraction of the last sample period in which a kernel ran (NVML)", MetricType::Gauge),
-       &GpuReading::utilization},
-      {&f.add("matserve_gpu_memory_utilization_ratio",
-              "Fraction of the last sample period in which device memory was read or written "
-              "(NVML)",
-              MetricType::Gauge),
-       &GpuReading::memory_utilization},
-      {&f.add("matserve_gpu_memory_used_bytes", "Device memory in use by all processes (NVML)",
-              MetricType::Gauge),
-       &GpuReading::memory_used_bytes},
-      {&f.add("matserve_gpu_memory_total_bytes", "Device memory installed (NVML)",
-              MetricType::Gauge),
-       &GpuReading::memory_total_bytes},
-      {&f.add("matserve_gpu_temperature_celsius", "GPU core temperature (NVML)", MetricType::Gauge),
-       &GpuReading::temperature_celsius},
-      {&f.add("matserve_gpu_power_watts", "Board power draw (NVML)", MetricType::Gauge),
-       &GpuReading::power_watts},
-      {&f.add("matserve_gpu_sm_clock_hertz", "Current SM clock (NVML)", MetricType::Gauge),
-       &GpuReading::sm_clock_hertz},
-  };
-  for (const GpuReading& g : gpus) {
-    const auto it = device_by_uuid.find(g.uuid);
-    const std::string device = it == device_by_uuid.end() ? "unused" : it->second;
-    const Labels labels = {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}, {"device", device}};
-    for (const Field& field : fields) {
-      if (const std::optional<double>& v = g.*field.value; v.has_value()) {
-        sample(*field.family, labels, *v);
-      }
-    }
+    add_sample(resident, {}, static_cast<double>(snapshot.resident->count));
+    add_sample(resident_bytes, {}, static_cast<double>(snapshot.resident->bytes));
+    add_sample(resident_expired, {}, static_cast<double>(snapshot.resident->expired_total));
   }
   return std::move(f).take();
 }

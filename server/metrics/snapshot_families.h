@@ -1,6 +1,6 @@
-// Metric families built at scrape time from snapshots rather than kept as live counters: the
-// runtime's state (slots, queue, pools, resident matrices, rejections) and NVML's GPU readings.
-// Only what a snapshot holds is exported: no pool, no pool family; no NVML, no GPU family.
+// Metric families built at scrape time from the runtime's snapshot rather than kept as live
+// counters: slots, queue, pools, resident matrices, rejections (the GPUs' are in gpu_families.h).
+// Only what a snapshot holds is exported: no pool, no pool family.
 #pragma once
 
 #include <map>
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "prometheus/metric_family.h"
-#include "server/metrics/nvml.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/pinned_heap.h"
@@ -26,10 +25,5 @@ struct RuntimeSnapshot {
 };
 
 std::vector<prometheus::MetricFamily> runtime_families(const RuntimeSnapshot& snapshot);
-
-// GPU gauges labelled gpu (NVML index), uuid and device: the server's label for that GPU, looked
-// up by uuid in `device_by_uuid` ("GPU-..." -> "cuda:0"), or "unused" for a GPU it does not use.
-std::vector<prometheus::MetricFamily> gpu_families(
-    const std::vector<GpuReading>& gpus, const std::map<std::string, std::string>& device_by_uuid);
 
 }  // namespace matserve::server

@@ -37,7 +37,7 @@ RNG = np.random.default_rng(11)
 
 def load_check_dashboard():
     spec = importlib.util.spec_from_file_location("check_dashboard",
-                                                  ROOT / "scripts/check-dashboard.py")
+                                                  ROOT / "scripts/ci/check_dashboard.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -230,6 +230,13 @@ class ScrapeTest(unittest.TestCase):
         # The fake has two GPUs; the CPU backend uses neither.
         self.assertEqual(len(samples(t, "matserve_gpu_utilization_ratio", device="unused")), 2)
         self.assertEqual(total(t, "matserve_gpu_sm_clock_hertz", gpu="0"), 1755e6)
+        # DCGM-compatible labels, health and the clock event reasons, through the real server.
+        self.assertEqual(total(t, "matserve_gpu_healthy", gpu="0",
+                               UUID="GPU-00000000-0000-0000-0000-000000000000"), 1)
+        self.assertEqual(total(t, "matserve_gpu_healthy", gpu="1"), 0)
+        self.assertEqual(total(t, "matserve_gpu_clock_event_reason_active", gpu="1",
+                               reason="hw_thermal_slowdown"), 1)
+        self.assertEqual(total(t, "matserve_gpu_power_limit_watts", gpu="1"), 700)
 
     def test_promtool_check_metrics_is_clean(self):
         promtool = shutil.which("promtool")

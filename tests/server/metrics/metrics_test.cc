@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <string>
+#include <thread>
 
 #include "server/metrics/device_uuid.h"
 #include "tests/server/metrics/scrape_parser.h"
@@ -197,12 +200,14 @@ TEST(NvmlTest, FakeLibraryGivesLabelledGpuGauges) {
   ASSERT_NE(nvml, nullptr);
   Metrics m = make_metrics();
   m.set_gpu_source(std::move(nvml), {{"GPU-00000000-0000-0000-0000-000000000001", "cuda:0"}});
-  const std::string text = m.scrape();
-  // GPU 1 is the server's cuda:0; GPU 0 is on the machine but unused by this server.
+  std::string text = m.scrape();
+  // GPU 1 is the server's cuda:0; GPU 0 is on the machine but unused by this server. Labels join
+  // with dcgm-exporter's: gpu, UUID, model_name.
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio",
                               {{"gpu", "1"},
                                {"device", "cuda:0"},
-                               {"uuid", "GPU-00000000-0000-0000-0000-000000000001"}}),
+                               {"UUID", "GPU-00000000-0000-0000-0000-000000000001"},
+                               {"model_name", "NVIDIA H100 80GB HBM3"}}),
                    0.38);
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio", {{"device", "unused"}}),
                    0.37);
@@ -212,6 +217,55 @@ TEST(NvmlTest, FakeLibraryGivesLabelledGpuGauges) {
   EXPECT_EQ(sample_sum(text, "matserve_gpu_power_watts", {{"gpu", "1"}}), -1);  // unsupported
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_sm_clock_hertz", {{"gpu", "0"}}), 1755e6);
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_temperature_celsius", {{"gpu", "1"}}), 41);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_power_limit_watts", {{"gpu", "1"}}), 700);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_energy_joules_total", {{"gpu", "0"}}),
+                   123456.789);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_energy_joules_total", {{"gpu", "1"}}), -1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_ecc_corrected_errors_total", {{"gpu", "1"}}), 3);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_ecc_uncorrected_errors_total", {{"gpu", "1"}}), 0);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_clock_event_reason_active",
+                       {{"gpu", "1"}, {"reason", "hw_thermal_slowdown"}}),
+            1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_clock_event_reason_active",
+                       {{"gpu", "1"}, {"reason", "sw_power_cap"}}),
+            1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_clock_event_reason_active",
+                       {{"gpu", "1"}, {"reason", "gpu_idle"}}),
+            0);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_clock_event_reason_active",
+                       {{"gpu", "0"}, {"reason", "gpu_idle"}}),
+            1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_healthy", {{"gpu", "0"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_healthy", {{"gpu", "1"}}), 0);  // thermal slowdown
+  // The fake delivers one Xid 79 on GPU 1 to the event thread; it arrives within a few waits.
+  for (int i = 0; i < 200 && sample_sum(text, "matserve_gpu_xid_errors_total", {{"gpu", "1"}}) < 1;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    text = m.scrape();
+  }
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_xid_errors_total", {{"gpu", "1"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_last_xid", {{"gpu", "1"}}), 79);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_xid_errors_total", {{"gpu", "0"}}), 0);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_last_xid", {{"gpu", "0"}}), 0);
+}
+
+TEST(GpuHealthTest, EachTroubleMakesAGpuUnhealthy) {
+  GpuReading g;
+  EXPECT_TRUE(gpu_healthy(g));               // nothing NVML could read counts as no trouble
+  g.clock_event_reasons = 0x1 | 0x4 | 0x20;  // idle, software power cap and thermal slowdown
+  EXPECT_TRUE(gpu_healthy(g));
+  for (std::uint64_t hw : {0x8, 0x40, 0x80}) {
+    g.clock_event_reasons = hw;
+    EXPECT_FALSE(gpu_healthy(g)) << hw;
+  }
+  g.clock_event_reasons = 0;
+  g.ecc_corrected_errors = 5;
+  EXPECT_TRUE(gpu_healthy(g));
+  g.ecc_uncorrected_errors = 1;
+  EXPECT_FALSE(gpu_healthy(g));
+  g.ecc_uncorrected_errors = 0;
+  g.xid_errors = 1;
+  EXPECT_FALSE(gpu_healthy(g));
 }
 
 TEST(DeviceUuidTest, FormatsLikeNvml) {

@@ -1,0 +1,26 @@
+// The per-GPU metric families built at each scrape from NVML's readings, with labels that join
+// with dcgm-exporter's series (gpu, UUID; model_name for its modelName) and the server's own
+// device label, and the health gauge derived from them. No NVML, no GPU family.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "prometheus/metric_family.h"
+#include "server/metrics/nvml.h"
+
+namespace matserve::server {
+
+// Every GPU series is labelled gpu (NVML index, as DCGM's), UUID ("GPU-...", as DCGM's),
+// model_name (DCGM's modelName) and device: the server's label for that GPU, looked up by UUID in
+// `device_by_uuid` ("GPU-..." -> "cuda:0"), or "unused" for a GPU it does not use.
+std::vector<prometheus::MetricFamily> gpu_families(
+    const std::vector<GpuReading>& gpus, const std::map<std::string, std::string>& device_by_uuid);
+
+// 1 unless a reading shows trouble: uncorrected ECC errors since the driver loaded, an Xid error
+// since the server started watching, or a hardware slowdown (hw_slowdown, hw_thermal_slowdown,
+// hw_power_brake_slowdown) active now. Readings NVML cannot give count as no trouble.
+bool gpu_healthy(const GpuReading& g);
+
+}  // namespace matserve::server
