@@ -7,6 +7,7 @@
 set -uo pipefail
 bundle=${1:-build/device}
 out=${OUT:-/tmp}
+mkdir -p "$out"
 dest=${MATSERVE_DEVICE_DIR:-/tmp/matserve-device}
 status=()
 failed=0

@@ -4,6 +4,7 @@
 # usage: build/device/run-gpu-checks.sh [GTEST_FILTER]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "${OUT:-/tmp}"
 log="${OUT:-/tmp}/gpu-checks.log"
 : > "$log"
 "$here/with-env.sh" true
