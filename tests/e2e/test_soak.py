@@ -17,7 +17,7 @@ class SoakTest(unittest.TestCase):
         seconds = os.environ.get("MATSERVE_SOAK_SECONDS", "25")
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "soak.json")
-            cmd = [sys.executable, os.path.join(ROOT, "scripts", "soak"),
+            cmd = [sys.executable, os.path.join(ROOT, "scripts", "ci", "soak"),
                    "--server-binary", os.environ.get("MATSERVE_SERVER", "matserve"),
                    "--server-arg=--backend=cpu", "--server-arg=--cpu_concurrency=4",
                    "--concurrency", "64", "--duration", seconds, "--json", report]
