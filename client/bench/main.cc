@@ -1,16 +1,13 @@
 // matserve-bench: closed-loop load generator for a matserve server. Prints its plan, runs every
 // combination of the mix in sequence, then a table; --json/--csv/--markdown write the same runs.
-// Exit status: 0 all requests succeeded, 3 some failed (reports still written), 4 a run did not
-// settle within --max-trials (--stability-windows), 1 bad usage or unwritable output, 2 the
-// server could not be reached.
+// Exit status: 0 all requests succeeded, 3 some failed (reports still written), 1 bad usage or
+// unwritable output, 2 the server could not be reached.
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,9 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "client/bench/options.h"
 #include "client/bench/report.h"
-#include "client/bench/run_exports.h"
 #include "client/bench/runner.h"
-#include "client/bench/stability.h"
 #include "client/cpp/client.h"
 
 namespace matserve::client::bench {
@@ -51,49 +46,6 @@ std::string Label(const RunSpec& s, std::size_t i, std::size_t n) {
   return absl::StrCat("[", i + 1, "/", n, "] ", s.shape.Name(), " ", ModeName(s.mode), " ",
                       s.variant, " ", s.precision, " c=", s.concurrency,
                       s.batch > 1 ? absl::StrCat(" batch=", s.batch) : "");
-}
-
-// The run's name in the CSV exports: shape, mode, variant, precision, concurrency (no commas).
-std::string RunName(const RunSpec& s) {
-  return absl::StrCat(s.shape.Name(), " ", ModeName(s.mode), " ", s.variant, " ", s.precision,
-                      " c=", s.concurrency, s.batch > 1 ? absl::StrCat(" batch=", s.batch) : "");
-}
-
-struct Measured {
-  RunResult result;
-  int trials = 1;
-  std::optional<bool> stable;  // set with --stability-windows
-};
-
-// One run, or with --stability-windows N its windows until the last N settle (or --max-trials):
-// the result then merges those last N windows (their requests; wall time and start as one span).
-Measured MeasureRun(const RunContext& context, const RunSpec& spec) {
-  const BenchOptions& o = context.options;
-  if (o.stability_windows < 1) return {RunOne(context, spec), 1, std::nullopt};
-  std::vector<RunResult> windows;
-  std::vector<WindowFigures> figures;
-  bool stable = false;
-  while (!stable && static_cast<int>(windows.size()) < o.max_trials) {
-    RunResult w = RunOne(context, spec);
-    std::vector<double> latencies = w.record.client_us;
-    const Summary s = Summarize(latencies);
-    figures.push_back({static_cast<double>(w.record.requests()) / std::max(w.wall_s, 1e-9), s.p50});
-    windows.push_back(std::move(w));
-    stable = IsStable(figures, o.stability_windows, o.stability_pct);
-  }
-  const std::size_t first =
-      windows.size() - std::min<std::size_t>(windows.size(), o.stability_windows);
-  RunResult merged = std::move(windows[first]);
-  double offset_s = merged.wall_s;
-  for (std::size_t i = first + 1; i < windows.size(); ++i) {
-    for (double& at : windows[i].record.ok_at_s) at += offset_s;
-    for (double& at : windows[i].record.error_at_s) at += offset_s;
-    merged.record.Merge(windows[i].record);
-    merged.wall_s += windows[i].wall_s;
-    merged.setup_failures += windows[i].setup_failures;
-    offset_s += windows[i].wall_s;
-  }
-  return {std::move(merged), static_cast<int>(windows.size()), stable};
 }
 
 bool WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write) {
@@ -156,29 +108,16 @@ int Main(int argc, char** argv) {
 
   const bool tty = o.progress && isatty(STDERR_FILENO);
   std::vector<RunReport> reports;
-  std::ostringstream histograms, timeseries;
-  WriteHistogramCsvHeader(histograms);
-  WriteTimeSeriesCsvHeader(timeseries);
   for (std::size_t i = 0; i < plan.size(); ++i) {
     RunContext context{o, o.client_per_worker ? nullptr : client->get(), tty,
                        Label(plan[i], i, plan.size())};
-    auto [result, trials, stable] = MeasureRun(context, plan[i]);
-    const std::string run = RunName(plan[i]);
-    WriteHistogramCsv(histograms, run, LogHistogram(result.record.client_us));
-    WriteTimeSeriesCsv(timeseries, run, PerSecond(result.record));
-    reports.push_back(MakeReport(std::move(result), info->devices_size()));
-    reports.back().trials = trials;
-    reports.back().stable = stable;
+    reports.push_back(MakeReport(RunOne(context, plan[i]), info->devices_size()));
     if (!tty) {
       const RunReport& r = reports.back();
       std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "
                 << r.requests_per_s << " req/s"
                 << (r.offered_rate ? absl::StrCat(" (offered ", *r.offered_rate, ")") : "") << ", "
-                << r.matrices_per_s << " matrices/s, p50 " << r.client_us.p50 << " us"
-                << (stable ? absl::StrCat(", ", *stable ? "stable" : "NOT stable", " after ",
-                                          trials, " windows")
-                           : "")
-                << "\n";
+                << r.matrices_per_s << " matrices/s, p50 " << r.client_us.p50 << " us\n";
     }
   }
   std::cout << "\n";
@@ -191,14 +130,9 @@ int Main(int argc, char** argv) {
   written &= WriteFile(o.csv_path, [&](std::ostream& f) { WriteCsv(f, reports); });
   written &=
       WriteFile(o.markdown_path, [&](std::ostream& f) { PrintMarkdown(f, reports, server); });
-  written &= WriteFile(o.histogram_path, [&](std::ostream& f) { f << histograms.str(); });
-  written &= WriteFile(o.timeseries_path, [&](std::ostream& f) { f << timeseries.str(); });
   if (!written) return 1;
   for (const auto& r : reports) {
     if (r.errors > 0) return 3;
-  }
-  for (const auto& r : reports) {
-    if (r.stable == false) return 4;
   }
   return 0;
 }

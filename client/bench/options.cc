@@ -241,20 +241,6 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       o.security.tls_key = value;
     } else if (name == "--tls-server-name") {
       o.security.tls_server_name = value;
-    } else if (name == "--histogram-out") {
-      o.histogram_path = value;
-    } else if (name == "--timeseries-out") {
-      o.timeseries_path = value;
-    } else if (name == "--stability-windows" || name == "--max-trials") {
-      auto v = ParseInt(name, value, name == "--max-trials" ? 1 : 0);
-      if (!v.ok()) return v.status();
-      (name == "--max-trials" ? o.max_trials : o.stability_windows) = static_cast<int>(*v);
-    } else if (name == "--stability-pct") {
-      double p = 0;
-      if (!absl::SimpleAtod(value, &p) || !(p > 0) || !std::isfinite(p)) {
-        return Bad(absl::StrCat("--stability-pct: '", value, "' is not a positive percentage"));
-      }
-      o.stability_pct = p;
     } else if (name == "--json") {
       o.json_path = value;
     } else if (name == "--csv") {
@@ -275,11 +261,6 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
   }
   if (absl::Status s = CheckSecurityFiles(o.security); !s.ok()) {
     return Bad(std::string(s.message()));
-  }
-  if (o.stability_windows > o.max_trials) {
-    return Bad(absl::StrCat("--stability-windows: ", o.stability_windows,
-                            " windows need --max-trials of at least as many (it is ", o.max_trials,
-                            ")"));
   }
   if (!o.requests && !o.duration_s) o.duration_s = 5.0;
   return o;
@@ -338,15 +319,6 @@ usage: matserve-bench [options]
                            --tls-cert PEM --tls-key PEM add a client certificate (mutual TLS);
   --tls-server-name NAME   the name the server's certificate carries, when not the target's
   --seed N                 operand seed (worker w uses seed + w)
-  --stability-windows N    measure each run in windows (trials) of its --duration / --requests
-                           until the last N windows' req/s and p50 are all within
-                           --stability-pct (default 10) of their mean, at most --max-trials
-                           windows (default 10); the run reports those last N windows. Exit
-                           status 4 when a run did not settle. Default 0: one window
-  --histogram-out FILE     CSV of each run's client latency histogram: run,upper_us,count, log
-                           buckets of 12% (20 per decade)
-  --timeseries-out FILE    CSV of each run second by second:
-                           run,second,completed,errors,requests_per_s,p50_us,p99_us
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
   --no-progress            no live progress line (it is shown only when stderr is a TTY)
 

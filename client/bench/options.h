@@ -64,14 +64,6 @@ struct BenchOptions {
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;
-  // --histogram-out, --timeseries-out: per-run CSV exports (run_exports.h).
-  std::string histogram_path, timeseries_path;
-  // --stability-windows N (0: off): each run is repeated in trials (windows) of its stop
-  // condition until the last N windows' req/s and p50 are within --stability-pct of their mean
-  // (stability.h), at most --max-trials times; the run then reports those last N windows.
-  int stability_windows = 0;
-  double stability_pct = 10;
-  int max_trials = 10;
   bool help = false;
   // Former spellings that were given (e.g. --precisions), one line each for stderr.
   std::vector<std::string> warnings;

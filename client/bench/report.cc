@@ -254,10 +254,6 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
              : r.poisson_arrivals ? "open, poisson arrivals"
                                   : "open, constant arrivals")
         << ", \"offered_rate\": " << (r.offered_rate ? Num(*r.offered_rate) : "null")
-        << ", \"trials\": " << r.trials << ", \"stable\": "
-        << (!r.stable   ? "null"
-            : *r.stable ? "true"
-                        : "false")
         << ", \"requests_per_s\": " << Num(r.requests_per_s)
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
         << ", \"matrices_per_s\": " << Num(r.matrices_per_s) << ", \"merged_requests_mean\": "

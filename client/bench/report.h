@@ -40,9 +40,6 @@ struct RunReport {
   double h2d_gb_per_s = 0;  // bytes sent per request / median host_to_device_us; 0 when none
   int devices = 1;
   double device_busy = 0;  // sum(kernel_us) / (wall time * devices): a lower bound on GPU busy
-  // --stability-windows: windows measured, and whether the last N settled (unset: not asked).
-  int trials = 1;
-  std::optional<bool> stable;
 };
 
 // Derives the report of a run on a server with `devices` devices (sorts the record's samples).

@@ -215,9 +215,7 @@ class Worker {
         continue;
       }
       absl::StatusOr<Answer> answer = Call(due);
-      const double at_s = MicrosBetween(shared_.start, Clock::now()) / 1e6;
       if (!answer.ok()) {
-        record_.error_at_s.push_back(at_s);
         record_.RecordError(StatusCodeName(answer.status().code()),
                             std::string(answer.status().message()));
         shared_.failed.fetch_add(1, std::memory_order_relaxed);
@@ -225,7 +223,6 @@ class Worker {
         continue;
       }
       const v1::Timing& t = answer->timing;
-      record_.ok_at_s.push_back(at_s);
       record_.RecordOk(answer->client_us, t.total_us(), t.kernel_us(), t.queue_us(),
                        t.host_to_device_us(), t.device_to_host_us(), t.merged_requests(),
                        t.batch_wait_us());
@@ -245,13 +242,10 @@ class Worker {
   void Ping(std::optional<Clock::time_point> due) {
     const auto t0 = due.value_or(Clock::now());
     absl::StatusOr<std::string> reply = client_->Health();
-    const auto now = Clock::now();
-    const double client_us = MicrosBetween(t0, now);
+    const double client_us = MicrosBetween(t0, Clock::now());
     if (reply.ok()) {
-      record_.ok_at_s.push_back(MicrosBetween(shared_.start, now) / 1e6);
       record_.RecordOk(client_us, 0, 0, 0, 0, 0);
     } else {
-      record_.error_at_s.push_back(MicrosBetween(shared_.start, now) / 1e6);
       record_.RecordError(StatusCodeName(reply.status().code()),
                           std::string(reply.status().message()));
       shared_.failed.fetch_add(1, std::memory_order_relaxed);

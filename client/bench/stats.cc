@@ -78,8 +78,6 @@ void Recorder::Merge(const Recorder& other) {
   Append(release_us, other.release_us);
   Append(merged_requests, other.merged_requests);
   Append(batch_wait_us, other.batch_wait_us);
-  Append(ok_at_s, other.ok_at_s);
-  Append(error_at_s, other.error_at_s);
   AddCounts(errors_by_code, other.errors_by_code);
   AddCounts(variants, other.variants);
   AddCounts(devices, other.devices);

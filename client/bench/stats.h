@@ -38,10 +38,6 @@ struct Recorder {
   // computed in that request's launch) and Timing.batch_wait_us.
   std::vector<double> merged_requests;
   std::vector<double> batch_wait_us;
-  // When each request finished, in seconds after the timed window opened: ok_at_s[i] belongs to
-  // client_us[i] (the same order, until a summary sorts client_us); error_at_s per failure.
-  std::vector<double> ok_at_s;
-  std::vector<double> error_at_s;
   std::map<std::string, std::int64_t> errors_by_code;  // "INVALID_ARGUMENT" -> count
   std::map<std::string, std::int64_t> variants;        // variant that ran -> count
   std::map<std::string, std::int64_t> devices;         // device that ran it (reply.device) -> count
