@@ -301,7 +301,7 @@ class BenchTest(unittest.TestCase):
                           capture_output=True).returncode != 0:
             self.skipTest("matplotlib is not installed for /usr/bin/python3: plot not checked")
         out_dir = os.path.join(self.tmp.name, "plots")
-        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "plot_load.py"),
+        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "bench", "plot_load.py"),
                         json_path, out_dir, "--prefix", "load"], check=True, timeout=120)
         png = os.path.join(out_dir, "load.png")
         with open(png, "rb") as f:
