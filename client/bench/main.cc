@@ -1,18 +1,22 @@
 // matserve-bench: closed-loop load generator for a matserve server. Prints its plan, runs every
 // combination of the mix in sequence, then a table; --json/--csv/--markdown write the same runs.
-// Exit status: 0 all requests succeeded, 3 some failed (reports still written), 1 bad usage or
-// unwritable output, 2 the server could not be reached.
+// Exit status: 0 all requests succeeded, 3 some failed (reports still written), 4 none failed but
+// a windowed run did not become stable, 1 bad usage or unwritable output, 2 the server could not
+// be reached.
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/bench/histogram.h"
+#include "client/bench/operands.h"
 #include "client/bench/options.h"
 #include "client/bench/report.h"
 #include "client/bench/runner.h"
@@ -69,6 +73,18 @@ int Main(int argc, char** argv) {
     std::cout << Usage();
     return 0;
   }
+  // --a-npy / --b-npy: the files fix the shape and, unless --compute says, the data type.
+  std::optional<FileOperands> files;
+  if (!parsed->a_npy.empty() || !parsed->b_npy.empty()) {
+    absl::StatusOr<FileOperands> loaded = LoadFileOperands(*parsed);
+    if (!loaded.ok()) {
+      std::cerr << "error: " << loaded.status().message() << "\n";
+      return 1;
+    }
+    files = *std::move(loaded);
+    parsed->shapes = {files->shape};
+    if (!parsed->compute_given) parsed->compute = {files->data_type};
+  }
   if (absl::Status s = ApplySecurityFiles(parsed->security, parsed->client); !s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
@@ -95,13 +111,25 @@ int Main(int argc, char** argv) {
     server.devices.push_back(absl::StrCat(d.index(), ": ", d.name()));
 
   const std::vector<RunSpec> plan = Plan(o);
-  const std::string stop = absl::StrCat(o.requests ? absl::StrCat(*o.requests, " requests") : "",
-                                        o.requests && o.duration_s ? " or " : "",
-                                        o.duration_s ? absl::StrCat(*o.duration_s, " s") : "");
+  const StabilityOptions& st = o.stability;
+  const std::string stop =
+      st.window_ms > 0
+          ? absl::StrCat("windows of ", st.window_ms, " ms until the last ", st.windows,
+                         " agree within ", st.pct, "% (at most ", st.max_trials, " windows)")
+          : absl::StrCat(o.requests ? absl::StrCat(*o.requests, " requests") : "",
+                         o.requests && o.duration_s ? " or " : "",
+                         o.duration_s ? absl::StrCat(*o.duration_s, " s") : "");
   std::cout << "matserve-bench: " << plan.size() << " runs against " << o.target << " (backend "
             << server.backend << ", " << absl::StrJoin(server.devices, ", ") << "), each "
             << o.warmup << " warm-up requests per worker then " << stop << ", "
-            << (o.client_per_worker ? "one client per worker" : "one shared client") << ":\n";
+            << (o.client_per_worker ? "one client per worker" : "one shared client")
+            << (o.workload.ops.size() > 1 || !o.workload.Has(Op::kMultiply)
+                    ? absl::StrCat(", workload ", o.workload.Name())
+                    : "")
+            << (files ? absl::StrCat(", operands from ", o.a_npy,
+                                     o.b_npy.empty() ? "" : absl::StrCat(" and ", o.b_npy))
+                      : "")
+            << ":\n";
   for (std::size_t i = 0; i < plan.size(); ++i)
     std::cout << "  " << Label(plan[i], i, plan.size()) << "\n";
   std::cout << std::flush;
@@ -110,7 +138,7 @@ int Main(int argc, char** argv) {
   std::vector<RunReport> reports;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     RunContext context{o, o.client_per_worker ? nullptr : client->get(), tty,
-                       Label(plan[i], i, plan.size())};
+                       Label(plan[i], i, plan.size()), files ? &*files : nullptr};
     reports.push_back(MakeReport(RunOne(context, plan[i]), info->devices_size()));
     if (!tty) {
       const RunReport& r = reports.back();
@@ -122,6 +150,7 @@ int Main(int argc, char** argv) {
   }
   std::cout << "\n";
   PrintTable(std::cout, reports);
+  PrintSections(std::cout, reports);
 
   const std::string command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
   const std::string mode = o.client_per_worker ? "per-worker" : "shared";
@@ -130,9 +159,14 @@ int Main(int argc, char** argv) {
   written &= WriteFile(o.csv_path, [&](std::ostream& f) { WriteCsv(f, reports); });
   written &=
       WriteFile(o.markdown_path, [&](std::ostream& f) { PrintMarkdown(f, reports, server); });
+  written &= WriteFile(o.histogram_path, [&](std::ostream& f) { WriteHistogramCsv(f, reports); });
+  written &= WriteFile(o.timeseries_path, [&](std::ostream& f) { WriteTimeseriesCsv(f, reports); });
   if (!written) return 1;
   for (const auto& r : reports) {
     if (r.errors > 0) return 3;
+  }
+  for (const auto& r : reports) {
+    if (r.stability.options.window_ms > 0 && !r.stability.stable) return 4;
   }
   return 0;
 }

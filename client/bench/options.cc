@@ -127,6 +127,11 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       if (i + 1 >= args.size()) return Bad(absl::StrCat(name, ": missing value"));
       value = args[++i];
     }
+    if (auto measure = ParseMeasureOption(name, value, o); !measure.ok()) {
+      return measure.status();
+    } else if (*measure) {
+      continue;
+    }
     if (name == "--help" || name == "-h") {
       o.help = true;
     } else if (name == "--no-progress") {
@@ -137,6 +142,7 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       auto v = ParseShapes(value);
       if (!v.ok()) return v.status();
       o.shapes = *v;
+      o.shapes_given = true;
     } else if (name == "--modes" || name == "--transport") {
       // --transport: how operands and results travel, the same runs as --modes inline / shm /
       // cuda-ipc.
@@ -169,6 +175,7 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
         }
       }
       if (o.compute.empty()) return Bad(absl::StrCat(name, ": empty list"));
+      o.compute_given = true;
     } else if (name == "--concurrency") {
       auto v = ParseConcurrency(value);
       if (!v.ok()) return v.status();
@@ -262,12 +269,14 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
   if (absl::Status s = CheckSecurityFiles(o.security); !s.ok()) {
     return Bad(std::string(s.message()));
   }
-  if (!o.requests && !o.duration_s) o.duration_s = 5.0;
+  if (absl::Status s = CheckMeasureOptions(o); !s.ok()) return s;
+  if (!o.requests && !o.duration_s && o.stability.window_ms <= 0) o.duration_s = 5.0;
   return o;
 }
 
 std::string Usage() {
-  return R"(matserve-bench: closed- or open-loop load on a matserve server (Multiply, or MultiplyBatched).
+  return R"(matserve-bench: closed- or open-loop load on a matserve server (Multiply, MultiplyBatched,
+Transpose, or a mix of them).
 
 usage: matserve-bench [options]
   --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target)
@@ -318,12 +327,34 @@ usage: matserve-bench [options]
   --tls-ca PEM             TLS, trusting these roots for the server's certificate;
                            --tls-cert PEM --tls-key PEM add a client certificate (mutual TLS);
   --tls-server-name NAME   the name the server's certificate carries, when not the target's
-  --seed N                 operand seed (worker w uses seed + w)
+  --workload MIX           the operations: multiply (default), transpose (of A, m x k of the
+                           shape), or a weighted mix such as multiply=0.8,transpose=0.2, each
+                           request's operation drawn from --seed; reported per operation and in
+                           total (transposes: inline and resident modes, no --batch)
+  --a-npy F --b-npy F      operands read from .npy files instead of random ones; they give the
+                           shape (A m x k, B k x n) and the data type (--compute defaults to it;
+                           bfloat16 files need --compute bf16); --b-npy is not needed for
+                           transposes only; not with --shapes or --batch
+  --window-ms MS           measure in windows of MS and stop each run once the last
+                           --stability-windows N (3) windows' throughput and latency percentile
+                           are each within --stability-pct P (10) percent of their mean, or after
+                           --max-trials T (10) windows (then the run is NOT STABLE: exit status 4
+                           unless requests failed); not with --requests or --duration
+  --stability-percentile Q the latency percentile windows compare (default 50)
+  --seed N                 operand seed (worker w uses seed + 2w and seed + 2w + 1); also
+                           seeds the --workload draws
   --json FILE --csv FILE --markdown FILE   reports (also printed as a table on stdout)
-  --no-progress            no live progress line (it is shown only when stderr is a TTY)
+  --histogram-out FILE     CSV latency histogram per run: run,shape,mode,variant,precision,
+                           concurrency,le_us,count (log buckets, 20 per decade from 1 us)
+  --timeseries-out FILE    CSV per run and second: ...,second,completed,errors,rate_per_s,
+                           p50_us,p99_us
+  --no-progress            no live progress line (it is shown only when stderr is a TTY) and no
+                           per-window lines
 
 Every combination shapes x modes x variants x compute modes x concurrency is one run, in sequence.
 Percentiles are nearest-rank over every timed request (docs/load-testing.md).
+Exit status: 0 all requests succeeded, 3 some failed, 4 a windowed run did not become stable,
+1 bad usage or an unwritable report, 2 the server could not be reached.
 )";
 }
 

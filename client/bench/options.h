@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/bench/stability.h"
+#include "client/bench/workload.h"
 #include "client/cpp/connection_security.h"
 
 namespace matserve::client::bench {
@@ -64,6 +66,16 @@ struct BenchOptions {
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;
+  // --histogram-out, --timeseries-out: CSV files of every run (histogram.h, timeseries.h).
+  std::string histogram_path, timeseries_path;
+  // --workload: the operations each run drives and their mix (multiply only by default). A
+  // transpose transposes A (m x k of the shape).
+  Workload workload;
+  // --window-ms and the rest of stability.h's options: windowed runs that stop once stable.
+  StabilityOptions stability;
+  // --a-npy, --b-npy: operands read from these files instead of random ones (operands.h).
+  std::string a_npy, b_npy;
+  bool shapes_given = false, compute_given = false;  // --shapes / --compute were on the line
   bool help = false;
   // Former spellings that were given (e.g. --precisions), one line each for stderr.
   std::vector<std::string> warnings;
@@ -76,6 +88,13 @@ absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& text);
 
 // argv without the program name. INVALID_ARGUMENT naming the bad option.
 absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args);
+
+// The options of options_measure.cc (workload, operand files, windows, exports): true when `name`
+// is one of them (then applied to `o`), false when it is not.
+absl::StatusOr<bool> ParseMeasureOption(const std::string& name, const std::string& value,
+                                        BenchOptions& o);
+// Their checks against the rest of the line, once everything is parsed.
+absl::Status CheckMeasureOptions(const BenchOptions& o);
 
 // The --help text.
 std::string Usage();

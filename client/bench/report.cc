@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/bench/histogram.h"
 
 namespace matserve::client::bench {
 
@@ -33,9 +34,28 @@ RunReport MakeReport(RunResult result, int devices) {
   rep.ok_per_s = static_cast<double>(rep.ok) / wall;
   const Shape& s = result.spec.shape;
   const auto batch = static_cast<double>(result.spec.batch);
-  rep.matrices_per_s = result.spec.mode == Mode::kPing ? 0 : rep.ok_per_s * batch;
-  rep.gflops_per_s = rep.ok_per_s * batch * 2.0 * static_cast<double>(s.m) *
+  // Products: the successful multiplies (all successful requests unless the workload mixes).
+  const auto multiply = r.ops.find("multiply");
+  const std::int64_t multiplies = r.ops.empty()             ? rep.ok
+                                  : multiply != r.ops.end() ? multiply->second.ok()
+                                                            : 0;
+  const double multiplies_per_s = static_cast<double>(multiplies) / wall;
+  rep.matrices_per_s = result.spec.mode == Mode::kPing ? 0 : multiplies_per_s * batch;
+  rep.gflops_per_s = multiplies_per_s * batch * 2.0 * static_cast<double>(s.m) *
                      static_cast<double>(s.n) * static_cast<double>(s.k) / 1e9;
+  rep.workload = result.workload;
+  for (auto& [name, op] : r.ops) {
+    OpReport& o = rep.ops.emplace_back();
+    o.name = name;
+    o.ok = op.ok();
+    o.errors = op.errors;
+    o.requests = o.ok + o.errors;
+    o.requests_per_s = static_cast<double>(o.requests) / wall;
+    o.client_us = Summarize(op.client_us);
+  }
+  rep.stability = std::move(result.stability);
+  rep.histogram = Bucketize(r.client_us);
+  rep.seconds = PerSecond(r.completions, result.wall_s);
   rep.client_us = Summarize(r.client_us);
   rep.server_total_us = Summarize(r.server_total_us);
   rep.kernel_us = Summarize(r.kernel_us);
@@ -209,12 +229,27 @@ std::string Num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
-std::string Json(const Summary& s) {
+}  // namespace
+
+std::string SummaryJson(const Summary& s) {
   return absl::StrCat("{\"count\": ", s.count, ", \"min\": ", Num(s.min),
                       ", \"mean\": ", Num(s.mean), ", \"p50\": ", Num(s.p50),
                       ", \"p90\": ", Num(s.p90), ", \"p95\": ", Num(s.p95),
                       ", \"p99\": ", Num(s.p99), ", \"max\": ", Num(s.max), "}");
 }
+
+std::string OperationsJson(const std::vector<OpReport>& ops) {
+  std::string out = "{";
+  for (const OpReport& op : ops) {
+    absl::StrAppend(&out, out.size() > 1 ? ", " : "", Q(op.name), ": {\"requests\": ", op.requests,
+                    ", \"ok\": ", op.ok, ", \"errors\": ", op.errors,
+                    ", \"requests_per_s\": ", Num(op.requests_per_s),
+                    ", \"client_us\": ", SummaryJson(op.client_us), "}");
+  }
+  return out + "}";
+}
+
+namespace {
 
 std::string Json(const std::map<std::string, std::int64_t>& m) {
   std::string out = "{";
@@ -258,23 +293,42 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
         << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
         << ", \"matrices_per_s\": " << Num(r.matrices_per_s) << ", \"merged_requests_mean\": "
         << (r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "null")
-        << ",\n     \"client_us\": " << Json(r.client_us)
-        << ",\n     \"server_total_us\": " << Json(r.server_total_us)
-        << ",\n     \"kernel_us\": " << Json(r.kernel_us)
-        << ",\n     \"overhead_us\": " << Json(r.overhead_us)
-        << ",\n     \"queue_us\": " << Json(r.queue_us)
-        << ",\n     \"host_to_device_us\": " << Json(r.h2d_us)
-        << ",\n     \"device_to_host_us\": " << Json(r.d2h_us)
-        << ",\n     \"release_us\": " << Json(r.release_us)
-        << ",\n     \"batch_wait_us\": " << Json(r.batch_wait_us)
+        << ",\n     \"client_us\": " << SummaryJson(r.client_us)
+        << ",\n     \"server_total_us\": " << SummaryJson(r.server_total_us)
+        << ",\n     \"kernel_us\": " << SummaryJson(r.kernel_us)
+        << ",\n     \"overhead_us\": " << SummaryJson(r.overhead_us)
+        << ",\n     \"queue_us\": " << SummaryJson(r.queue_us)
+        << ",\n     \"host_to_device_us\": " << SummaryJson(r.h2d_us)
+        << ",\n     \"device_to_host_us\": " << SummaryJson(r.d2h_us)
+        << ",\n     \"release_us\": " << SummaryJson(r.release_us)
+        << ",\n     \"batch_wait_us\": " << SummaryJson(r.batch_wait_us)
         << ",\n     \"bytes_sent_per_request\": " << r.bytes_sent_per_request
         << ", \"bytes_received_per_request\": " << r.bytes_received_per_request
         << ", \"h2d_gb_per_s\": " << (r.h2d_gb_per_s > 0 ? Num(r.h2d_gb_per_s) : "null")
         << ", \"devices\": " << r.devices << ", \"device_busy_lower_bound\": " << Num(r.device_busy)
-        << "}";
+        << ",\n     \"workload\": " << Q(r.workload)
+        << ", \"operations\": " << OperationsJson(r.ops)
+        << ",\n     \"stability\": " << StabilityJson(r.stability) << "}";
   }
   out << "\n  ]\n}\n";
 }
+
+namespace {
+
+// "multiply=80;transpose=20": successful requests per operation (a CSV cell, so no commas).
+std::string OkByOperation(const RunReport& r) {
+  return absl::StrJoin(r.ops, ";", [](std::string* out, const OpReport& op) {
+    absl::StrAppend(out, op.name, "=", op.ok);
+  });
+}
+
+// "yes" or "no" for a windowed run, empty otherwise.
+std::string Stable(const RunReport& r) {
+  if (r.stability.options.window_ms <= 0) return "";
+  return r.stability.stable ? "yes" : "no";
+}
+
+}  // namespace
 
 void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
   out << "shape,m,n,k,mode,variant,precision,concurrency,requests,ok,errors,errors_by_code,wall_s,"
@@ -282,7 +336,8 @@ void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
          "client_p99_us,client_max_us,server_total_p50_us,server_total_p99_us,kernel_p50_us,"
          "kernel_p99_us,overhead_p50_us,overhead_p99_us,queue_p50_us,h2d_p50_us,h2d_p99_us,"
          "d2h_p50_us,release_p50_us,bytes_sent_per_request,h2d_gb_per_s,devices,"
-         "device_busy_lower_bound,batch,matrices_per_s,merged_requests_mean,batch_wait_p50_us\n";
+         "device_busy_lower_bound,batch,matrices_per_s,merged_requests_mean,batch_wait_p50_us,"
+         "workload,ok_by_operation,stable,windows\n";
   for (const RunReport& r : runs) {
     const Shape& s = r.spec.shape;
     std::string codes;
@@ -290,47 +345,25 @@ void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
       absl::StrAppend(&codes, codes.empty() ? "" : ";", code, "=", n);
     const std::string merged_mean =
         r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "";  // empty: not reported
-    out << absl::StrJoin(std::vector<std::string>{s.Name(),
-                                                  absl::StrCat(s.m),
-                                                  absl::StrCat(s.n),
-                                                  absl::StrCat(s.k),
-                                                  ModeName(r.spec.mode),
-                                                  r.spec.variant,
-                                                  r.spec.precision,
-                                                  absl::StrCat(r.spec.concurrency),
-                                                  absl::StrCat(r.requests),
-                                                  absl::StrCat(r.ok),
-                                                  absl::StrCat(r.errors),
-                                                  codes,
-                                                  Num(r.wall_s),
-                                                  Num(r.requests_per_s),
-                                                  Num(r.ok_per_s),
-                                                  Num(r.gflops_per_s),
-                                                  Num(r.client_us.p50),
-                                                  Num(r.client_us.p90),
-                                                  Num(r.client_us.p95),
-                                                  Num(r.client_us.p99),
-                                                  Num(r.client_us.max),
-                                                  Num(r.server_total_us.p50),
-                                                  Num(r.server_total_us.p99),
-                                                  Num(r.kernel_us.p50),
-                                                  Num(r.kernel_us.p99),
-                                                  Num(r.overhead_us.p50),
-                                                  Num(r.overhead_us.p99),
-                                                  Num(r.queue_us.p50),
-                                                  Num(r.h2d_us.p50),
-                                                  Num(r.h2d_us.p99),
-                                                  Num(r.d2h_us.p50),
-                                                  Num(r.release_us.p50),
-                                                  absl::StrCat(r.bytes_sent_per_request),
-                                                  Num(r.h2d_gb_per_s),
-                                                  absl::StrCat(r.devices),
-                                                  Num(r.device_busy),
-                                                  absl::StrCat(r.spec.batch),
-                                                  Num(r.matrices_per_s),
-                                                  merged_mean,
-                                                  Num(r.batch_wait_us.p50)},
-                         ",")
+    out << absl::StrJoin(
+               std::vector<std::string>{
+                   s.Name(), absl::StrCat(s.m), absl::StrCat(s.n), absl::StrCat(s.k),
+                   ModeName(r.spec.mode), r.spec.variant, r.spec.precision,
+                   absl::StrCat(r.spec.concurrency), absl::StrCat(r.requests), absl::StrCat(r.ok),
+                   absl::StrCat(r.errors), codes, Num(r.wall_s), Num(r.requests_per_s),
+                   Num(r.ok_per_s), Num(r.gflops_per_s), Num(r.client_us.p50), Num(r.client_us.p90),
+                   Num(r.client_us.p95), Num(r.client_us.p99), Num(r.client_us.max),
+                   Num(r.server_total_us.p50), Num(r.server_total_us.p99), Num(r.kernel_us.p50),
+                   Num(r.kernel_us.p99), Num(r.overhead_us.p50), Num(r.overhead_us.p99),
+                   Num(r.queue_us.p50), Num(r.h2d_us.p50), Num(r.h2d_us.p99), Num(r.d2h_us.p50),
+                   Num(r.release_us.p50), absl::StrCat(r.bytes_sent_per_request),
+                   Num(r.h2d_gb_per_s), absl::StrCat(r.devices), Num(r.device_busy),
+                   absl::StrCat(r.spec.batch), Num(r.matrices_per_s), merged_mean,
+                   Num(r.batch_wait_us.p50),
+                   // A mix names its weights with commas.
+                   absl::StrCat("\"", r.workload, "\""), OkByOperation(r), Stable(r),
+                   absl::StrCat(r.stability.windows.size())},
+               ",")
         << "\n";
   }
 }

@@ -12,13 +12,23 @@
 #include <vector>
 
 #include "client/bench/runner.h"
+#include "client/bench/stability.h"
 #include "client/bench/stats.h"
+#include "client/bench/timeseries.h"
 
 namespace matserve::client::bench {
 
 struct ServerDescription {
   std::string target, backend, version, git_sha;
   std::vector<std::string> devices;  // "cuda:0 NVIDIA H100 80GB HBM3", ...
+};
+
+// The requests of one operation of a run's --workload.
+struct OpReport {
+  std::string name;  // "multiply", "transpose"
+  std::int64_t requests = 0, ok = 0, errors = 0;
+  double requests_per_s = 0;
+  Summary client_us;
 };
 
 struct RunReport {
@@ -39,7 +49,12 @@ struct RunReport {
   std::int64_t bytes_sent_per_request = 0, bytes_received_per_request = 0;
   double h2d_gb_per_s = 0;  // bytes sent per request / median host_to_device_us; 0 when none
   int devices = 1;
-  double device_busy = 0;  // sum(kernel_us) / (wall time * devices): a lower bound on GPU busy
+  double device_busy = 0;     // sum(kernel_us) / (wall time * devices): a lower bound on GPU busy
+  std::string workload;       // "multiply", "multiply=0.8,transpose=0.2"; "-" for ping
+  std::vector<OpReport> ops;  // per operation, in name order (none for ping)
+  StabilityResult stability;  // --window-ms
+  std::vector<std::int64_t> histogram;  // client_us of successful requests, histogram.h buckets
+  std::vector<SecondFigures> seconds;   // the run second by second (timeseries.h)
 };
 
 // Derives the report of a run on a server with `devices` devices (sorts the record's samples).
@@ -52,6 +67,14 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
                const ServerDescription& server, const std::string& command_line,
                const std::string& client_mode);
 void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs);
+
+// After the table: one row per operation of every run with a --workload mix or transposes, and
+// how each windowed run ended; nothing when no run has either.
+void PrintSections(std::ostream& out, const std::vector<RunReport>& runs);
+
+// JSON of a Summary ({"count": .., "min": .., ..}) and of a run's operations ({"multiply": ..}).
+std::string SummaryJson(const Summary& s);
+std::string OperationsJson(const std::vector<OpReport>& ops);
 
 // A JSON string literal body (quotes, backslashes and control characters escaped).
 std::string JsonEscape(const std::string& s);

@@ -1,8 +1,9 @@
-// The closed loop of one run (see runner.h). Workers prepare their operands (inline: random bytes
-// built into a request once; resident: uploaded once, multiplied by handle with keep_result, each
-// result handed to the release pool; with a batch, N of each in one MultiplyBatched request),
-// warm up, meet at a barrier whose completion fixes the start time, then loop until the request
-// budget or the deadline is spent.
+// The loop of one run (see runner.h). Workers prepare their operands (random, or the --a-npy /
+// --b-npy files; inline: built into a request once; resident: uploaded once, multiplied or
+// transposed by handle with keep_result, each result handed to the release pool; with a batch, N
+// of each in one MultiplyBatched request), warm up, meet at a barrier whose completion fixes the
+// start time, then loop, drawing each request's operation from the --workload mix, until the
+// request budget or the deadline is spent or (--window-ms) the windows have agreed.
 #include "client/bench/runner.h"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bench/cuda_ipc_buffer.h"
+#include "client/bench/operands.h"
 #include "client/bench/releaser.h"
 #include "client/cpp/matrix.h"
 #include "client/cpp/shared_memory.h"
@@ -32,41 +34,7 @@ double MicrosBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-DType DataTypeOf(const std::string& precision) {
-  if (precision == "fp64") return DType::kF64;
-  if (precision == "fp16") return DType::kF16;
-  if (precision == "bf16") return DType::kBF16;
-  return DType::kF32;  // fp32, tf32, fp8 (fp32 data quantized on the device)
-}
-
-// `count` random rows x cols matrices, row-major, stacked batch-major (the bytes of one
-// count*rows x cols matrix); Matrix.batch says how many when more than one.
-v1::Matrix RandomOperand(std::int64_t rows, std::int64_t cols, std::int64_t count, DType dtype,
-                         std::uint64_t seed) {
-  auto matrix = MatrixFromNpy(RandomMatrix(count * rows, cols, dtype, Layout::kRowMajor, seed));
-  if (!matrix.ok()) return v1::Matrix{};
-  matrix->set_rows(rows);
-  if (count > 1) matrix->set_batch(count);
-  return *std::move(matrix);
-}
-
-// The matrices of a stack, one Matrix each.
-std::vector<v1::Matrix> Unstack(const v1::Matrix& stack) {
-  const std::int64_t count = std::max<std::int64_t>(stack.batch(), 1);
-  const std::size_t one = stack.data().size() / static_cast<std::size_t>(count);
-  std::vector<v1::Matrix> out;
-  for (std::int64_t i = 0; i < count; ++i) {
-    v1::Matrix& m = out.emplace_back();
-    m.set_rows(stack.rows());
-    m.set_cols(stack.cols());
-    m.set_dtype(stack.dtype());
-    m.set_layout(stack.layout());
-    m.set_data(stack.data().substr(static_cast<std::size_t>(i) * one, one));
-  }
-  return out;
-}
-
-// What a worker takes from one reply, Multiply or MultiplyBatched alike.
+// What a worker takes from one reply, Multiply, MultiplyBatched or Transpose alike.
 struct Answer {
   double client_us = 0;  // the call's round trip
   v1::Timing timing;
@@ -75,15 +43,15 @@ struct Answer {
   std::int64_t result_bytes = 0;     // result bytes the reply carried
 };
 
+// `result`: the matrix the reply carries (C, or a transpose's B).
 template <typename Reply>
-Answer AnswerOf(Reply& reply, double client_us) {
+Answer AnswerOf(Reply& reply, double client_us, const v1::Matrix& result) {
   Answer answer;
   answer.client_us = client_us;
   answer.timing = reply.timing();
   answer.variant = std::move(*reply.mutable_variant());
   answer.device = std::move(*reply.mutable_device());
-  answer.precision = std::move(*reply.mutable_precision());
-  answer.result_bytes = static_cast<std::int64_t>(reply.c().data().size());
+  answer.result_bytes = static_cast<std::int64_t>(result.data().size());
   return answer;
 }
 
@@ -99,6 +67,8 @@ struct Shared {
   std::atomic<int> finished{0};
   Releaser* releaser = nullptr;  // resident mode
   Clock::time_point start, deadline = Clock::time_point::max();
+  std::atomic<bool> stop{false};       // a windowed run that became stable
+  WindowCollector* windows = nullptr;  // windowed runs (--window-ms)
   // Open loop (--rate): the schedule, handed out in order.
   std::mutex arrivals_mu;
   double next_arrival_s = 0;  // offset from start of the next scheduled request
@@ -112,7 +82,7 @@ bool ClaimFromBudget(Shared& shared) {
 
 // True while the run may issue another timed request (claims one from the budget).
 bool NextRequest(Shared& shared) {
-  if (Clock::now() >= shared.deadline) return false;
+  if (shared.stop.load(std::memory_order_relaxed) || Clock::now() >= shared.deadline) return false;
   return ClaimFromBudget(shared);
 }
 
@@ -120,7 +90,7 @@ bool NextRequest(Shared& shared) {
 // or the schedule has passed the deadline.
 std::optional<Clock::time_point> NextArrival(Shared& shared) {
   const BenchOptions& o = shared.context.options;
-  if (!ClaimFromBudget(shared)) return std::nullopt;
+  if (shared.stop.load(std::memory_order_relaxed) || !ClaimFromBudget(shared)) return std::nullopt;
   double offset = 0;
   {
     std::lock_guard lock(shared.arrivals_mu);
@@ -138,7 +108,10 @@ std::optional<Clock::time_point> NextArrival(Shared& shared) {
 
 class Worker {
  public:
-  Worker(Shared& shared, int index) : shared_(shared), index_(index) {}
+  Worker(Shared& shared, int index)
+      : shared_(shared),
+        index_(index),
+        op_rng_(shared.context.options.seed * 1000003 + static_cast<std::uint64_t>(index)) {}
 
   // Connects (per-worker clients) and prepares the request; false when that failed.
   bool Setup() {
@@ -161,14 +134,19 @@ class Worker {
     const DType dtype = DataTypeOf(shared_.spec.precision);
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
     const std::int64_t batch = shared_.spec.batch;
-    v1::Matrix a = RandomOperand(s.m, s.k, batch, dtype, seed);
-    v1::Matrix b = RandomOperand(s.k, s.n, batch, dtype, seed + 1);
+    const FileOperands* files = shared_.context.files;
+    const bool multiply = o.workload.Has(Op::kMultiply);
+    v1::Matrix a = files != nullptr ? files->a : RandomOperand(s.m, s.k, batch, dtype, seed);
+    v1::Matrix b;
+    if (multiply) b = files != nullptr ? files->b : RandomOperand(s.k, s.n, batch, dtype, seed + 1);
     operand_bytes_ = static_cast<std::int64_t>(a.data().size() + b.data().size());
     request_.set_variant(shared_.spec.variant);
+    transpose_request_.set_variant(shared_.spec.variant);
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
     if (shared_.spec.precision == "fp8") request_.set_compute(v1::COMPUTE_FP8);
     if (batched()) return SetupBatched(std::move(a), std::move(b));
     if (shared_.spec.mode == Mode::kInline) {
+      if (o.workload.Has(Op::kTranspose)) *transpose_request_.mutable_a() = a;
       *request_.mutable_a() = std::move(a);
       *request_.mutable_b() = std::move(b);
       return true;
@@ -177,11 +155,14 @@ class Worker {
     if (shared_.spec.mode == Mode::kCudaIpc) return SetupCudaIpc(std::move(a), std::move(b));
     absl::StatusOr<std::string> a_handle = UploadOperand(a);
     if (!a_handle.ok()) return Fail(a_handle.status());
+    request_.set_a_handle(*a_handle);
+    request_.set_keep_result(true);
+    transpose_request_.set_a_handle(*a_handle);  // A^T kept, then released like a product
+    transpose_request_.set_keep_result(true);
+    if (!multiply) return true;
     absl::StatusOr<std::string> b_handle = UploadOperand(b);
     if (!b_handle.ok()) return Fail(b_handle.status());
-    request_.set_a_handle(*a_handle);
     request_.set_b_handle(*b_handle);
-    request_.set_keep_result(true);
     return true;
   }
 
@@ -191,7 +172,7 @@ class Worker {
         (void)client_->Health();
         continue;
       }
-      absl::StatusOr<Answer> answer = Call();
+      absl::StatusOr<Answer> answer = Call(NextOp());
       if (!answer.ok()) continue;  // failures show up again in the timed loop
       if (!answer->results.empty()) (void)client_->Release(answer->results);
     }
@@ -214,12 +195,12 @@ class Worker {
         Ping(due);
         continue;
       }
-      absl::StatusOr<Answer> answer = Call(due);
+      const Op op = NextOp();
+      absl::StatusOr<Answer> answer = Call(op, due);
       if (!answer.ok()) {
         record_.RecordError(StatusCodeName(answer.status().code()),
                             std::string(answer.status().message()));
-        shared_.failed.fetch_add(1, std::memory_order_relaxed);
-        shared_.done.fetch_add(1, std::memory_order_relaxed);
+        Finished(OpName(op), 0, false);
         continue;
       }
       const v1::Timing& t = answer->timing;
@@ -228,8 +209,8 @@ class Worker {
                        t.batch_wait_us());
       ++record_.variants[answer->variant];
       ++record_.devices[answer->device];
-      ++record_.precisions[answer->precision];
-      shared_.done.fetch_add(1, std::memory_order_relaxed);
+      if (!answer->precision.empty()) ++record_.precisions[answer->precision];
+      Finished(OpName(op), answer->client_us, true);
       if (!answer->results.empty()) ReleaseResults(std::move(answer->results));
       bytes_received_ = shared_.spec.mode == Mode::kShm || shared_.spec.mode == Mode::kCudaIpc
                             ? result_bytes_
@@ -248,9 +229,8 @@ class Worker {
     } else {
       record_.RecordError(StatusCodeName(reply.status().code()),
                           std::string(reply.status().message()));
-      shared_.failed.fetch_add(1, std::memory_order_relaxed);
     }
-    shared_.done.fetch_add(1, std::memory_order_relaxed);
+    Finished("", client_us, reply.ok());
   }
 
   void Teardown() {
@@ -267,22 +247,58 @@ class Worker {
  private:
   bool batched() const { return shared_.spec.batch > 1; }
 
-  // One timed request: a Multiply, or with a batch one MultiplyBatched of all its products; its
-  // round trip counts from `due` when the request was scheduled (open loop), else from now.
-  absl::StatusOr<Answer> Call(std::optional<Clock::time_point> due = std::nullopt) {
+  // The next request's operation: a seeded draw from the --workload mix.
+  Op NextOp() {
+    const Workload& workload = shared_.context.options.workload;
+    if (workload.ops.size() == 1) return workload.ops.front().op;
+    return workload.Choose(std::uniform_real_distribution<double>(0, 1)(op_rng_));
+  }
+
+  // Books a finished timed request: the run's counters, the open window, its operation
+  // (`op`, empty for a ping) and the time series.
+  void Finished(const char* op, double client_us, bool ok) {
+    if (!ok) shared_.failed.fetch_add(1, std::memory_order_relaxed);
+    shared_.done.fetch_add(1, std::memory_order_relaxed);
+    if (shared_.windows != nullptr) shared_.windows->Add(client_us, ok);
+    if (*op != '\0') {
+      OpRecord& record = record_.ops[op];
+      if (ok) {
+        record.client_us.push_back(client_us);
+      } else {
+        ++record.errors;
+      }
+    }
+    record_.completions.push_back(
+        {MicrosBetween(shared_.start, Clock::now()) / 1e6, client_us, ok});
+  }
+
+  // One timed request: a Transpose, a Multiply, or with a batch one MultiplyBatched of all its
+  // products; its round trip counts from `due` when the request was scheduled (open loop), else
+  // from now.
+  absl::StatusOr<Answer> Call(Op op, std::optional<Clock::time_point> due = std::nullopt) {
     const auto t0 = due.value_or(Clock::now());
     if (batched()) {
       auto reply = client_->MultiplyBatched(batched_request_);
       const double client_us = MicrosBetween(t0, Clock::now());
       if (!reply.ok()) return reply.status();
-      Answer answer = AnswerOf(*reply, client_us);
+      Answer answer = AnswerOf(*reply, client_us, reply->c());
+      answer.precision = std::move(*reply->mutable_precision());
       for (const v1::ResidentInfo& r : reply->results()) answer.results.push_back(r.handle());
+      return answer;
+    }
+    if (op == Op::kTranspose) {
+      auto reply = client_->Transpose(transpose_request_);
+      const double client_us = MicrosBetween(t0, Clock::now());
+      if (!reply.ok()) return reply.status();
+      Answer answer = AnswerOf(*reply, client_us, reply->b());
+      if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
       return answer;
     }
     auto reply = client_->Multiply(request_);
     const double client_us = MicrosBetween(t0, Clock::now());
     if (!reply.ok()) return reply.status();
-    Answer answer = AnswerOf(*reply, client_us);
+    Answer answer = AnswerOf(*reply, client_us, reply->c());
+    answer.precision = std::move(*reply->mutable_precision());
     if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
     return answer;
   }
@@ -413,6 +429,8 @@ class Worker {
   Client* client_ = nullptr;
   std::unique_ptr<Client> own_client_;
   v1::MultiplyRequest request_;
+  v1::TransposeRequest transpose_request_;  // a --workload with transposes
+  std::mt19937_64 op_rng_;                  // seeded in the constructor: the workload's draws
   // With a batch: the MultiplyBatched request sent instead of request_.
   v1::MultiplyBatchedRequest batched_request_;
   // Resident mode: the operands, uploaded once and released at the end.
@@ -436,12 +454,52 @@ void PrintProgress(const Shared& shared, const std::string& label, bool final_li
   std::fflush(stderr);
 }
 
+// A windowed run (--window-ms): closes a window every window_ms from the start, prints it (unless
+// --no-progress), and stops the workers once the last windows agree or --max-trials have passed.
+StabilityResult WatchWindows(Shared& shared, const std::atomic<bool>& started, int workers) {
+  const BenchOptions& o = shared.context.options;
+  StabilityResult result;
+  result.options = o.stability;
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto window = std::chrono::duration<double, std::milli>(o.stability.window_ms);
+  Clock::time_point opened = shared.start;
+  for (int i = 1; i <= o.stability.max_trials; ++i) {
+    const Clock::time_point close =
+        shared.start + std::chrono::duration_cast<Clock::duration>(window * i);
+    while (Clock::now() < close && shared.finished.load() < workers) {
+      std::this_thread::sleep_until(std::min(close, Clock::now() + std::chrono::milliseconds(20)));
+    }
+    const Clock::time_point now = Clock::now();
+    if (now < close) break;  // the workers ended before the window did (every setup failed)
+    result.windows.push_back(
+        shared.windows->Close(i, MicrosBetween(opened, now) / 1e6, o.stability.percentile));
+    opened = now;
+    result.stable = IsStable(result.windows, o.stability.windows, o.stability.pct);
+    if (o.progress) {
+      std::fprintf(stderr, "%s  %s\n", shared.context.label.c_str(),
+                   WindowLine(result.windows.back(), o.stability.percentile,
+                              Spread(result.windows, o.stability.windows), result.stable)
+                       .c_str());
+    }
+    if (result.stable) break;
+  }
+  shared.stop = true;
+  if (o.progress && !result.stable) {
+    std::fprintf(stderr, "%s  not stable after %zu windows (--max-trials %d)\n",
+                 shared.context.label.c_str(), result.windows.size(), o.stability.max_trials);
+  }
+  return result;
+}
+
 }  // namespace
 
 RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   const BenchOptions& o = context.options;
   Shared shared(context, spec);
   shared.budget = o.requests;
+  const bool windowed = o.stability.window_ms > 0;
+  WindowCollector windows;
+  if (windowed) shared.windows = &windows;
   // Resident results are released by a pool beside the workers, through the shared client or
   // one of its own.
   std::unique_ptr<Client> release_client;
@@ -474,9 +532,13 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
     shared.start = Clock::now();
     start_unix_s =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (o.duration_s) {
+    // A windowed run stops when stable, at the latest after its last window.
+    const std::optional<double> seconds =
+        windowed ? std::optional(o.stability.window_ms / 1e3 * o.stability.max_trials)
+                 : o.duration_s;
+    if (seconds) {
       shared.deadline = shared.start + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(*o.duration_s));
+                                           std::chrono::duration<double>(*seconds));
     }
     started = true;
   };
@@ -499,16 +561,21 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
       shared.finished.fetch_add(1);
     });
   }
-  if (context.show_progress) {
+  StabilityResult stability;
+  if (windowed) {
+    stability = WatchWindows(shared, started, spec.concurrency);
+  } else if (context.show_progress) {
     while (shared.finished.load() < spec.concurrency) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (started) PrintProgress(shared, context.label, false);
     }
   }
   for (auto& t : threads) t.join();
-  if (context.show_progress) PrintProgress(shared, context.label, true);
+  if (context.show_progress && !windowed) PrintProgress(shared, context.label, true);
 
   RunResult result;
+  result.stability = std::move(stability);
+  result.workload = spec.mode == Mode::kPing ? "-" : o.workload.Name();
   if (releaser) releaser->Finish(result.record);
   result.spec = spec;
   result.offered_rate = o.rate;

@@ -1,7 +1,8 @@
 // One load-test run: `concurrency` worker threads in a closed loop (each sends its next Multiply,
-// or MultiplyBatched with a batch, as soon as the previous returns), warm-up excluded, stopped by
-// a total request count or a duration, with an optional live progress line on stderr; every
-// worker's record merged at the end.
+// MultiplyBatched with a batch, or Transpose as the --workload mix draws, as soon as the previous
+// returns) or an open one, warm-up excluded, stopped by a total request count, a duration or
+// (--window-ms) stable windows, with optional progress on stderr; every worker's record merged
+// at the end.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "client/bench/operands.h"
 #include "client/bench/options.h"
+#include "client/bench/stability.h"
 #include "client/bench/stats.h"
 #include "client/cpp/client.h"
 
@@ -34,14 +37,17 @@ struct RunResult {
   std::int64_t setup_failures = 0;     // workers whose setup (connect, upload) failed
   std::optional<double> offered_rate;  // --rate: requests/s offered (open loop)
   bool poisson_arrivals = true;
+  std::string workload = "multiply";  // --workload's name ("-" for ping runs)
+  StabilityResult stability;          // --window-ms: the windows and whether they became stable
 };
 
 // What every run shares: the options and, unless --client per-worker, one Client.
 struct RunContext {
   const BenchOptions& options;
-  Client* shared_client = nullptr;  // null with --client per-worker
-  bool show_progress = false;       // live line on stderr
-  std::string label;                // "[3/12] 256x256x256 inline auto fp32 c=8"
+  Client* shared_client = nullptr;      // null with --client per-worker
+  bool show_progress = false;           // live line on stderr
+  std::string label;                    // "[3/12] 256x256x256 inline auto fp32 c=8"
+  const FileOperands* files = nullptr;  // --a-npy / --b-npy: every worker sends these operands
 };
 
 RunResult RunOne(const RunContext& context, const RunSpec& spec);

@@ -85,6 +85,11 @@ void Recorder::Merge(const Recorder& other) {
   if (first_error.empty()) first_error = other.first_error;
   kernel_us_sum += other.kernel_us_sum;
   release_errors += other.release_errors;
+  for (const auto& [name, op] : other.ops) {
+    Append(ops[name].client_us, op.client_us);
+    ops[name].errors += op.errors;
+  }
+  completions.insert(completions.end(), other.completions.begin(), other.completions.end());
 }
 
 }  // namespace matserve::client::bench

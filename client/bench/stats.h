@@ -24,6 +24,20 @@ struct Summary {
 // Sorts `values` in place and summarises them.
 Summary Summarize(std::vector<double>& values);
 
+// One timed request as it finished: seconds since the run's start, round trip, success.
+struct Completion {
+  double end_s = 0;
+  double client_us = 0;
+  bool ok = true;
+};
+
+// The requests of one operation (a --workload mix reports each).
+struct OpRecord {
+  std::vector<double> client_us;  // successful requests' round trips
+  std::int64_t errors = 0;
+  std::int64_t ok() const { return static_cast<std::int64_t>(client_us.size()); }
+};
+
 // One worker's record of a run; workers never share one, so recording takes no lock.
 struct Recorder {
   std::vector<double> client_us;  // round trip seen by the client, successful requests only
@@ -44,7 +58,9 @@ struct Recorder {
   std::map<std::string, std::int64_t> precisions;      // precision that ran -> count
   std::string first_error;                             // "CODE: message" of the first failure
   double kernel_us_sum = 0;  // device kernel time: a launch merged from n requests counts once
-  std::int64_t release_errors = 0;  // resident mode: failed releases (not request errors)
+  std::int64_t release_errors = 0;      // resident mode: failed releases (not request errors)
+  std::map<std::string, OpRecord> ops;  // "multiply", "transpose" -> its requests
+  std::vector<Completion> completions;  // every timed request, in the order this worker ended them
 
   std::int64_t ok() const { return static_cast<std::int64_t>(client_us.size()); }
   std::int64_t errors() const;

@@ -5,10 +5,16 @@ self-consistent (counts add up, percentiles ordered, server total >= kernel, req
 wall time); --compute modes (and --precisions, its former name); batched requests (--batch N: matrices/s = N x req/s) and a server that merges
 concurrent requests (mean merged requests within its --max_batch_size); a deliberately failing mix
 must report errors by code, not crash; scripts/bench/plot_load.py must render that JSON as a PNG of
-sensible size.
+sensible size. Stability windows (--window-ms) must settle on a steady load and report an
+unreachable bound as not stable (exit 4); the histogram and time-series CSVs must add up to the
+run's requests; transpose and mixed workloads report per-operation counts in the drawn
+proportions; operands from .npy files set the shape and data type, and bad files are refused
+with a message naming them.
 """
+import collections
 import csv
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -295,13 +301,190 @@ class BenchTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
 
+    def test_stability_windows_settle_on_a_steady_load(self):
+        doc, out, _ = self.bench("--modes", "ping", "--concurrency", "2", "--window-ms", "400",
+                                 "--stability-pct", "40", "--max-trials", "15", "--warmup", "5")
+        (r,) = doc["runs"]
+        s = r["stability"]
+        self.assertTrue(s["stable"], s)
+        self.assertEqual((s["window_ms"], s["stability_windows"], s["percentile"]), (400, 3, 50))
+        windows = s["windows"]
+        self.assertTrue(3 <= len(windows) <= 15, windows)
+        self.assertEqual([w["index"] for w in windows], list(range(1, len(windows) + 1)))
+        last = windows[-3:]
+        for key in ("throughput", "latency_us"):
+            mean = sum(w[key] for w in last) / 3
+            for w in last:
+                self.assertLessEqual(abs(w[key] - mean), 0.4 * mean + 1e-9, (key, last))
+        # The windows hold the timed requests but those that ended after the last window closed
+        # (in flight, or finished while the monitor decided to stop).
+        self.assertLessEqual(sum(w["requests"] for w in windows), r["requests"])
+        self.assertGreaterEqual(sum(w["requests"] for w in windows), 0.98 * r["requests"] - 2)
+        self.assertTrue(0.35 * len(windows) <= r["wall_s"] <= 0.4 * len(windows) + 1, r["wall_s"])
+        self.assertIn("window 1:", self.last_stderr)
+        self.assertIn("(stable)", self.last_stderr)
+        self.assertIn("stable after", out)
+
+    def test_stability_not_reached_is_reported_and_exits_4(self):
+        csv_path = os.path.join(self.tmp.name, "unstable.csv")
+        doc, out, _ = self.bench("--modes", "ping", "--window-ms", "200", "--stability-pct",
+                                 "0.01", "--max-trials", "3", "--warmup", "1", "--no-progress",
+                                 "--csv", csv_path, expect_rc=4)
+        (r,) = doc["runs"]
+        self.assertFalse(r["stability"]["stable"])
+        self.assertEqual(len(r["stability"]["windows"]), 3)
+        self.assertEqual(r["errors"], 0)
+        self.assertIn("NOT STABLE after 3 windows", out)
+        self.assertNotIn("window 1:", self.last_stderr)  # --no-progress
+        with open(csv_path) as f:
+            (row,) = list(csv.DictReader(f))
+        self.assertEqual((row["stable"], row["windows"]), ("no", "3"))
+        proc = subprocess.run([BENCH, "--window-ms", "100", "--requests", "5"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("not with --requests or --duration", proc.stderr)
+
+    def test_histogram_and_timeseries_files_add_up(self):
+        hist, series = (os.path.join(self.tmp.name, n) for n in ("hist.csv", "series.csv"))
+        doc, _, _ = self.bench("--shapes", "16", "--concurrency", "1,2", "--duration", "2.5",
+                               "--warmup", "1", "--histogram-out", hist, "--timeseries-out",
+                               series)
+        runs = doc["runs"]
+        with open(hist) as f:
+            rows = list(csv.DictReader(f))
+        by_run = collections.defaultdict(list)
+        for row in rows:
+            by_run[int(row["run"])].append(row)
+        self.assertEqual(sorted(by_run), [1, 2])
+        for i, r in enumerate(runs, 1):
+            buckets = by_run[i]
+            self.assertEqual(sum(int(b["count"]) for b in buckets), r["ok"])
+            self.assertEqual(int(buckets[0]["concurrency"]), r["concurrency"])
+            bounds = [float(b["le_us"]) for b in buckets]
+            self.assertEqual(bounds, sorted(bounds))
+            for lo, hi in zip(bounds, bounds[1:]):  # contiguous buckets, 20 per decade
+                self.assertAlmostEqual(math.log10(hi) - math.log10(lo), 0.05, places=6)
+            # The median falls in the bucket holding the nearest-rank p50.
+            p50 = r["client_us"]["p50"]
+            below = sum(int(b["count"]) for b in buckets if float(b["le_us"]) < p50)
+            self.assertLess(below, math.ceil(r["ok"] / 2) + 1)
+        with open(series) as f:
+            rows = list(csv.DictReader(f))
+        for i, r in enumerate(runs, 1):
+            seconds = [row for row in rows if int(row["run"]) == i]
+            self.assertEqual([int(s["second"]) for s in seconds], list(range(len(seconds))))
+            self.assertEqual(len(seconds), math.floor(r["wall_s"]) + 1)
+            self.assertEqual(sum(int(s["completed"]) for s in seconds), r["requests"])
+            self.assertEqual(sum(int(s["errors"]) for s in seconds), r["errors"])
+            first = seconds[0]
+            self.assertAlmostEqual(float(first["rate_per_s"]), int(first["completed"]))
+            self.assertTrue(0 < float(first["p50_us"]) <= float(first["p99_us"]), first)
+
+    def test_transpose_workload(self):
+        doc, out, _ = self.bench("--workload", "transpose", "--shapes", "48x8x24", "--modes",
+                                 "inline,resident", "--requests", "40", "--warmup", "1")
+        for r in doc["runs"]:
+            with self.subTest(mode=r["mode"]):
+                self.assertEqual(r["workload"], "transpose")
+                self.assertEqual((r["ok"], r["errors"]), (40, 0), r["first_error"])
+                self.assertEqual(list(r["operations"]), ["transpose"])
+                self.assertEqual(r["operations"]["transpose"]["ok"], 40)
+                self.assertEqual(r["matrices_per_s"], 0)  # no products
+                self.assertEqual(r["precisions_ran"], {})
+                self.assertEqual(sum(r["variants_ran"].values()), 40)
+        inline, resident = doc["runs"]
+        self.assertEqual(inline["bytes_sent_per_request"], 48 * 24 * 4)  # A only
+        self.assertEqual(inline["bytes_received_per_request"], 24 * 48 * 4)  # A^T
+        self.assertEqual(resident["release_errors"], 0)
+        self.assertIn("per operation", out)
+        from matserve.v1 import matrix_service_pb2 as pb
+        left = self.server.stub.ListResident(pb.ListResidentRequest(), timeout=10)
+        self.assertEqual(len(left.matrices), 0)
+
+    def test_mixed_workload_follows_the_weights(self):
+        csv_path = os.path.join(self.tmp.name, "mixed.csv")
+        doc, out, _ = self.bench("--workload", "multiply=0.75,transpose=0.25", "--shapes", "16",
+                                 "--modes", "inline,resident", "--concurrency", "2", "--requests",
+                                 "400", "--warmup", "1", "--csv", csv_path)
+        for r in doc["runs"]:
+            with self.subTest(mode=r["mode"]):
+                self.assertEqual(r["workload"], "multiply=0.75,transpose=0.25")
+                self.assertEqual((r["ok"], r["errors"]), (400, 0), r["first_error"])
+                ops = r["operations"]
+                self.assertEqual(sorted(ops), ["multiply", "transpose"])
+                self.assertEqual(ops["multiply"]["requests"] + ops["transpose"]["requests"], 400)
+                # 100 transposes expected, standard deviation 8.7: within 5 of those.
+                self.assertTrue(57 <= ops["transpose"]["requests"] <= 143, ops)
+                self.assertEqual(r["precisions_ran"], {"fp32": ops["multiply"]["ok"]})
+                for op in ops.values():
+                    self.assertTrue(0 < op["client_us"]["p50"] <= op["client_us"]["max"], op)
+                    self.assertAlmostEqual(op["requests_per_s"], op["requests"] / r["wall_s"],
+                                           delta=1e-3 * op["requests_per_s"])
+                self.assertAlmostEqual(r["matrices_per_s"], ops["multiply"]["ok"] / r["wall_s"],
+                                       delta=1e-3 * r["matrices_per_s"])
+        self.assertIn("per operation", out)
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        ops = doc["runs"][0]["operations"]
+        self.assertEqual(rows[0]["ok_by_operation"],
+                         f"multiply={ops['multiply']['ok']};transpose={ops['transpose']['ok']}")
+        # The same seed draws the same mix.
+        again, _, _ = self.bench("--workload", "multiply=0.75,transpose=0.25", "--shapes", "16",
+                                 "--requests", "60", "--warmup", "0")
+        twice, _, _ = self.bench("--workload", "multiply=0.75,transpose=0.25", "--shapes", "16",
+                                 "--requests", "60", "--warmup", "0")
+        self.assertEqual(again["runs"][0]["operations"]["transpose"]["requests"],
+                         twice["runs"][0]["operations"]["transpose"]["requests"])
+
+    def test_npy_operands(self):
+        import numpy as np
+        d = os.path.join(self.tmp.name, "npy")
+        os.makedirs(d)
+        rng = np.random.default_rng(3)
+        paths = {}
+        for name, shape, dtype in (("a", (24, 16), np.float64), ("b", (16, 8), np.float64),
+                                   ("b32", (16, 8), np.float32), ("tall", (12, 8), np.float64)):
+            paths[name] = os.path.join(d, f"{name}.npy")
+            np.save(paths[name], rng.standard_normal(shape).astype(dtype))
+        doc, out, _ = self.bench("--a-npy", paths["a"], "--b-npy", paths["b"], "--requests", "20",
+                                 "--warmup", "1", "--modes", "inline,resident")
+        for r in doc["runs"]:
+            self.assertEqual((r["shape"], r["precision"]), ("24x8x16", "fp64"))
+            self.assertEqual((r["ok"], r["errors"]), (20, 0), r["first_error"])
+            self.assertEqual(r["precisions_ran"], {"fp64": 20})
+        self.assertEqual(doc["runs"][0]["bytes_sent_per_request"], (24 * 16 + 16 * 8) * 8)
+        self.assertIn(f"operands from {paths['a']} and {paths['b']}", out)
+        # A transpose-only workload needs A alone.
+        doc, _, _ = self.bench("--a-npy", paths["a"], "--workload", "transpose", "--requests", "5")
+        self.assertEqual(doc["runs"][0]["operations"]["transpose"]["ok"], 5)
+
+        def refused(*args):
+            proc = subprocess.run([BENCH, "--target", self.server.target, *args],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            return proc.stderr
+        self.assertIn(f"--b-npy: B ({paths['tall']}) is 12x8 but A ({paths['a']}) is 24x16: "
+                      "B's rows (12) must equal A's columns (16)",
+                      refused("--a-npy", paths["a"], "--b-npy", paths["tall"]))
+        self.assertIn(f"--b-npy: B ({paths['b32']}) holds fp32 but A ({paths['a']}) holds fp64",
+                      refused("--a-npy", paths["a"], "--b-npy", paths["b32"]))
+        self.assertIn("--compute fp32: --a-npy holds fp64 data, which feeds only fp64",
+                      refused("--a-npy", paths["a"], "--b-npy", paths["b"], "--compute", "fp32"))
+        self.assertIn("a multiply workload needs B too (--b-npy)", refused("--a-npy", paths["a"]))
+        missing = os.path.join(d, "missing.npy")
+        self.assertIn(f"--a-npy {missing}:", refused("--a-npy", missing, "--b-npy", paths["b"]))
+        garbage = os.path.join(d, "garbage.npy")
+        with open(garbage, "wb") as f:
+            f.write(b"not an array")
+        self.assertIn(f"--a-npy {garbage}:", refused("--a-npy", garbage, "--b-npy", paths["b"]))
+
     def render_plot(self, json_path):
         # CI installs python3-matplotlib (scripts/dev/install-deps.sh); a GPU box may lack it.
         if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                           capture_output=True).returncode != 0:
             self.skipTest("matplotlib is not installed for /usr/bin/python3: plot not checked")
         out_dir = os.path.join(self.tmp.name, "plots")
-        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "plot_load.py"),
+        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "bench", "plot_load.py"),
                         json_path, out_dir, "--prefix", "load"], check=True, timeout=120)
         png = os.path.join(out_dir, "load.png")
         with open(png, "rb") as f:

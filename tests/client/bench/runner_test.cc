@@ -1,7 +1,8 @@
 // matserve-bench's runner against the in-process FakeMatrixService: request counts, bytes per
 // request, the dynamic-batching figures of the replies, and --batch N (one MultiplyBatched of N
 // products per request: stacked inline operands, or N handles each, a request's N results released
-// in one call).
+// in one call), a --workload mix (each operation recorded apart, every timed request in the time
+// series) and operands from files (sent as they were read).
 #include "client/bench/runner.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +23,7 @@ class BenchRunner : public ::testing::Test {
  protected:
   // kRequests timed requests of kShape (fp32) from kWorkers workers sharing one client, each
   // worker warmed up by one request.
-  RunResult Run(Mode mode, std::int64_t batch) {
+  RunResult Run(Mode mode, std::int64_t batch, const FileOperands* files = nullptr) {
     options_.target = server_.target();
     options_.requests = kRequests;
     options_.duration_s.reset();
@@ -31,7 +32,7 @@ class BenchRunner : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options_.target);
     EXPECT_TRUE(client.ok()) << client.status();
     if (!client.ok()) return {};
-    const RunContext context{options_, client->get(), false, "test"};
+    const RunContext context{options_, client->get(), false, "test", files};
     return RunOne(context, RunSpec{kShape, mode, "auto", "fp32", kWorkers, batch});
   }
 
@@ -105,6 +106,41 @@ TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
     EXPECT_EQ(result.record.release_errors, 0);
     EXPECT_EQ(server_.service().resident_count(), 0u);
   }
+}
+
+TEST_F(BenchRunner, AMixedWorkloadRecordsEachOperationAndReleasesEverything) {
+  options_.workload = *ParseWorkload("multiply=1,transpose=1");
+  const RunResult result = Run(Mode::kResident, 1);
+  EXPECT_EQ(result.record.ok(), kRequests) << result.record.first_error;
+  ASSERT_EQ(result.record.ops.size(), 2u);
+  const OpRecord& multiply = result.record.ops.at("multiply");
+  const OpRecord& transpose = result.record.ops.at("transpose");
+  EXPECT_EQ(multiply.ok() + transpose.ok(), kRequests);
+  EXPECT_EQ(multiply.errors + transpose.errors, 0);
+  EXPECT_EQ(result.record.completions.size(), static_cast<std::size_t>(kRequests));
+  EXPECT_EQ(result.workload, "multiply=1,transpose=1");
+  const RunReport report = MakeReport(result, 1);
+  ASSERT_EQ(report.ops.size(), 2u);
+  EXPECT_EQ(report.ops[1].name, "transpose");
+  EXPECT_EQ(report.ops[1].ok, transpose.ok());
+  // Products are the multiplies only.
+  EXPECT_NEAR(report.matrices_per_s, static_cast<double>(multiply.ok()) / result.wall_s, 1e-6);
+  EXPECT_EQ(server_.service().resident_count(), 0u);
+}
+
+TEST_F(BenchRunner, FileOperandsAreSentAsTheyWereRead) {
+  FileOperands files;
+  files.a = RandomOperand(6, 4, 1, DType::kF64, 99);
+  files.b = RandomOperand(4, 5, 1, DType::kF64, 98);
+  files.has_b = true;
+  files.shape = kShape;
+  const RunResult result = Run(Mode::kInline, 1, &files);
+  EXPECT_EQ(result.record.ok(), kRequests) << result.record.first_error;
+  const v1::MultiplyRequest sent = server_.service().last_multiply();
+  EXPECT_EQ(sent.a().data(), files.a.data());
+  EXPECT_EQ(sent.b().data(), files.b.data());
+  EXPECT_EQ(sent.a().dtype(), v1::FP64);
+  EXPECT_EQ(result.bytes_sent_per_request, (6 * 4 + 4 * 5) * 8);
 }
 
 }  // namespace
