@@ -379,6 +379,12 @@ class DashboardQueryTest(unittest.TestCase):
             r = subprocess.run(["promtool", "check", what, str(ROOT / path)],
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # The alerts' unit tests: synthetic GPU series, replicas sharing a host.
+        r = subprocess.run(["promtool", "test", "rules",
+                            str(ROOT / "deploy/prometheus/rules_test.yml")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("SUCCESS", r.stdout)
 
     def test_every_rule_evaluates_and_every_recording_rule_returns_data(self):
         groups = yaml.safe_load((ROOT / "deploy/prometheus/rules.yml").read_text())["groups"]
