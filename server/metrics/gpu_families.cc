@@ -85,7 +85,7 @@ std::vector<MetricFamily> gpu_families(const std::vector<GpuReading>& gpus,
     const MetricLabels labels = {{"gpu", std::to_string(g.index)},
                                  {"UUID", g.uuid},
                                  {"model_name", g.model_name},
-                                 {"device", device}};
+                                 {"cuda_device", device}};
     for (const Field& field : fields) {
       if (const std::optional<double>& v = g.*field.value; v.has_value()) {
         add_sample(*field.family, labels, *v);

@@ -1,6 +1,7 @@
 // The per-GPU metric families built at each scrape from NVML's readings, with labels that join
-// with dcgm-exporter's series (gpu, UUID; model_name for its modelName) and the server's own
-// device label, and the health gauge derived from them. No NVML, no GPU family.
+// with dcgm-exporter's series (gpu, UUID; model_name for its modelName) and the server's CUDA
+// device under cuda_device (DCGM's own `device` is "nvidia0"), and the health gauge derived from
+// them. No NVML, no GPU family.
 #pragma once
 
 #include <map>
@@ -13,8 +14,9 @@
 namespace matserve::server {
 
 // Every GPU series is labelled gpu (NVML index, as DCGM's), UUID ("GPU-...", as DCGM's),
-// model_name (DCGM's modelName) and device: the server's label for that GPU, looked up by UUID in
-// `device_by_uuid` ("GPU-..." -> "cuda:0"), or "unused" for a GPU it does not use.
+// model_name (DCGM's modelName) and cuda_device: the server's device label for that GPU, looked
+// up by UUID in `device_by_uuid` ("GPU-..." -> "cuda:0"), or "unused" for a GPU it does not use.
+// A reading NVML could not give (empty optional) leaves its series out.
 std::vector<prometheus::MetricFamily> gpu_families(
     const std::vector<GpuReading>& gpus, const std::map<std::string, std::string>& device_by_uuid);
 

@@ -163,37 +163,30 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   std::unique_ptr<Series>& slot = series_[key];
   if (slot != nullptr) return *slot;
   auto s = std::make_unique<Series>();
-  s->requests = &requests_->Add({{"rpc", r.rpc},
-                                 {"op", r.op},
-                                 {"variant", r.variant},
-                                 {"precision", r.precision},
-                                 {"device", r.device},
-                                 {"code", r.code}});
+  prometheus::Labels request = device_labels(r.device);
+  request.insert({{"rpc", r.rpc},
+                  {"op", r.op},
+                  {"variant", r.variant},
+                  {"precision", r.precision},
+                  {"code", r.code}});
+  s->requests = &requests_->Add(request);
   s->received = &received_->Add({{"rpc", r.rpc}});
   s->sent = &sent_->Add({{"rpc", r.rpc}});
   const bool compute = r.op == "gemm" || r.op == "transpose";
+  prometheus::Labels k = device_labels(r.device);
+  k.insert({{"op", r.op}, {"variant", r.variant}, {"precision", r.precision}});
   if (compute && r.code != "OK") {
-    s->failed_total = &duration_->Add({{"op", r.op},
-                                       {"variant", r.variant},
-                                       {"precision", r.precision},
-                                       {"device", r.device},
-                                       {"stage", "total"},
-                                       {"outcome", "error"}},
-                                      latency_buckets());
+    prometheus::Labels l = k;
+    l.insert({{"stage", "total"}, {"outcome", "error"}});
+    s->failed_total = &duration_->Add(l, latency_buckets());
   }
   if (compute && r.code == "OK") {
-    const prometheus::Labels base = {
-        {"op", r.op}, {"variant", r.variant}, {"precision", r.precision}};
     const char* stages[5] = {"total", "queue", "host_to_device", "kernel", "device_to_host"};
     for (int i = 0; i < 5; ++i) {
-      prometheus::Labels l = base;
-      l.emplace("stage", stages[i]);
-      l.emplace("device", r.device);
-      l.emplace("outcome", "ok");
+      prometheus::Labels l = k;
+      l.insert({{"stage", stages[i]}, {"outcome", "ok"}});
       s->stages[i] = &duration_->Add(l, latency_buckets());
     }
-    prometheus::Labels k = base;
-    k.emplace("device", r.device);
     s->kernel_seconds = &kernel_seconds_->Add(k);
     s->work = r.op == "gemm" ? &flops_->Add(k) : &kernel_bytes_->Add(k);
     s->problem_size = &problem_size_->Add({{"op", r.op}}, size_buckets());
@@ -215,16 +208,18 @@ void Metrics::record(const RequestRecord& r) {
   s.kernel_seconds->Increment(r.times.kernel_us * 1e-6);
   s.work->Increment(r.work);
   s.problem_size->Observe(r.problem_size);
+  const prometheus::Labels device = device_labels(r.device);
   if (!r.launch_path.empty()) {
-    launches_->Add({{"device", r.device}, {"path", r.launch_path}}).Increment();
+    prometheus::Labels l = device;
+    l.emplace("path", r.launch_path);
+    launches_->Add(l).Increment();
   }
   if (r.merged_requests > 0) {
-    merged_->Add({{"device", r.device}}, count_buckets()).Observe(r.merged_requests);
-    batch_wait_->Add({{"device", r.device}}, wait_buckets()).Observe(r.batch_wait_us * 1e-6);
+    merged_->Add(device, count_buckets()).Observe(r.merged_requests);
+    batch_wait_->Add(device, wait_buckets()).Observe(r.batch_wait_us * 1e-6);
   }
   if (r.products > 0) {
-    products_->Add({{"device", r.device}}, count_buckets())
-        .Observe(static_cast<double>(r.products));
+    products_->Add(device, count_buckets()).Observe(static_cast<double>(r.products));
   }
 }
 
@@ -236,12 +231,22 @@ void Metrics::set_gpu_source(std::unique_ptr<Nvml> nvml,
                              std::map<std::string, std::string> device_by_uuid) {
   nvml_ = std::move(nvml);
   device_by_uuid_ = std::move(device_by_uuid);
+  uuid_by_device_.clear();
+  for (const auto& [uuid, device] : device_by_uuid_) uuid_by_device_[device] = uuid;
+}
+
+prometheus::Labels Metrics::device_labels(const std::string& device) const {
+  prometheus::Labels labels = {{"device", device}};
+  if (const auto it = uuid_by_device_.find(device); it != uuid_by_device_.end()) {
+    labels.emplace("UUID", it->second);
+  }
+  return labels;
 }
 
 std::string Metrics::scrape() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   std::vector<prometheus::MetricFamily> runtime =
-      runtime_families(runtime_source_ ? runtime_source_() : RuntimeSnapshot{});
+      runtime_families(runtime_source_ ? runtime_source_() : RuntimeSnapshot{}, uuid_by_device_);
   families.insert(families.end(), std::make_move_iterator(runtime.begin()),
                   std::make_move_iterator(runtime.end()));
   if (nvml_ != nullptr) {

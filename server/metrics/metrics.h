@@ -75,7 +75,8 @@ class Metrics {
 
   // Read at every scrape: the runtime's snapshot (slots, queue, pools, resident matrices) and, when
   // set (non-null), NVML for the GPU gauges.
-  // Call both before serving scrapes. `device_by_uuid` labels NVML's GPUs ("GPU-..." -> "cuda:0").
+  // Call both before serving scrapes and requests. `device_by_uuid` ("GPU-..." -> "cuda:0") labels
+  // NVML's GPUs with the server's device, and every series of a GPU device with its UUID.
   void set_runtime_source(std::function<RuntimeSnapshot()> source);
   void set_gpu_source(std::unique_ptr<Nvml> nvml,
                       std::map<std::string, std::string> device_by_uuid);
@@ -90,6 +91,8 @@ class Metrics {
   // per request on a GPU host for the ten series a multiply touches.
   struct Series;
   Series& series(const RequestRecord& r);
+  // {device} and, for a GPU, {UUID}: the labels of a device's series.
+  prometheus::Labels device_labels(const std::string& device) const;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_;
@@ -108,6 +111,7 @@ class Metrics {
   std::function<RuntimeSnapshot()> runtime_source_;
   std::unique_ptr<Nvml> nvml_;
   std::map<std::string, std::string> device_by_uuid_;
+  std::map<std::string, std::string> uuid_by_device_;  // its inverse
   absl::Mutex series_mu_;
   std::unordered_map<std::string, std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(series_mu_);
 };

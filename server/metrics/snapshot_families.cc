@@ -15,7 +15,8 @@ using prometheus::MetricType;
 
 }  // namespace
 
-std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
+std::vector<MetricFamily> runtime_families(
+    const RuntimeSnapshot& snapshot, const std::map<std::string, std::string>& uuid_by_device) {
   FamilyBuilder f;
   MetricFamily& slots = f.add("matserve_execution_slots",
                               "Operations a device may run at once (streams on a GPU, workers on "
@@ -63,9 +64,14 @@ std::vector<MetricFamily> runtime_families(const RuntimeSnapshot& snapshot) {
       "Resident matrices released because they stayed idle past the TTL", MetricType::Counter);
 
   for (const DeviceStats& d : snapshot.devices) {
-    const MetricLabels dev = {{"device", d.label}};
-    const auto with = [&d](const char* name, const char* value) {
-      return MetricLabels{{"device", d.label}, {name, value}};
+    MetricLabels dev = {{"device", d.label}};
+    if (const auto it = uuid_by_device.find(d.label); it != uuid_by_device.end()) {
+      dev.push_back({"UUID", it->second});
+    }
+    const auto with = [&dev](const char* name, const char* value) {
+      MetricLabels labels = dev;
+      labels.push_back({name, value});
+      return labels;
     };
     const SchedulerStats& s = d.scheduler;
     add_sample(slots, dev, s.slots);

@@ -1,6 +1,7 @@
 // Metric families built at scrape time from the runtime's snapshot rather than kept as live
 // counters: slots, queue, pools, resident matrices, rejections (the GPUs' are in gpu_families.h).
-// Only what a snapshot holds is exported: no pool, no pool family.
+// Only what a snapshot holds is exported: no pool, no pool family. A device that is a GPU also
+// carries its UUID, so these series join with the GPU ones and with dcgm-exporter's.
 #pragma once
 
 #include <map>
@@ -24,6 +25,8 @@ struct RuntimeSnapshot {
   std::optional<CpuKeepAwake::Stats> keep_awake;  // CPU keep-awake spinners (zeros when off)
 };
 
-std::vector<prometheus::MetricFamily> runtime_families(const RuntimeSnapshot& snapshot);
+// `uuid_by_device` ("cuda:0" -> "GPU-...") gives the UUID label; a device not in it has none.
+std::vector<prometheus::MetricFamily> runtime_families(
+    const RuntimeSnapshot& snapshot, const std::map<std::string, std::string>& uuid_by_device);
 
 }  // namespace matserve::server

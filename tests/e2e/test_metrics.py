@@ -227,8 +227,14 @@ class ScrapeTest(unittest.TestCase):
         if not self.nvml:
             self.assertNotIn("matserve_gpu_", t)
             self.skipTest("fake NVML library not built: only the absence was checked")
-        # The fake has two GPUs; the CPU backend uses neither.
-        self.assertEqual(len(samples(t, "matserve_gpu_utilization_ratio", device="unused")), 2)
+        # The fake has two GPUs; the CPU backend uses neither. The server's device is cuda_device
+        # (dcgm-exporter's device label is nvidia<N>), so no GPU series has a device label.
+        self.assertEqual(len(samples(t, "matserve_gpu_utilization_ratio", cuda_device="unused")),
+                         2)
+        gpu_lines = [line for line in t.splitlines() if line.startswith("matserve_gpu_")]
+        self.assertGreater(len(gpu_lines), 20)
+        for line in gpu_lines:
+            self.assertNotIn("device", parse_labels(line), line)
         self.assertEqual(total(t, "matserve_gpu_sm_clock_hertz", gpu="0"), 1755e6)
         # DCGM-compatible labels, health and the clock event reasons, through the real server.
         self.assertEqual(total(t, "matserve_gpu_healthy", gpu="0",
@@ -237,6 +243,9 @@ class ScrapeTest(unittest.TestCase):
         self.assertEqual(total(t, "matserve_gpu_clock_event_reason_active", gpu="1",
                                reason="hw_thermal_slowdown"), 1)
         self.assertEqual(total(t, "matserve_gpu_power_limit_watts", gpu="1"), 700)
+        self.assertEqual(total(t, "matserve_gpu_energy_joules_total", gpu="0"), 123456.789)
+        self.assertEqual(samples(t, "matserve_gpu_energy_joules_total", gpu="1"), [])  # unsupported
+        self.assertEqual(total(t, "matserve_gpu_ecc_corrected_errors_total", gpu="1"), 3)
 
     def test_promtool_check_metrics_is_clean(self):
         promtool = shutil.which("promtool")
@@ -370,6 +379,12 @@ class DashboardQueryTest(unittest.TestCase):
             r = subprocess.run(["promtool", "check", what, str(ROOT / path)],
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # The alerts' unit tests: synthetic GPU series, replicas sharing a host.
+        r = subprocess.run(["promtool", "test", "rules",
+                            str(ROOT / "deploy/prometheus/rules_test.yml")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("SUCCESS", r.stdout)
 
     def test_every_rule_evaluates_and_every_recording_rule_returns_data(self):
         groups = yaml.safe_load((ROOT / "deploy/prometheus/rules.yml").read_text())["groups"]

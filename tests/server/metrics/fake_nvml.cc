@@ -3,6 +3,9 @@
 // there is no driver. Loaded through MATSERVE_NVML_LIBRARY. GPU 0 is healthy and idle; GPU 1
 // reports no power or energy reading (NOT_SUPPORTED), 3 corrected ECC errors, a hardware thermal
 // slowdown with a software power cap, and one Xid 79 event, delivered on the first wait.
+// Built a second time with MATSERVE_FAKE_NVML_CORE_ONLY: then only the functions the server
+// requires exist (as in an old driver), and none of the optional ones (name, energy, power limit,
+// clock event reasons, ECC, events).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -96,6 +99,7 @@ int nvmlDeviceGetClockInfo(void* /*device*/, int type, unsigned int* mhz) {
   return kSuccess;
 }
 
+#ifndef MATSERVE_FAKE_NVML_CORE_ONLY
 int nvmlDeviceGetName(void* /*device*/, char* name, unsigned int length) {
   std::snprintf(name, length, "NVIDIA H100 80GB HBM3");
   return kSuccess;
@@ -136,5 +140,6 @@ int nvmlEventSetWait_v2(void* /*set*/, nvmlEventData_t* data, unsigned int timeo
 int nvmlEventSetFree(void* /*set*/) {
   return kSuccess;
 }
+#endif  // MATSERVE_FAKE_NVML_CORE_ONLY
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -202,14 +203,14 @@ TEST(NvmlTest, FakeLibraryGivesLabelledGpuGauges) {
   m.set_gpu_source(std::move(nvml), {{"GPU-00000000-0000-0000-0000-000000000001", "cuda:0"}});
   std::string text = m.scrape();
   // GPU 1 is the server's cuda:0; GPU 0 is on the machine but unused by this server. Labels join
-  // with dcgm-exporter's: gpu, UUID, model_name.
+  // with dcgm-exporter's: gpu, UUID, model_name; the server's device is cuda_device.
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio",
                               {{"gpu", "1"},
-                               {"device", "cuda:0"},
+                               {"cuda_device", "cuda:0"},
                                {"UUID", "GPU-00000000-0000-0000-0000-000000000001"},
                                {"model_name", "NVIDIA H100 80GB HBM3"}}),
                    0.38);
-  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio", {{"device", "unused"}}),
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio", {{"cuda_device", "unused"}}),
                    0.37);
   EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_memory_total_bytes", {{"gpu", "0"}}),
                    80.0 * (1 << 30));
@@ -247,6 +248,69 @@ TEST(NvmlTest, FakeLibraryGivesLabelledGpuGauges) {
   EXPECT_EQ(sample_sum(text, "matserve_gpu_last_xid", {{"gpu", "1"}}), 79);
   EXPECT_EQ(sample_sum(text, "matserve_gpu_xid_errors_total", {{"gpu", "0"}}), 0);
   EXPECT_EQ(sample_sum(text, "matserve_gpu_last_xid", {{"gpu", "0"}}), 0);
+}
+
+TEST(NvmlTest, DriverWithoutTheOptionalFunctionsLeavesTheirSeriesOut) {
+  // An old driver: utilization, memory, temperature, power and clock only. The scrape works and
+  // the series of the missing functions (and the Xid watcher's) are simply absent.
+  std::unique_ptr<Nvml> nvml = Nvml::load(MATSERVE_FAKE_NVML_CORE_ONLY);
+  ASSERT_NE(nvml, nullptr);
+  Metrics m = make_metrics();
+  m.set_gpu_source(std::move(nvml), {});
+  const std::string text = m.scrape();
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_utilization_ratio", {{"gpu", "1"}}), 0.38);
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_gpu_power_watts", {{"gpu", "0"}}), 123.456);
+  EXPECT_EQ(sample_sum(text, "matserve_gpu_healthy", {{"gpu", "0"}}), 1);
+  for (const char* absent :
+       {"matserve_gpu_energy_joules_total", "matserve_gpu_power_limit_watts",
+        "matserve_gpu_clock_event_reason_active", "matserve_gpu_ecc_corrected_errors_total",
+        "matserve_gpu_ecc_uncorrected_errors_total", "matserve_gpu_xid_errors_total",
+        "matserve_gpu_last_xid"}) {
+    EXPECT_FALSE(has_family(text, absent)) << absent;
+  }
+  EXPECT_EQ(text.find("model_name=\"NVIDIA"), std::string::npos);  // no nvmlDeviceGetName
+}
+
+TEST(MetricsTest, SeriesOfAGpuDeviceCarryItsUuid) {
+  // Request and runtime series of a GPU device join with the GPU series and with DCGM's on UUID;
+  // the CPU device has no UUID label.
+  Metrics m = make_metrics();
+  const std::string uuid = "GPU-00000000-0000-0000-0000-000000000001";
+  m.set_gpu_source(nullptr, {{uuid, "cuda:0"}});
+  m.set_runtime_source([] {
+    DeviceStats gpu;
+    gpu.label = "cuda:0";
+    gpu.scheduler.queued = 2;
+    DeviceStats cpu;
+    cpu.label = "cpu";
+    cpu.scheduler.queued = 5;
+    return RuntimeSnapshot{{gpu, cpu}};
+  });
+  RequestRecord r = gemm_ok("tensor_core", 40);
+  r.device = "cuda:0";
+  r.launch_path = "graph_replayed";
+  r.merged_requests = 2;
+  m.record(r);
+  m.record(gemm_ok("openblas", 50));
+  const std::string text = m.scrape();
+  const std::map<std::string, std::string> gpu = {{"device", "cuda:0"}, {"UUID", uuid}};
+  EXPECT_EQ(sample_sum(text, "matserve_queue_depth", gpu), 2);
+  EXPECT_EQ(sample_sum(text, "matserve_device_pool_bytes", gpu), 0);
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", gpu), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count", gpu), 5);  // 5 stages
+  EXPECT_DOUBLE_EQ(sample_sum(text, "matserve_kernel_seconds_total", gpu), 40e-6);
+  EXPECT_EQ(sample_sum(text, "matserve_launches_total", gpu), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_batch_merged_requests_count", gpu), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_queue_depth", {{"device", "cpu"}}), 5);
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"device", "cpu"}}), 1);
+  std::istringstream lines(text);
+  int cpu_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("device=\"cpu\"") == std::string::npos) continue;
+    ++cpu_lines;
+    EXPECT_EQ(line.find("UUID="), std::string::npos) << line;
+  }
+  EXPECT_GT(cpu_lines, 10);
 }
 
 TEST(GpuHealthTest, EachTroubleMakesAGpuUnhealthy) {
