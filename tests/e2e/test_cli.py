@@ -65,6 +65,17 @@ class CliTest(unittest.TestCase):
         self.assertEqual((r["batch"], r["merged_requests"]), (1, 1))  # no dynamic batching here
         self.assertEqual(r["timing_us"]["batch_wait"], 0)
 
+    def test_large_operands_sent_by_reference_check_here(self):
+        """Operands and C of over 1 MiB each go out from the request's memory (not through
+        protobuf's serializer); the client's own float64 check on the operands it holds proves
+        the server received them intact; the same for a transpose."""
+        r = self.cli("multiply", "--random", "700x600x500", "--seed", "5", "--beta", "0.5",
+                     "--transpose-b", "--check", "--tolerance", "1e-5")
+        self.assertEqual((r["m"], r["n"], r["k"]), (700, 600, 500))
+        self.assertLess(r["client_check"]["rel_l2_error"], 1e-5)
+        t = self.cli("transpose", "--random", "1031x517", "--seed", "6", "--check")
+        self.assertEqual(t["client_check"]["max_abs_error"], 0)
+
     def test_verify_asks_the_server_check_computes_here(self):
         """--verify is the request's `verify` (the server's float64 reference), --check the
         client's own; --server-verify still means --verify, with a warning on stderr."""
