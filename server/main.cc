@@ -30,6 +30,7 @@
 #include "kernels/autotune_builtin.h"
 #include "matserve/version.h"
 #include "server/config.h"
+#include "server/lifecycle.h"
 #include "server/metrics/device_uuid.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_http.h"
@@ -47,23 +48,14 @@ namespace {
 
 constexpr char kServiceName[] = "matserve.v1.MatrixService";
 
-bool is_loopback(const std::string& listen) {
-  return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
-         listen.rfind("[::1]:", 0) == 0 || listen.rfind("unix:", 0) == 0;
-}
-
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "matserve: %s\n", s.ToString().c_str());
   return 2;
 }
 
 int run() {
-  // Signals are taken by one thread with sigwait; block them before any other thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Taken by one thread with sigwait: blocked before any other thread starts.
+  const ShutdownSignals signals;
 
   absl::StatusOr<ServerConfig> config = config_from_flags();
   if (!config.ok()) return fail(config.status());
@@ -90,6 +82,8 @@ int run() {
   runtime.verify_budget().set_limit(limits.max_verify_bytes);
   runtime.shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
   const std::string backend_name(kernels::backend_name(runtime.backend().kind()));
+  // Large message buffers land in the backend's pinned memory while it lives (message_memory.h).
+  const message_memory::Installation message_heap(runtime.backend().message_heap());
 
   std::unique_ptr<CpuKeepAwake> keep_awake;
   if (c.keep_cpus_awake_ms > 0) {
@@ -142,94 +136,20 @@ int run() {
   if (server == nullptr || port == 0) {
     return fail(absl::UnavailableError(absl::StrCat("listen: cannot serve gRPC on ", listen)));
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  grpc::HealthCheckServiceInterface& health = *server->GetHealthCheckService();
+  set_serving(health, kServiceName, true);
+  print_banner(c, runtime, port, metrics_http ? metrics_http->port() : 0, keep_awake.get());
 
-  const std::vector<DeviceDescription> devs = runtime.backend().devices();
-  std::printf("matserve %s (git %s, CUDA %s): backend %s on %s%s\n", kVersion, kGitSha,
-              kCudaVersion, backend_name.c_str(), devs.empty() ? "?" : devs[0].name.c_str(),
-              devs.size() > 1 ? absl::StrCat(" and ", devs.size() - 1, " more").c_str() : "");
-  const std::string host = listen.substr(0, listen.rfind(':'));
-  const bool tls = c.tls;
-  std::printf("matserve: serving gRPC on %s:%d (%s, %s)\n", host.c_str(), port,
-              tls ? (c.mutual_tls ? "mutual TLS" : "TLS") : "plaintext",
-              c.auth.enabled() ? absl::StrCat(c.auth.size(), " bearer tokens").c_str()
-                               : "no authentication");
-  const HostLimits& host_limits = *options.host;
-  std::printf("matserve: %d CPUs usable%s, %d copy threads\n", host_limits.cpus,
-              host_limits.cpu_quota
-                  ? absl::StrFormat(" (cgroup CPU limit %.2f)", *host_limits.cpu_quota).c_str()
-                  : "",
-              options.copy_threads);
-  for (const DeviceDescription& d : devs) {
-    std::printf("matserve: device %d memory budget %.2f GiB\n", d.index,
-                static_cast<double>(d.memory_budget_bytes) / (1 << 30));
-    if (d.budget_requested_bytes > 0) {
-      std::printf(
-          "matserve: WARNING: --memory_budget_bytes=%lld is more than 90%% of device %d's "
-          "memory; clamped to %lld\n",
-          static_cast<long long>(d.budget_requested_bytes), d.index,
-          static_cast<long long>(d.memory_budget_bytes));
-    }
+  const char* signal_name = nullptr;
+  {
+    const HealthWatch watch(runtime.backend(), health, kServiceName);
+    signal_name = signals.wait();
   }
-  if (!tls && !is_loopback(listen)) {
-    std::printf(
-        "matserve: WARNING: plaintext gRPC on a non-loopback address; use --tls_cert/"
-        "--tls_key (and --auth_tokens_file) on shared networks (docs/security.md)\n");
-  }
-  if (keep_awake != nullptr) {
-    const CpuKeepAwake::Stats k = keep_awake->stats();
-    std::printf(
-        "matserve: keeping %d CPUs awake for %d ms after each call while at most %d are in "
-        "flight (%d at idle priority)\n",
-        k.threads, c.keep_cpus_awake_ms, c.keep_cpus_awake_max_calls, k.idle_priority);
-  }
-  if (metrics_http) {
-    const std::string& maddr = c.metrics_listen;
-    std::printf("matserve: metrics on http://%s:%d/metrics\n",
-                maddr.substr(0, maddr.rfind(':')).c_str(), metrics_http->port());
-  }
-  std::fflush(stdout);
-
-  // Health follows the devices: a sticky CUDA error takes the service out of rotation.
-  absl::Notification stopping;
-  std::thread health_watch([&] {
-    bool serving = true;
-    while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
-      const bool now = runtime.backend().healthy();
-      if (now != serving) {
-        serving = now;
-        health->SetServingStatus(kServiceName, serving);
-        health->SetServingStatus(serving);
-        std::fprintf(stderr, "matserve: health -> %s\n", serving ? "SERVING" : "NOT_SERVING");
-      }
-    }
-  });
-
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
   std::printf("matserve: %s received: NOT_SERVING, draining in-flight requests (up to %d s)\n",
-              signal_number == SIGTERM ? "SIGTERM" : "SIGINT", c.shutdown_grace_seconds);
+              signal_name, c.shutdown_grace_seconds);
   std::fflush(stdout);
-  stopping.Notify();
-  health_watch.join();
-  health->SetServingStatus(kServiceName, false);
-  health->SetServingStatus(false);
-  // Drain: the listener stays open, so requests still being received arrive and are refused
-  // with UNAVAILABLE rather than cut off; handlers already running finish. Then gRPC's Shutdown
-  // closes the listener and waits for what is left, within the same grace period.
-  service.begin_drain();
-  const absl::Time drain_start = absl::Now();
-  const absl::Time deadline = drain_start + absl::Seconds(c.shutdown_grace_seconds);
-  while (metrics.in_flight_count() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  std::printf("matserve: drained in %.0f ms (%.0f requests still running)\n",
-              absl::ToDoubleMilliseconds(absl::Now() - drain_start), metrics.in_flight_count());
-  std::fflush(stdout);
-  server->Shutdown(absl::ToChronoTime(deadline));
-  server->Wait();
+  drain_and_stop(*server, health, kServiceName, service, metrics,
+                 absl::Seconds(c.shutdown_grace_seconds));
   metrics_http.reset();
   std::printf("matserve: stopped\n");
   std::fflush(stdout);

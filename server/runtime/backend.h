@@ -21,6 +21,8 @@
 
 namespace matserve::server {
 
+class PinnedHeap;
+
 // Device memory of another process, opened for this one (CUDA IPC): where it lives and what keeps
 // it open.
 struct OpenedDeviceMemory {
@@ -96,6 +98,11 @@ class Backend {
   // DMA with no staging copy, until the returned object goes away. nullptr when the backend has
   // no use for it or pinning failed: the memory is then used as it is.
   virtual std::shared_ptr<void> pin_host_memory(std::span<std::byte> /*bytes*/) { return nullptr; }
+
+  // Pinned host memory the backend set aside for the process's large message buffers
+  // (--pinned_message_bytes), or nullptr. The backend owns it; main.cc installs it as the
+  // process's message heap (message_memory.h) for as long as the backend lives.
+  virtual PinnedHeap* message_heap() { return nullptr; }
 
   // Opens device memory another process on this node exported (a cudaIpcMemHandle_t's bytes).
   // FAILED_PRECONDITION on a backend without CUDA devices.

@@ -23,7 +23,6 @@
 #include "server/runtime/batch_placement.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/host_limits.h"
-#include "server/runtime/message_memory.h"
 #include "server/runtime/problem_builder.h"
 
 namespace matserve::server {
@@ -206,7 +205,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
       backend->message_region_ = *std::move(region);
       backend->message_heap_ = std::make_unique<PinnedHeap>(backend->message_region_.data(),
                                                             backend->message_region_.size());
-      message_memory::install(backend->message_heap_.get());
     }
   }
   return backend;
@@ -217,7 +215,6 @@ CudaBackend::~CudaBackend() {
     cudaSetDevice(d->ordinal);
     cudaDeviceSynchronize();  // shutdown only: let in-flight work finish before freeing
   }
-  if (message_heap_ != nullptr) message_memory::uninstall();
 }
 
 std::vector<DeviceDescription> CudaBackend::devices() const {

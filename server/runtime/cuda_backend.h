@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
   absl::Status read_resident(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
                              const Waiter& waiter) override;
   std::shared_ptr<void> pin_host_memory(std::span<std::byte> bytes) override;
+  PinnedHeap* message_heap() override { return message_heap_.get(); }
   absl::StatusOr<OpenedDeviceMemory> open_ipc_memory(std::span<const std::byte> handle) override;
 
  private:
@@ -84,7 +85,7 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ParallelCopier> copier_;
   kernels::PinnedBuffer message_region_;      // behind message_heap_
-  std::unique_ptr<PinnedHeap> message_heap_;  // installed in message_memory while set
+  std::unique_ptr<PinnedHeap> message_heap_;  // over message_region_; see message_heap()
 };
 
 }  // namespace matserve::server

@@ -1,6 +1,7 @@
 // Where the process's large buffers live: the one owner of the pinned heap that large request and
 // reply buffers (a protobuf message's bytes fields: operands parsed from gRPC, results written for
-// the reply) are placed in. The CUDA backend installs a heap over pinned memory at start; the
+// the reply) are placed in. The CUDA backend sets a heap over pinned memory aside
+// (Backend::message_heap) and main.cc installs it for the backend's lifetime (Installation); the
 // server binary's operator new (server/pinned_operator_new.cc) asks allocate() for every block of
 // kMinBytes or more and falls back to malloc when it returns nullptr; the staging code asks
 // is_pinned() and sends such buffers to the device by DMA with no staging copy. With no heap
@@ -22,6 +23,22 @@ void install(PinnedHeap* heap);
 // Stops serving blocks from the heap, which the caller then destroys with its region. Blocks
 // still held are forgotten: release() keeps recognising the retired region and ignores them.
 void uninstall();
+
+// Installs `heap` (may be null: nothing) for this object's lifetime; destroy it before the heap.
+class Installation {
+ public:
+  explicit Installation(PinnedHeap* heap) : installed_(heap != nullptr) {
+    if (installed_) install(heap);
+  }
+  ~Installation() {
+    if (installed_) uninstall();
+  }
+  Installation(const Installation&) = delete;
+  Installation& operator=(const Installation&) = delete;
+
+ private:
+  bool installed_;
+};
 
 // A block from the heap, or nullptr (no heap, too small, or no room).
 void* allocate(std::size_t bytes);
