@@ -61,7 +61,11 @@ grpc::Status MatrixServiceImpl::finish_rpc(const absl::Status& status, Reply& re
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
                                      const ServiceLimits& limits, const Authenticator& auth,
                                      CpuKeepAwake* keep_awake)
-    : runtime_(runtime), metrics_(metrics), limits_(limits), auth_(auth), keep_awake_(keep_awake) {}
+    : runtime_(runtime),
+      metrics_(metrics),
+      limits_(limits),
+      keep_awake_(keep_awake),
+      gate_(runtime_, limits_, auth) {}
 
 grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          const v1::MultiplyRequest* request,
@@ -78,11 +82,12 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                         !request->b_handle().empty() || !request->c_handle().empty();
   if (runtime_.trace().enabled()) marks.start(resident ? "gemm resident" : "gemm inline");
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Multiply");
+    absl::StatusOr<std::string> owner = gate_.authorize_compute(*context, resident, "Multiply");
     if (!owner.ok()) return owner.status();
     marks.mark("authorize");
-    const RegionResolver regions = region_resolver(*owner);
-    absl::StatusOr<GemmJob> job = validate_multiply(*request, limits_, resolver(*owner), &regions);
+    const RegionResolver regions = gate_.regions(*owner);
+    absl::StatusOr<GemmJob> job =
+        validate_multiply(*request, limits_, gate_.handles(*owner), &regions);
     if (!job.ok()) return job.status();
     job->owner = *owner;
     marks.mark("validate");
@@ -90,7 +95,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
       marks.relabel(absl::StrCat(marks.label(), " ", job->m(), "x", job->n(), "x", job->k()));
     }
     absl::StatusOr<QuotaReservation> quota =
-        reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
+        gate_.reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
     if (!quota.ok()) return quota.status();
     rec.precision = std::string(kernels::precision_name(job->precision));
     rec.problem_size = static_cast<double>(job->m()) * static_cast<double>(job->n()) *
@@ -146,20 +151,32 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
                     .precision = "none",
                     .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request_bytes);
+  Outcome outcome;
+  StageMarks& marks = outcome.marks;
+  const bool resident = request->keep_result() || !request->a_handles().empty() ||
+                        !request->b_handles().empty() || !request->c_handles().empty();
+  if (runtime_.trace().enabled()) {
+    marks.start(resident ? "gemm batched resident" : "gemm batched inline");
+  }
   const absl::Status status = [&]() -> absl::Status {
-    const bool resident = request->keep_result() || !request->a_handles().empty() ||
-                          !request->b_handles().empty() || !request->c_handles().empty();
-    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "MultiplyBatched");
+    absl::StatusOr<std::string> owner =
+        gate_.authorize_compute(*context, resident, "MultiplyBatched");
     if (!owner.ok()) return owner.status();
-    const RegionResolver regions = region_resolver(*owner);
+    marks.mark("authorize");
+    const RegionResolver regions = gate_.regions(*owner);
     absl::StatusOr<GemmBatchJob> batch =
-        validate_multiply_batched(*request, limits_, resolver(*owner), &regions);
+        validate_multiply_batched(*request, limits_, gate_.handles(*owner), &regions);
     if (!batch.ok()) return batch.status();
     GemmJob& shape = batch->shape;
     shape.owner = *owner;
+    marks.mark("validate");
+    if (marks.enabled()) {
+      marks.relabel(absl::StrCat(marks.label(), " ", shape.m(), "x", shape.n(), "x", shape.k(),
+                                 " x", batch->count));
+    }
     const std::size_t all_bytes = shape.out_bytes() * static_cast<std::size_t>(batch->count);
     absl::StatusOr<QuotaReservation> quota =
-        reserve_quota(*owner, shape.keep_result ? all_bytes : 0);
+        gate_.reserve_quota(*owner, shape.keep_result ? all_bytes : 0);
     if (!quota.ok()) return quota.status();
     rec.precision = std::string(kernels::precision_name(shape.precision));
     rec.problem_size = static_cast<double>(shape.m()) * static_cast<double>(shape.n()) *
@@ -176,7 +193,7 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
       data->resize(all_bytes);
       batch->outs = {as_span(*data)};
     }
-    Outcome outcome;
+    marks.mark("quota+reply_alloc");
     if (absl::Status s =
             runtime_.multiply_batch(*batch, request->variant(), waiter_of(*context), outcome);
         !s.ok()) {
@@ -190,6 +207,7 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
         fill_resident(*r, reply->add_results());
       }
     }
+    marks.mark("publish");
     outcome.times.total_us = micros_since(received);
     reply->set_precision(rec.precision);
     reply->set_gflops(outcome.rate());
@@ -197,7 +215,10 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
     rec.products = batch->count;
     return absl::OkStatus();
   }();
-  return finish_rpc(status, *reply, rec, received);
+  grpc::Status done = finish_rpc(status, *reply, rec, received);
+  marks.mark("metrics");
+  runtime_.trace().record(marks);
+  return done;
 }
 
 grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
@@ -212,17 +233,25 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                     .precision = "none",
                     .device = "none"};
   rec.bytes_received = static_cast<std::int64_t>(request_bytes);
+  Outcome outcome;
+  StageMarks& marks = outcome.marks;
+  const bool resident = request->keep_result() || !request->a_handle().empty();
+  if (runtime_.trace().enabled()) marks.start(resident ? "transpose resident" : "transpose inline");
   const absl::Status status = [&]() -> absl::Status {
-    const bool resident = request->keep_result() || !request->a_handle().empty();
-    absl::StatusOr<std::string> owner = authorize_compute(*context, resident, "Transpose");
+    absl::StatusOr<std::string> owner = gate_.authorize_compute(*context, resident, "Transpose");
     if (!owner.ok()) return owner.status();
-    const RegionResolver regions = region_resolver(*owner);
+    marks.mark("authorize");
+    const RegionResolver regions = gate_.regions(*owner);
     absl::StatusOr<TransposeJob> job =
-        validate_transpose(*request, limits_, resolver(*owner), &regions);
+        validate_transpose(*request, limits_, gate_.handles(*owner), &regions);
     if (!job.ok()) return job.status();
     job->owner = *owner;
+    marks.mark("validate");
+    if (marks.enabled()) {
+      marks.relabel(absl::StrCat(marks.label(), " ", job->a.rows, "x", job->a.cols));
+    }
     absl::StatusOr<QuotaReservation> quota =
-        reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
+        gate_.reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
     if (!quota.ok()) return quota.status();
     rec.precision = std::string(kernels::dtype_name(job->a.dtype));
     rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
@@ -236,7 +265,7 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
     if (!job->keep_result && !job->in_place && job->shm_out.empty() && job->device_out == nullptr) {
       data->resize(job->out_bytes());
     }
-    Outcome outcome;
+    marks.mark("quota+reply_alloc");
     const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
     if (absl::Status s =
             runtime_.transpose(*job, request->variant(), out, waiter_of(*context), outcome);
@@ -252,18 +281,22 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
       job->locks.clear();  // fill_resident reads the shape under the matrix's own lock
       fill_resident(*outcome.result, reply->mutable_result());
     }
+    marks.mark("publish");
     outcome.times.total_us = micros_since(received);
     reply->set_gb_per_s(outcome.rate());
     report_outcome(outcome, *reply, rec);
     return absl::OkStatus();
   }();
-  return finish_rpc(status, *reply, rec, received);
+  grpc::Status done = finish_rpc(status, *reply, rec, received);
+  marks.mark("metrics");
+  runtime_.trace().record(marks);
+  return done;
 }
 
 grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
                                             const v1::ListKernelsRequest* /*request*/,
                                             v1::ListKernelsReply* reply) {
-  if (absl::StatusOr<std::string> who = authorize(*context, Permission::kInfo, "ListKernels");
+  if (absl::StatusOr<std::string> who = gate_.authorize(*context, Permission::kInfo, "ListKernels");
       !who.ok()) {
     return to_grpc(who.status());
   }
@@ -315,7 +348,8 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
 grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
                                               const v1::GetServerInfoRequest* /*request*/,
                                               v1::GetServerInfoReply* reply) {
-  if (absl::StatusOr<std::string> who = authorize(*context, Permission::kInfo, "GetServerInfo");
+  if (absl::StatusOr<std::string> who =
+          gate_.authorize(*context, Permission::kInfo, "GetServerInfo");
       !who.ok()) {
     return to_grpc(who.status());
   }

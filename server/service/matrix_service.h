@@ -1,10 +1,11 @@
-// gRPC handlers of matserve.v1.MatrixService: decode and validate, hand the job to the runtime,
-// encode the reply, map errors to gRPC status, and report every request to the metrics. The
+// gRPC handlers of matserve.v1.MatrixService: pass the call gate (call_gate.h: drain,
+// authentication, quota, the owner's handles and regions), decode and validate, hand the job to
+// the runtime, encode the reply, map errors to gRPC status, and report every request to the
+// metrics. The
 // compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc,
 // the shared-memory region RPCs in matrix_service_shm.cc.
 #pragma once
 
-#include <atomic>
 #include <string>
 
 #include "matserve/v1/matrix_service.grpc.pb.h"
@@ -12,6 +13,7 @@
 #include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/runtime.h"
 #include "server/service/auth.h"
+#include "server/service/call_gate.h"
 #include "server/service/limits.h"
 #include "server/service/validation.h"
 
@@ -73,26 +75,9 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // work is refused with UNAVAILABLE (safe to retry elsewhere: nothing was done), while calls
   // already past `authorize` finish. Requests still arriving (a large message in transmission)
   // get that answer too instead of being cut off by gRPC's Shutdown.
-  void begin_drain() { draining_.store(true); }
+  void begin_drain() { gate_.begin_drain(); }
 
  private:
-  std::atomic<bool> draining_{false};
-
-  // Who the caller is (the owner of the resident matrices it may see; "" when authentication is
-  // off), or UNAUTHENTICATED / PERMISSION_DENIED.
-  absl::StatusOr<std::string> authorize(const grpc::ServerContext& context, Permission need,
-                                        const char* rpc) const;
-  // Multiply/Transpose: `compute`, plus `resident` when the request names handles or keeps its
-  // result on the device.
-  absl::StatusOr<std::string> authorize_compute(const grpc::ServerContext& context, bool resident,
-                                                const char* rpc) const;
-  // Reserves `more_bytes` of `owner`'s --max_resident_bytes_per_owner for a matrix the call will
-  // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
-  absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner, std::size_t more_bytes);
-  HandleResolver resolver(const std::string& owner);
-  // The caller's shared-memory regions (FAILED_PRECONDITION for all with --shared_memory=false).
-  // Refers to `owner`, which must outlive it.
-  RegionResolver region_resolver(const std::string& owner);
   // After a job that used shared memory: FAILED_PRECONDITION when the job reached a page a
   // truncation took away (the result would be garbage), else OK. (Each region's size was checked
   // when the request named it.)
@@ -100,10 +85,6 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   // Streams that move no chunk for this long are cancelled (--stream_idle_timeout_seconds).
   absl::Duration stream_idle_timeout() const;
   absl::Status stream_idle_error(const char* field) const;
-  // The device index a new resident matrix goes to: that of `colocate_with` (a handle of
-  // `owner`'s, NOT_FOUND otherwise), or -1 (least-loaded) when it is empty.
-  absl::StatusOr<int> placement(const std::string& field, const std::string& colocate_with,
-                                const std::string& owner);
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
   // Ends a Multiply/Transpose: clears the reply on failure, records the request, maps the status.
   template <typename Reply>
@@ -132,8 +113,8 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   Runtime& runtime_;
   Metrics& metrics_;
   ServiceLimits limits_;
-  const Authenticator& auth_;
   CpuKeepAwake* keep_awake_;
+  CallGate gate_;  // over runtime_ and limits_ (declared before it)
 };
 
 }  // namespace matserve::server

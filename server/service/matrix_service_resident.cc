@@ -1,5 +1,5 @@
 // Resident-matrix RPCs of MatrixService: Upload (unary and streamed), Download (unary and
-// streamed), Release, ListResident; plus the helpers they share with the compute RPCs.
+// streamed), Release, ListResident; plus the resident-matrix helpers the compute RPCs share.
 #include <algorithm>
 #include <span>
 #include <string>
@@ -25,31 +25,6 @@ v1::Layout layout_proto(kernels::Layout l) {
 
 }  // namespace
 
-absl::StatusOr<std::string> MatrixServiceImpl::authorize(const grpc::ServerContext& context,
-                                                         Permission need, const char* rpc) const {
-  if (draining_.load()) {
-    return absl::UnavailableError(
-        absl::StrCat(rpc,
-                     ": the server is shutting down; the request was not started (retry it "
-                     "on another replica)"));
-  }
-  return auth_.authenticate(context, need, rpc);
-}
-
-absl::StatusOr<std::string> MatrixServiceImpl::authorize_compute(const grpc::ServerContext& context,
-                                                                 bool resident,
-                                                                 const char* rpc) const {
-  absl::StatusOr<std::string> owner = authorize(context, Permission::kCompute, rpc);
-  if (!owner.ok() || !resident) return owner;
-  return authorize(context, Permission::kResident, rpc);
-}
-
-absl::StatusOr<QuotaReservation> MatrixServiceImpl::reserve_quota(const std::string& owner,
-                                                                  std::size_t more) {
-  return runtime_.residents().reserve(owner, static_cast<std::int64_t>(more),
-                                      limits_.max_resident_bytes_per_owner);
-}
-
 absl::Duration MatrixServiceImpl::stream_idle_timeout() const {
   return absl::Seconds(limits_.stream_idle_timeout_seconds);
 }
@@ -58,22 +33,6 @@ absl::Status MatrixServiceImpl::stream_idle_error(const char* field) const {
   return absl::DeadlineExceededError(absl::StrCat(
       field, ": no chunk moved for ", limits_.stream_idle_timeout_seconds,
       " s (--stream_idle_timeout_seconds); the stream was cancelled and its memory freed"));
-}
-
-absl::StatusOr<int> MatrixServiceImpl::placement(const std::string& field,
-                                                 const std::string& colocate_with,
-                                                 const std::string& owner) {
-  if (colocate_with.empty()) return -1;
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> other =
-      runtime_.residents().get(field, colocate_with, owner);
-  if (!other.ok()) return other.status();
-  return (*other)->device;
-}
-
-HandleResolver MatrixServiceImpl::resolver(const std::string& owner) {
-  return [this, owner](const std::string& field, const std::string& handle) {
-    return runtime_.residents().get(field, handle, owner);
-  };
 }
 
 void MatrixServiceImpl::fill_resident(ResidentMatrix& m, v1::ResidentInfo* out) {
@@ -105,19 +64,19 @@ grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,
   const std::size_t request_bytes = request->ByteSizeLong();
   const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Upload");
+    absl::StatusOr<std::string> owner = gate_.authorize(*context, Permission::kResident, "Upload");
     if (!owner.ok()) return owner.status();
     if (!request->has_matrix()) return absl::InvalidArgumentError("matrix: missing");
     // The bytes in the message, or at a place in one of the caller's shared-memory regions
     // (held mapped until the upload is done).
-    const RegionResolver regions = region_resolver(*owner);
+    const RegionResolver regions = gate_.regions(*owner);
     std::shared_ptr<SharedMemoryRegion> region;
     absl::StatusOr<HostMatrix> m =
         validate_matrix("matrix", request->matrix(), limits_, &regions, &region);
     if (!m.ok()) return m.status();
-    absl::StatusOr<QuotaReservation> quota = reserve_quota(*owner, m->bytes());
+    absl::StatusOr<QuotaReservation> quota = gate_.reserve_quota(*owner, m->bytes());
     if (!quota.ok()) return quota.status();
-    absl::StatusOr<int> device = placement("colocate_with", request->colocate_with(), *owner);
+    absl::StatusOr<int> device = gate_.placement("colocate_with", request->colocate_with(), *owner);
     if (!device.ok()) return device.status();
     const Waiter waiter = waiter_of(*context);
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
@@ -151,7 +110,8 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
   const CallScope call = begin_call(/*heavy=*/true);
   std::int64_t received = 0;
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "UploadStream");
+    absl::StatusOr<std::string> owner =
+        gate_.authorize(*context, Permission::kResident, "UploadStream");
     if (!owner.ok()) return owner.status();
     StreamIdleTimer idle(*context, stream_idle_timeout());
     v1::UploadChunk chunk;
@@ -172,9 +132,9 @@ grpc::Status MatrixServiceImpl::upload_stream(grpc::ServerContext* context,
     }
     absl::StatusOr<HostMatrix> h = validate_header("header", chunk.header(), limits_);
     if (!h.ok()) return h.status();
-    absl::StatusOr<QuotaReservation> quota = reserve_quota(*owner, h->bytes());
+    absl::StatusOr<QuotaReservation> quota = gate_.reserve_quota(*owner, h->bytes());
     if (!quota.ok()) return quota.status();
-    absl::StatusOr<int> device = placement("colocate_with", chunk.colocate_with(), *owner);
+    absl::StatusOr<int> device = gate_.placement("colocate_with", chunk.colocate_with(), *owner);
     if (!device.ok()) return device.status();
     // Memory is taken only now, after the header passed every limit.
     const Waiter waiter = waiter_of(*context);
@@ -225,7 +185,8 @@ grpc::Status MatrixServiceImpl::Download(grpc::ServerContext* context,
   const absl::Time start = absl::Now();
   const CallScope call = begin_call(/*heavy=*/false);
   const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Download");
+    absl::StatusOr<std::string> owner =
+        gate_.authorize(*context, Permission::kResident, "Download");
     if (!owner.ok()) return owner.status();
     absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
         runtime_.residents().get("handle", request->handle(), *owner);
@@ -266,7 +227,7 @@ grpc::Status MatrixServiceImpl::download_stream(
   std::int64_t sent = 0;
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kResident, "DownloadStream");
+        gate_.authorize(*context, Permission::kResident, "DownloadStream");
     if (!owner.ok()) return owner.status();
     const std::int64_t max_chunk = limits_.max_message_bytes / 2;
     const std::int64_t chunk_bytes =
@@ -323,7 +284,7 @@ grpc::Status MatrixServiceImpl::Release(grpc::ServerContext* context,
                                         const v1::ReleaseRequest* request,
                                         v1::ReleaseReply* reply) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "Release");
+  absl::StatusOr<std::string> owner = gate_.authorize(*context, Permission::kResident, "Release");
   const absl::StatusOr<std::int64_t> freed = [&]() -> absl::StatusOr<std::int64_t> {
     if (!owner.ok()) return owner.status();
     std::int64_t total = 0;
@@ -352,7 +313,8 @@ grpc::Status MatrixServiceImpl::ListResident(grpc::ServerContext* context,
                                              const v1::ListResidentRequest* request,
                                              v1::ListResidentReply* reply) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::string> owner = authorize(*context, Permission::kResident, "ListResident");
+  absl::StatusOr<std::string> owner =
+      gate_.authorize(*context, Permission::kResident, "ListResident");
   if (!owner.ok()) {
     record_simple("ListResident", owner.status(), 0, 0, start);
     return to_grpc(owner.status());

@@ -1,5 +1,5 @@
 // Shared-memory region RPCs of MatrixService: RegisterSharedMemory, UnregisterSharedMemory,
-// ListSharedMemory; plus the region lookup and the after-job check the compute RPCs use.
+// ListSharedMemory; plus the after-job check the compute RPCs use.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -19,11 +19,6 @@ void fill_region(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* out
   out->set_device(info.device);
 }
 
-absl::Status shared_memory_off(const std::string& field) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(field, ": shared memory is off on this server (--shared_memory=false)"));
-}
-
 }  // namespace
 
 template <typename Request, typename Reply>
@@ -34,17 +29,6 @@ grpc::Status MatrixServiceImpl::finish_simple(const char* rpc, const absl::Statu
   record_simple(rpc, status, static_cast<std::int64_t>(request.ByteSizeLong()),
                 static_cast<std::int64_t>(reply.ByteSizeLong()), start);
   return to_grpc(status);
-}
-
-RegionResolver MatrixServiceImpl::region_resolver(const std::string& owner) {
-  // By reference: small enough for std::function's inline storage, so building it on every
-  // request allocates nothing.
-  return [this, &owner](
-             const std::string& field,
-             const std::string& name) -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {
-    if (!limits_.shared_memory) return shared_memory_off(field);
-    return runtime_.shared_memory().find(owner, name, field);
-  };
 }
 
 absl::Status MatrixServiceImpl::regions_intact(
@@ -61,7 +45,7 @@ grpc::Status MatrixServiceImpl::RegisterSharedMemory(grpc::ServerContext* contex
   const absl::Time start = absl::Now();
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kSharedMemory, "RegisterSharedMemory");
+        gate_.authorize(*context, Permission::kSharedMemory, "RegisterSharedMemory");
     if (!owner.ok()) return owner.status();
     if (!limits_.shared_memory) return shared_memory_off("key");
     absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region = runtime_.shared_memory().add(
@@ -82,7 +66,7 @@ grpc::Status MatrixServiceImpl::RegisterCudaMemory(grpc::ServerContext* context,
   const absl::Time start = absl::Now();
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kSharedMemory, "RegisterCudaMemory");
+        gate_.authorize(*context, Permission::kSharedMemory, "RegisterCudaMemory");
     if (!owner.ok()) return owner.status();
     if (!limits_.shared_memory) return shared_memory_off("ipc_handle");
     const std::string& handle = request->ipc_handle();
@@ -109,7 +93,7 @@ grpc::Status MatrixServiceImpl::UnregisterSharedMemory(
   const absl::Time start = absl::Now();
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kSharedMemory, "UnregisterSharedMemory");
+        gate_.authorize(*context, Permission::kSharedMemory, "UnregisterSharedMemory");
     if (!owner.ok()) return owner.status();
     absl::StatusOr<int> n = runtime_.shared_memory().remove(*owner, request->name());
     if (!n.ok()) return n.status();
@@ -125,7 +109,7 @@ grpc::Status MatrixServiceImpl::ListSharedMemory(grpc::ServerContext* context,
   const absl::Time start = absl::Now();
   const absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<std::string> owner =
-        authorize(*context, Permission::kSharedMemory, "ListSharedMemory");
+        gate_.authorize(*context, Permission::kSharedMemory, "ListSharedMemory");
     if (!owner.ok()) return owner.status();
     for (const SharedMemoryRegionInfo& info : runtime_.shared_memory().list(*owner)) {
       fill_region(info, reply->add_regions());
