@@ -10,6 +10,7 @@
 set -uo pipefail
 bundle=${1:-build/device}
 out=${OUT:-/tmp}
+mkdir -p "$out"
 seconds=${LOAD_SECONDS:-60}
 workers=${WORKERS:-4}
 here=$(cd "$(dirname "$0")" && pwd)
