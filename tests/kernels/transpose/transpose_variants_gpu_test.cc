@@ -41,7 +41,7 @@ std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
   return std::to_string(info.param.rows) + "x" + std::to_string(info.param.cols);
 }
 
-// The list plus shapes that reach every branch of the in-place rectangular kernel:
+// Square, thin and odd shapes, plus shapes that reach every branch of the in-place rectangular kernel:
 // gcd > 1 (96 x 160, 10000 x 100, 100 x 10000), rows too long for shared memory (3 x 70001),
 // vectors (1 x 65537), aligned multiples; and for the tile modes of vector_tile.cuh: partial edge
 // tiles with 16-byte aligned rows in every dtype (1000 x 40, 40 x 1000, 300 x 1028: aligned for
