@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/precision.h"
+#include "server/service/operand_resolution.h"
 #include "server/service/proto_convert.h"
 
 namespace matserve::server {
@@ -95,88 +96,6 @@ absl::StatusOr<HostMatrix> check_header(const std::string& field, const v1::Matr
   return h;
 }
 
-// The shared-memory places a request names: each region resolved (and held for the job), each
-// range checked against its region, and the result's range checked against the operands'.
-class SharedMemoryPlaces {
- public:
-  explicit SharedMemoryPlaces(const RegionResolver* resolve) : resolve_(resolve) {}
-
-  struct Place {
-    std::shared_ptr<SharedMemoryRegion> region;
-    std::span<std::byte> range;  // host memory, or device memory of a device region
-  };
-
-  // `bytes` at `ref` for `field` (e.g. "a.shm"); an output's range must not overlap an input's.
-  absl::StatusOr<Place> place(const std::string& field, const v1::SharedMemoryRef& ref,
-                              std::int64_t bytes, bool output) {
-    if (resolve_ == nullptr) {
-      return absl::InvalidArgumentError(StrCat(
-          field, ": shared memory is for Upload, Multiply and Transpose; send the bytes instead"));
-    }
-    if (ref.region().empty()) {
-      return absl::InvalidArgumentError(StrCat(field, ".region: missing (a registered name)"));
-    }
-    if (ref.offset() < 0) {
-      return absl::InvalidArgumentError(
-          StrCat(field, ".offset: must be >= 0 (got ", ref.offset(), ")"));
-    }
-    absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region =
-        (*resolve_)(field + ".region", ref.region());
-    if (!region.ok()) return region.status();
-    const std::int64_t size = (*region)->info().byte_size;
-    if (ref.offset() > size || bytes > size - ref.offset()) {
-      return absl::InvalidArgumentError(StrCat(field, ": offset ", ref.offset(), " + ", bytes,
-                                               " bytes exceeds region '", ref.region(), "' of ",
-                                               size, " bytes"));
-    }
-    const std::span<std::byte> range = (*region)->bytes().subspan(
-        static_cast<std::size_t>(ref.offset()), static_cast<std::size_t>(bytes));
-    if (output) {
-      for (const Use& in : inputs_) {
-        if (range.data() < in.end && in.begin < range.data() + range.size()) {
-          return absl::InvalidArgumentError(StrCat(field, ": overlaps the bytes of ", in.field,
-                                                   " (the result needs a place of its own)"));
-        }
-      }
-    } else {
-      inputs_.push_back({field, range.data(), range.data() + range.size()});
-    }
-    if (std::find(regions_.begin(), regions_.end(), *region) == regions_.end()) {
-      regions_.push_back(*region);  // held once, however many places it holds
-    }
-    return Place{*std::move(region), range};
-  }
-
-  std::vector<std::shared_ptr<SharedMemoryRegion>> take_regions() { return std::move(regions_); }
-
- private:
-  struct Use {
-    std::string field;
-    const std::byte* begin;
-    const std::byte* end;
-  };
-  const RegionResolver* resolve_;
-  std::vector<std::shared_ptr<SharedMemoryRegion>> regions_;
-  std::vector<Use> inputs_;
-};
-
-// A resident-like view of a device region's place (CUDA IPC): not in the store, owned by the
-// client, read and written in place by the backend.
-std::shared_ptr<ResidentMatrix> device_view(const SharedMemoryPlaces::Place& p, std::int64_t rows,
-                                            std::int64_t cols, kernels::DType dtype,
-                                            kernels::Layout layout) {
-  auto m = std::make_shared<ResidentMatrix>();
-  m->device = p.region->device();
-  m->device_label = p.region->device_label();
-  m->block = MemoryPool::Block::external(p.range.data(), p.range.size());
-  m->dtype = dtype;
-  m->layout = layout;
-  absl::MutexLock lock(&m->mu);
-  m->rows = rows;
-  m->cols = cols;
-  return m;
-}
-
 // A whole inline matrix: the header checks plus its byte length (Matrix.shm is taken by operand()
 // and validate_matrix(), which know the caller's regions).
 absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matrix& m,
@@ -199,37 +118,6 @@ absl::StatusOr<HostMatrix> check_matrix(const std::string& field, const v1::Matr
                                        m.data().size());
   return h;
 }
-
-// The resident matrices a request names, resolved and locked (shared, or exclusive for an
-// in-place transpose) in creation order (ResidentMatrix::serial) so that concurrent requests
-// cannot deadlock.
-class ResidentOperands {
- public:
-  explicit ResidentOperands(const HandleResolver& resolve) : resolve_(resolve) {}
-
-  // Resolves `handle` (when non-empty) for `field`.
-  absl::StatusOr<std::shared_ptr<ResidentMatrix>> add(const std::string& field,
-                                                      const std::string& handle) {
-    if (handle.empty()) return std::shared_ptr<ResidentMatrix>();
-    absl::StatusOr<std::shared_ptr<ResidentMatrix>> m = resolve_(field, handle);
-    if (m.ok()) all_.push_back(*m);
-    return m;
-  }
-
-  std::vector<ResidentLock> lock(bool exclusive) {
-    std::sort(all_.begin(), all_.end(), [](const auto& x, const auto& y) {
-      return std::pair(x->serial, x.get()) < std::pair(y->serial, y.get());
-    });
-    all_.erase(std::unique(all_.begin(), all_.end()), all_.end());
-    std::vector<ResidentLock> locks;
-    for (const auto& m : all_) locks.emplace_back(m, exclusive);
-    return locks;
-  }
-
- private:
-  const HandleResolver& resolve_;
-  std::vector<std::shared_ptr<ResidentMatrix>> all_;
-};
 
 // Exactly one of an inline matrix and a handle: `field` or `field_handle`.
 absl::Status one_of(const std::string& field, bool has_inline, const std::string& handle,

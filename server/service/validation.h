@@ -1,7 +1,8 @@
 // Request validation: every field checked against the API's rules and the server's limits before
 // anything is allocated, with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and a
 // message naming the field and the limit. A valid request becomes a runtime job whose matrices
-// are views into the request's bytes (no copy).
+// are views into the request's bytes (no copy); the handles and shared-memory places it names are
+// resolved through operand_resolution.h.
 #pragma once
 
 #include <functional>
