@@ -149,6 +149,7 @@ struct Metrics::Series {
   prometheus::Counter* kernel_seconds = nullptr;
   prometheus::Counter* work = nullptr;  // flops (gemm) or kernel bytes (transpose)
   prometheus::Histogram* problem_size = nullptr;
+  prometheus::Labels device;  // {device} and, for a GPU, {UUID}: built once, read per request
 };
 
 Metrics::~Metrics() = default;
@@ -163,7 +164,8 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   std::unique_ptr<Series>& slot = series_[key];
   if (slot != nullptr) return *slot;
   auto s = std::make_unique<Series>();
-  prometheus::Labels request = device_labels(r.device);
+  s->device = device_labels(r.device);
+  prometheus::Labels request = s->device;
   request.insert({{"rpc", r.rpc},
                   {"op", r.op},
                   {"variant", r.variant},
@@ -173,7 +175,7 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   s->received = &received_->Add({{"rpc", r.rpc}});
   s->sent = &sent_->Add({{"rpc", r.rpc}});
   const bool compute = r.op == "gemm" || r.op == "transpose";
-  prometheus::Labels k = device_labels(r.device);
+  prometheus::Labels k = s->device;
   k.insert({{"op", r.op}, {"variant", r.variant}, {"precision", r.precision}});
   if (compute && r.code != "OK") {
     prometheus::Labels l = k;
@@ -208,7 +210,7 @@ void Metrics::record(const RequestRecord& r) {
   s.kernel_seconds->Increment(r.times.kernel_us * 1e-6);
   s.work->Increment(r.work);
   s.problem_size->Observe(r.problem_size);
-  const prometheus::Labels device = device_labels(r.device);
+  const prometheus::Labels& device = s.device;
   if (!r.launch_path.empty()) {
     prometheus::Labels l = device;
     l.emplace("path", r.launch_path);
