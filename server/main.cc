@@ -1,20 +1,16 @@
-// matserve: the server binary's lifecycle. From the checked configuration (config.h: every flag)
-// it creates the backend (CUDA or CPU), the runtime, the metrics and the gRPC service (with health
-// and reflection), watches device health, and shuts down gracefully on SIGTERM/SIGINT: health goes
-// NOT_SERVING, in-flight requests finish within the grace period, new ones are refused, then
-// exit 0.
+// matserve: the server binary. From the checked configuration (config.h: every flag) it creates
+// the backend (CUDA or CPU), the runtime, the message heap, the metrics and the gRPC service (with
+// health and reflection), then runs the lifecycle (lifecycle.h): health follows the devices until
+// SIGTERM/SIGINT, then health goes NOT_SERVING, in-flight requests finish within the grace
+// period, new ones are refused, and the process exits 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <malloc.h>
 
-#include <algorithm>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/parse.h"
@@ -22,10 +18,8 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kernels/autotune.h"
 #include "kernels/autotune_builtin.h"
 #include "matserve/version.h"
@@ -38,7 +32,6 @@
 #include "server/runtime/autotune_choice.h"
 #include "server/runtime/backend_factory.h"
 #include "server/runtime/cpu_keep_awake.h"
-#include "server/runtime/host_limits.h"
 #include "server/runtime/message_memory.h"
 #include "server/runtime/runtime.h"
 #include "server/service/matrix_service.h"

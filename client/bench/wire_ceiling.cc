@@ -46,16 +46,15 @@ struct Options {
 };
 
 // Copies every slice of `buffer` into `out` (resized to fit): what a parser of the message does.
-std::size_t CopyOut(const grpc::ByteBuffer& buffer, std::vector<char>& out) {
+void CopyOut(const grpc::ByteBuffer& buffer, std::vector<char>& out) {
   std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return 0;
+  if (!buffer.Dump(&slices).ok()) return;
   out.resize(buffer.Length());
   std::size_t at = 0;
   for (const grpc::Slice& s : slices) {
     std::memcpy(out.data() + at, s.begin(), s.size());
     at += s.size();
   }
-  return at;
 }
 
 // Answers each call with the same static reply after reading (and, with --copy, copying) the

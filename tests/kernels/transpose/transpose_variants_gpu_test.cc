@@ -41,11 +41,12 @@ std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
   return std::to_string(info.param.rows) + "x" + std::to_string(info.param.cols);
 }
 
-// Square, thin and odd shapes, plus shapes that reach every branch of the in-place rectangular kernel:
-// gcd > 1 (96 x 160, 10000 x 100, 100 x 10000), rows too long for shared memory (3 x 70001),
-// vectors (1 x 65537), aligned multiples; and for the tile modes of vector_tile.cuh: partial edge
-// tiles with 16-byte aligned rows in every dtype (1000 x 40, 40 x 1000, 300 x 1028: aligned for
-// fp32/fp64, 1000 x 40 for fp16 too) and unaligned rows (33 x 65, 129 x 4097, 4095 x 4097).
+// Square, thin and odd shapes, and shapes that reach every branch of the in-place rectangular
+// kernel: gcd > 1 (96 x 160, 10000 x 100, 100 x 10000), rows too long for shared memory
+// (3 x 70001), vectors (1 x 65537), aligned multiples; and for the tile modes of vector_tile.cuh:
+// partial edge tiles with 16-byte aligned rows in every dtype (1000 x 40, 40 x 1000, 300 x 1028:
+// aligned for fp32/fp64, 1000 x 40 for fp16 too) and unaligned rows (33 x 65, 129 x 4097,
+// 4095 x 4097).
 std::vector<Shape> all_shapes() {
   return {{1, 1},       {1, 1000},    {1000, 1},   {33, 65},    {65, 33},     {7, 3},
           {64, 64},     {96, 160},    {160, 96},   {129, 4097}, {10000, 100}, {100, 10000},
