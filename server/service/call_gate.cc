@@ -36,15 +36,15 @@ absl::StatusOr<QuotaReservation> CallGate::reserve_quota(const std::string& owne
                                       limits_.max_resident_bytes_per_owner);
 }
 
+// Both resolvers hold `owner` by reference: small enough for std::function's inline storage, so
+// building them on every request allocates nothing.
 HandleResolver CallGate::handles(const std::string& owner) const {
-  return [this, owner](const std::string& field, const std::string& handle) {
+  return [this, &owner](const std::string& field, const std::string& handle) {
     return runtime_.residents().get(field, handle, owner);
   };
 }
 
 RegionResolver CallGate::regions(const std::string& owner) const {
-  // By reference: small enough for std::function's inline storage, so building it on every
-  // request allocates nothing.
   return [this, &owner](
              const std::string& field,
              const std::string& name) -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {

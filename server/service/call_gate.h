@@ -45,7 +45,8 @@ class CallGate {
   // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
   absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner,
                                                  std::size_t more_bytes) const;
-  // `owner`'s resident matrices by handle (NOT_FOUND for every other).
+  // `owner`'s resident matrices by handle (NOT_FOUND for every other). Refers to `owner`, which
+  // must outlive it.
   HandleResolver handles(const std::string& owner) const;
   // `owner`'s shared-memory regions (FAILED_PRECONDITION for all with --shared_memory=false).
   // Refers to `owner`, which must outlive it.
