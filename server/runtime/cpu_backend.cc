@@ -1,5 +1,6 @@
-// CPU backend: see cpu_backend.h. Timings: queue = waiting for admission; kernel = the variant's
-// run; the copy stages are zero for inline operands (the data never leaves host memory).
+// CPU backend: see cpu_backend.h. Its operations run through the execution plan
+// (cpu_operations.h). Timings: queue = waiting for admission; kernel = the variant's run; the copy
+// stages are zero (the data never leaves host memory).
 #include "server/runtime/cpu_backend.h"
 
 #include <unistd.h>
@@ -13,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/openblas_gemm.h"
-#include "server/runtime/batch_placement.h"
-#include "server/runtime/problem_builder.h"
+#include "server/runtime/cpu_operations.h"
+#include "server/runtime/resident_store.h"
 
 namespace matserve::server {
 namespace {
@@ -42,26 +43,6 @@ RawAllocator host_allocator() {
       .allocate = [](std::size_t bytes) { return std::aligned_alloc(256, bytes); },
       .release = [](void* p) { std::free(p); },
   };
-}
-
-const void* bytes_of(const Operand& o) {
-  return o.is_resident() ? o.resident->block.data() : o.data.data();
-}
-
-// The step every CPU operation ends with: chooses the variant for `p`, runs it on the calling
-// thread (the execution slot is held) and records what ran, its time and `work(p)` (FLOPs or
-// bytes moved).
-template <typename Problem, typename Chooser, typename Work>
-absl::Status run_chosen(const Problem& p, const Chooser& choose, Work work, Outcome& outcome) {
-  auto v = choose(p);
-  if (!v.ok()) return v.status();
-  const absl::Time start = absl::Now();
-  if (absl::Status s = (*v)->launch(p, kernels::ExecContext{}); !s.ok()) return s;
-  outcome.times.kernel_us = micros_since(start);
-  outcome.variant = std::string((*v)->name);
-  outcome.device = "cpu";
-  outcome.work = work(p);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -94,91 +75,18 @@ std::vector<DeviceStats> CpuBackend::stats() const {
 absl::Status CpuBackend::multiply(const GemmJob& job, const GemmChooser& choose,
                                   std::span<std::byte> out, const Waiter& waiter,
                                   Outcome& outcome) {
-  const absl::Time queued = absl::Now();
-  std::vector<BlockSpec> specs;
-  if (job.keep_result) specs.push_back({job.out_bytes(), true});
-  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
-  if (!admission.ok()) return admission.status();
-  outcome.times.queue_us = micros_since(queued);
-  void* c = job.keep_result ? admission->block(0).data() : out.data();
-  if (job.c.has_value() && job.beta != 0.0) std::memcpy(c, bytes_of(*job.c), job.out_bytes());
-  const kernels::GemmProblem p =
-      gemm_problem(job, job.a.dtype, bytes_of(job.a), bytes_of(job.b), c);
-  const auto flops = [](const kernels::GemmProblem& q) { return kernels::gemm_flops(q); };
-  if (absl::Status s = run_chosen(p, choose, flops, outcome); !s.ok()) return s;
-  if (job.keep_result) {
-    outcome.result = make_resident(admission->take_block(0), job.m(), job.n(), job.out_dtype,
-                                   job.out_layout, job.owner, 0, "cpu");
-  }
-  return absl::OkStatus();
+  return run_cpu_gemm(scheduler_, job, choose, out, waiter, outcome);
 }
 
 absl::Status CpuBackend::multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
                                         const Waiter& waiter, Outcome& outcome) {
-  const absl::Time queued = absl::Now();
-  const GemmJob& shape = job.shape;
-  const std::size_t out_bytes = shape.out_bytes();
-  std::vector<BlockSpec> specs;
-  if (shape.keep_result) {
-    specs.assign(static_cast<std::size_t>(job.count), BlockSpec{out_bytes, true});
-  }
-  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
-  if (!admission.ok()) return admission.status();
-  outcome.times.queue_us = micros_since(queued);
-  ProductPointers ptrs;
-  for (const Operand& a : job.a) ptrs.a.push_back(bytes_of(a));
-  for (const Operand& b : job.b) ptrs.b.push_back(bytes_of(b));
-  for (std::int64_t i = 0; i < job.count; ++i) {
-    void* c = shape.keep_result ? admission->block(static_cast<std::size_t>(i)).data()
-                                : job.out_of(i).data();
-    if (const Operand* c0 = job.c_of(i); c0 != nullptr && shape.beta != 0.0) {
-      std::memcpy(c, bytes_of(*c0), out_bytes);
-    }
-    ptrs.c.push_back(c);
-  }
-  // Host memory: pointer arrays are read where they are.
-  const std::size_t in_elem = kernels::dtype_size(shape.a.dtype);
-  const std::optional<kernels::GemmBatch> strided =
-      strided_batch(ptrs, in_elem, kernels::dtype_size(shape.out_dtype));
-  PointerArrays arrays;
-  if (!strided.has_value()) arrays = pointer_arrays(ptrs);
-  const kernels::GemmBatch batch =
-      strided.has_value() ? *strided : arrays.placed_at(arrays.host.data());
-  const kernels::GemmProblem p =
-      gemm_problem(shape, shape.a.dtype, ptrs.a[0], ptrs.b[0], ptrs.c[0], batch);
-  const auto flops = [](const kernels::GemmProblem& q) { return kernels::gemm_flops(q); };
-  if (absl::Status s = run_chosen(p, choose, flops, outcome); !s.ok()) return s;
-  if (shape.keep_result) {
-    for (std::int64_t i = 0; i < job.count; ++i) {
-      outcome.results.push_back(make_resident(admission->take_block(static_cast<std::size_t>(i)),
-                                              shape.m(), shape.n(), shape.out_dtype,
-                                              shape.out_layout, shape.owner, 0, "cpu"));
-    }
-  }
-  return absl::OkStatus();
+  return run_cpu_gemm_batch(scheduler_, job, choose, waiter, outcome);
 }
 
 absl::Status CpuBackend::transpose(const TransposeJob& job, const TransposeChooser& choose,
                                    std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
-  const absl::Time queued = absl::Now();
-  std::vector<BlockSpec> specs;
-  if (job.keep_result) specs.push_back({job.out_bytes(), true});
-  absl::StatusOr<DeviceScheduler::Admission> admission = scheduler_.admit(specs, waiter);
-  if (!admission.ok()) return admission.status();
-  outcome.times.queue_us = micros_since(queued);
-  const void* in = bytes_of(job.a);
-  void* dst = job.in_place      ? job.a.resident->block.data()
-              : job.keep_result ? admission->block(0).data()
-                                : out.data();
-  const kernels::TransposeProblem p = transpose_problem(job, in, dst);
-  const auto bytes = [](const kernels::TransposeProblem& q) { return kernels::transpose_bytes(q); };
-  if (absl::Status s = run_chosen(p, choose, bytes, outcome); !s.ok()) return s;
-  if (job.keep_result) {
-    outcome.result = make_resident(admission->take_block(0), job.a.cols, job.a.rows, job.a.dtype,
-                                   job.a.layout, job.owner, 0, "cpu");
-  }
-  return absl::OkStatus();
+  return run_cpu_transpose(scheduler_, job, choose, out, waiter, outcome);
 }
 
 absl::StatusOr<std::shared_ptr<ResidentMatrix>> CpuBackend::create_resident(

@@ -1,7 +1,8 @@
 // The CUDA backend: every selected GPU with its memory pool (budgeted, size-classed, cached), its
 // scheduler (one slot per stream, bounded queue, memory admission) and its streams, each with its
-// own cuBLAS handles, workspace, timing events and pinned staging ring. A request runs on the
-// device holding its resident operands, else on the least-loaded one.
+// own cuBLAS handles, workspace, timing events and pinned staging ring (cuda_device.h). A request
+// runs on the device holding its resident operands, else on the least-loaded one, through the
+// execution plan (cuda_operation.h).
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,8 @@
 #include "server/runtime/pinned_ranges.h"
 
 namespace matserve::server {
+
+struct CudaDevice;
 
 struct CudaBackendOptions {
   std::vector<int> devices;  // CUDA ordinals; empty = every visible device
@@ -69,20 +72,15 @@ class CudaBackend final : public Backend {
   absl::StatusOr<OpenedDeviceMemory> open_ipc_memory(std::span<const std::byte> handle) override;
 
  private:
-  struct StreamSlot;
-  struct Device;
-
   CudaBackend() = default;
-  // The device of the resident operands (all must agree), or the least-loaded healthy one.
-  absl::StatusOr<Device*> pick(std::initializer_list<const Operand*> operands);
-  absl::StatusOr<Device*> pick(std::span<const Operand* const> operands);
-  Device* least_loaded();
-  // FAILED_PRECONDITION when a result in CUDA memory (`out`, may be null) is not on `d`.
-  static absl::Status check_result_device(const ResidentMatrix* out, const Device& d);
+  // The device of the resident operands (all must agree; null entries skipped), or the
+  // least-loaded healthy one.
+  absl::StatusOr<CudaDevice*> pick(std::span<const Operand* const> operands);
+  CudaDevice* least_loaded();
 
   // Host memory pinned by pin_host_memory, which the staging rings copy by DMA where it is.
   std::unique_ptr<PinnedRanges> pinned_ranges_ = std::make_unique<PinnedRanges>();
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::unique_ptr<ParallelCopier> copier_;
   kernels::PinnedBuffer message_region_;      // behind message_heap_
   std::unique_ptr<PinnedHeap> message_heap_;  // over message_region_; see message_heap()

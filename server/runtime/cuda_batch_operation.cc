@@ -1,0 +1,301 @@
+// A batch of GEMMs of one shape on a CUDA device, in one launch, through the execution plan: each
+// operand's inline matrices stacked in one block (consecutive host matrices going to consecutive
+// places merge into one copy), the results in one block or, kept resident, one block each; a
+// strided batch when every operand's matrices are evenly spaced, else pointer arrays copied to
+// the device with the operands.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/precision.h"
+#include "server/runtime/batch_placement.h"
+#include "server/runtime/cuda_operation.h"
+#include "server/runtime/problem_builder.h"
+#include "server/runtime/resident_store.h"
+
+namespace matserve::server {
+namespace {
+
+using kernels::cuda_status;
+
+std::size_t inline_bytes(const std::vector<Operand>& list) {
+  std::size_t n = 0;
+  for (const Operand& o : list) n += o.is_resident() ? 0 : o.bytes();
+  return n;
+}
+
+// More than one matrix, resident: not evenly spaced in general.
+bool resident_list(const std::vector<Operand>& list) {
+  return list.size() > 1 && list[0].is_resident();
+}
+
+class CudaGemmBatch : public CudaOperation {
+ public:
+  CudaGemmBatch(const CudaOperationContext& context, const GemmBatchJob& job,
+                const GemmChooser& choose)
+      : CudaOperation(context),
+        job_(job),
+        shape_(job.shape),
+        choose_(choose),
+        operand_(kernels::kernel_operand_dtype(shape_.a.dtype, shape_.precision)),
+        convert_(operand_ != shape_.a.dtype),
+        count_(static_cast<std::size_t>(job.count)),
+        out_bytes_(shape_.out_bytes()),
+        na_(static_cast<std::size_t>(shape_.a.rows * shape_.a.cols)),
+        nb_(static_cast<std::size_t>(shape_.b.rows * shape_.b.cols)),
+        op_size_(kernels::dtype_size(operand_)) {}
+
+  absl::StatusOr<DeviceScheduler*> pick() {
+    std::vector<const Operand*> operands;
+    for (const std::vector<Operand>* list : {&job_.a, &job_.b, &job_.c}) {
+      for (const Operand& o : *list) operands.push_back(&o);
+    }
+    return pick_device(operands, nullptr);
+  }
+
+  // Each operand's inline matrices stacked in order, the results (one block for the batch, or one
+  // resident block per product), the converted operands, and room for pointer arrays where the
+  // matrices are not evenly spaced: separate result blocks, or resident matrices (inline stacks,
+  // converted stacks and one result block always are).
+  void plan_memory(BlockPlan& plan) {
+    const auto add = [&plan](std::size_t bytes, bool long_lived = false) {
+      return plan.add(std::max<std::size_t>(bytes, 1), long_lived);
+    };
+    inline_a_ = add(inline_bytes(job_.a));
+    inline_b_ = add(inline_bytes(job_.b));
+    if (shape_.keep_result) {
+      for (std::size_t i = 0; i < count_; ++i) kept_.push_back(add(out_bytes_, true));
+    } else {
+      results_ = add(count_ * out_bytes_);
+    }
+    if (convert_) {
+      converted_a_ = add(job_.a.size() * na_ * op_size_);
+      converted_b_ = add(job_.b.size() * nb_ * op_size_);
+    }
+    const bool need_arrays =
+        count_ > 1 && (shape_.keep_result || resident_list(job_.a) || resident_list(job_.b));
+    if (need_arrays) arrays_block_ = add(3 * count_ * sizeof(void*));
+  }
+
+  // Where each matrix is on the device, the copies in that put the inline ones there, and the
+  // batch's placement; then the variant for the batched problem.
+  absl::Status choose(AdmittedMemory& memory) {
+    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
+    a_where_ = place(job_.a, memory.data(inline_a_));
+    b_where_ = place(job_.b, memory.data(inline_b_));
+    ptrs_.a = a_where_;
+    ptrs_.b = b_where_;
+    if (convert_) {  // the kernel reads the converted stacks, one matrix after another
+      ptrs_.a = stacked(memory.data(*converted_a_), job_.a.size(), na_);
+      ptrs_.b = stacked(memory.data(*converted_b_), job_.b.size(), nb_);
+    }
+    for (std::size_t i = 0; i < count_; ++i) {
+      void* c = shape_.keep_result
+                    ? memory.data(kept_[i])
+                    : static_cast<std::byte*>(memory.data(*results_)) + i * out_bytes_;
+      ptrs_.c.push_back(c);
+      const Operand* c0 = job_.c_of(static_cast<std::int64_t>(i));
+      if (c0 == nullptr || shape_.beta == 0.0) continue;
+      if (c0->is_resident()) {
+        resident_c_.emplace_back(c, c0->resident->block.data());
+      } else {
+        stage(c, c0->data.data(), out_bytes_);
+      }
+    }
+    const std::optional<kernels::GemmBatch> strided =
+        strided_batch(ptrs_, op_size_, kernels::dtype_size(shape_.out_dtype));
+    kernels::GemmBatch batch;
+    if (strided.has_value()) {
+      batch = *strided;
+    } else {
+      if (!arrays_block_) return absl::InternalError("batch: matrices not evenly spaced");
+      arrays_ = pointer_arrays(ptrs_);
+      void* device_arrays = memory.data(*arrays_block_);
+      stage(device_arrays, arrays_.host.data(), arrays_.host.size() * sizeof(void*));
+      batch = arrays_.placed_at(device_arrays);
+    }
+    problem_ = gemm_problem(shape_, operand_, ptrs_.a[0], ptrs_.b[0], ptrs_.c[0], batch);
+    absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
+    if (!v.ok()) return v.status();
+    variant_ = *v;
+    return absl::OkStatus();
+  }
+
+  absl::Status stage_in() {
+    cudaEventRecord(events().copy_in_begin.get(), stream_);
+    for (const auto& [dst, src] : resident_c_) {
+      if (absl::Status s = cuda_status(
+              cudaMemcpyAsync(dst, src, out_bytes_, cudaMemcpyDeviceToDevice, stream_), "copy C");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (!copies_.empty()) {
+      if (absl::Status s = slot_->staging.to_device(copies_, stream_, copier()); !s.ok()) return s;
+    }
+    cudaEventRecord(events().copy_in_end.get(), stream_);
+    return absl::OkStatus();
+  }
+
+  // Launched directly: batches vary in size and place, so a captured graph would rarely be
+  // replayed.
+  absl::Status launch(Outcome& outcome) {
+    const auto enqueue = [this]() -> absl::Status {
+      cudaEventRecord(events().kernel_begin.get(), stream_);
+      if (convert_) {
+        if (absl::Status s = convert_all(job_.a, a_where_, ptrs_.a, na_, "convert A"); !s.ok()) {
+          return s;
+        }
+        if (absl::Status s = convert_all(job_.b, b_where_, ptrs_.b, nb_, "convert B"); !s.ok()) {
+          return s;
+        }
+      }
+      if (absl::Status s = variant_->launch(problem_, slot_->resources.context()); !s.ok()) {
+        return s;
+      }
+      cudaEventRecord(events().kernel_end.get(), stream_);
+      return absl::OkStatus();
+    };
+    return enqueue_device_work(kernels::LaunchKey{}, /*capturable=*/false, enqueue, outcome);
+  }
+
+  absl::Status stage_out(Outcome& outcome) {
+    const absl::Time start = absl::Now();
+    if (!shape_.keep_result) {
+      if (job_.outs.size() == 1) {  // the whole batch to one place
+        if (absl::Status s = slot_->staging.to_host(job_.outs[0].data(), ptrs_.c[0],
+                                                    count_ * out_bytes_, stream_, copier());
+            !s.ok()) {
+          return s;
+        }
+      } else {
+        for (std::size_t i = 0; i < count_; ++i) {
+          if (absl::Status s = slot_->staging.to_host(job_.outs[i].data(), ptrs_.c[i], out_bytes_,
+                                                      stream_, copier());
+              !s.ok()) {
+            return s;
+          }
+        }
+      }
+    }
+    if (absl::Status s = finish(); !s.ok()) return s;
+    outcome.times.device_to_host_us = shape_.keep_result ? 0.0 : micros_since(start);
+    return absl::OkStatus();
+  }
+
+  void record(Outcome& outcome) {
+    record_device_times(/*copied_in=*/true, outcome);
+    outcome.variant = std::string(variant_->name);
+    outcome.device = device_->display_name;
+    outcome.work = kernels::gemm_flops(problem_);
+  }
+
+  void keep(AdmittedMemory& memory, Outcome& outcome) {
+    for (BlockId id : kept_) {
+      outcome.results.push_back(make_resident(memory.take(id), shape_.m(), shape_.n(),
+                                              shape_.out_dtype, shape_.out_layout, shape_.owner,
+                                              device_->index, device_->label));
+    }
+  }
+
+ private:
+  // A host -> device copy of the inline bytes; one that continues the previous copy on both sides
+  // merges into it.
+  void stage(void* dst, const void* src, std::size_t n) {
+    if (!copies_.empty()) {
+      StagedCopy& last = copies_.back();
+      if (static_cast<const std::byte*>(last.src) + last.bytes == src &&
+          static_cast<std::byte*>(last.dst) + last.bytes == dst) {
+        last.bytes += n;
+        return;
+      }
+    }
+    copies_.push_back({dst, src, n});
+  }
+
+  // Where each matrix of `list` is on the device: resident ones where they live, inline ones
+  // stacked from `stack` on (and staged there).
+  std::vector<const void*> place(const std::vector<Operand>& list, void* stack) {
+    std::vector<const void*> where;
+    auto* next = static_cast<std::byte*>(stack);
+    for (const Operand& o : list) {
+      if (o.is_resident()) {
+        where.push_back(o.resident->block.data());
+      } else {
+        stage(next, o.data.data(), o.bytes());
+        where.push_back(next);
+        next += o.bytes();
+      }
+    }
+    return where;
+  }
+
+  // `n` matrices of `elems` kernel operands each, one after another from `base`.
+  std::vector<const void*> stacked(void* base, std::size_t n, std::size_t elems) const {
+    std::vector<const void*> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back(static_cast<std::byte*>(base) + i * elems * op_size_);
+    }
+    return out;
+  }
+
+  absl::Status convert_all(const std::vector<Operand>& list, const std::vector<const void*>& from,
+                           const std::vector<const void*>& to, std::size_t elems,
+                           const char* what) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (absl::Status s = cuda_status(
+              kernels::launch_convert(from[i], list[i].dtype, const_cast<void*>(to[i]), operand_,
+                                      static_cast<std::int64_t>(elems), stream_),
+              what);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const GemmBatchJob& job_;
+  const GemmJob& shape_;
+  const GemmChooser& choose_;
+  const kernels::DType operand_;
+  const bool convert_;
+  const std::size_t count_;
+  const std::size_t out_bytes_;
+  const std::size_t na_;
+  const std::size_t nb_;
+  const std::size_t op_size_;
+
+  BlockId inline_a_;
+  BlockId inline_b_;
+  std::optional<BlockId> results_;  // every product's result, one after another
+  std::vector<BlockId> kept_;       // or one resident block per product
+  std::optional<BlockId> converted_a_;
+  std::optional<BlockId> converted_b_;
+  std::optional<BlockId> arrays_block_;
+
+  std::vector<const void*> a_where_;  // A and B on the device, as sent
+  std::vector<const void*> b_where_;
+  ProductPointers ptrs_;  // as the kernel reads them
+  std::vector<StagedCopy> copies_;
+  std::vector<std::pair<void*, const void*>> resident_c_;  // device-to-device copies of C
+  PointerArrays arrays_;  // host copy of the pointer arrays, read by the staged copy
+  kernels::GemmProblem problem_;
+  const kernels::GemmVariant* variant_ = nullptr;
+};
+
+}  // namespace
+
+absl::Status run_cuda_gemm_batch(const CudaOperationContext& context, const GemmBatchJob& job,
+                                 const GemmChooser& choose, const Waiter& waiter,
+                                 Outcome& outcome) {
+  CudaGemmBatch op(context, job, choose);
+  return execute(op, waiter, outcome);
+}
+
+}  // namespace matserve::server

@@ -1,0 +1,206 @@
+// One GEMM on a CUDA device through the execution plan: inline operands staged in together (B's
+// host copy overlapping A's DMA), fp32 data converted on the device when the precision computes
+// on narrower operands, the kernel replayed as a CUDA graph once its launch repeats, the result
+// staged out (or copied into the caller's CUDA memory, or kept resident).
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <string>
+
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/precision.h"
+#include "server/runtime/cuda_operation.h"
+#include "server/runtime/problem_builder.h"
+#include "server/runtime/resident_store.h"
+
+namespace matserve::server {
+namespace {
+
+using kernels::cuda_status;
+
+class CudaGemm : public CudaOperation {
+ public:
+  CudaGemm(const CudaOperationContext& context, const GemmJob& job, const GemmChooser& choose,
+           std::span<std::byte> out)
+      : CudaOperation(context),
+        job_(job),
+        choose_(choose),
+        out_(out),
+        operand_(kernels::kernel_operand_dtype(job.a.dtype, job.precision)),
+        convert_(operand_ != job.a.dtype),
+        copy_c_(job.c.has_value() && job.beta != 0.0),
+        na_(static_cast<std::size_t>(job.a.rows * job.a.cols)),
+        nb_(static_cast<std::size_t>(job.b.rows * job.b.cols)) {}
+
+  absl::StatusOr<DeviceScheduler*> pick() {
+    const Operand* operands[] = {&job_.a, &job_.b, job_.c ? &*job_.c : nullptr};
+    return pick_device(operands, job_.device_out.get());
+  }
+
+  void plan_memory(BlockPlan& plan) {
+    inline_a_ = plan.add_if(!job_.a.is_resident(), job_.a.bytes());
+    inline_b_ = plan.add_if(!job_.b.is_resident(), job_.b.bytes());
+    result_ = plan.add(job_.out_bytes(), job_.keep_result);
+    converted_a_ = plan.add_if(convert_, na_ * kernels::dtype_size(operand_));
+    converted_b_ = plan.add_if(convert_, nb_ * kernels::dtype_size(operand_));
+  }
+
+  absl::Status choose(AdmittedMemory& memory) {
+    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
+    a_ = inline_a_ ? memory.data(*inline_a_) : job_.a.resident->block.data();
+    b_ = inline_b_ ? memory.data(*inline_b_) : job_.b.resident->block.data();
+    c_ = memory.data(result_);
+    kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
+    kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
+    problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
+    if (!v.ok()) return v.status();
+    variant_ = *v;
+    return absl::OkStatus();
+  }
+
+  // Operands already on the device (resident, no C to copy) skip the copy-in events: one CUDA
+  // call less on the path that matters most for latency.
+  absl::Status stage_in() {
+    copies_in_ = inline_a_ || inline_b_ || copy_c_;
+    if (!copies_in_) return absl::OkStatus();
+    cudaEventRecord(events().copy_in_begin.get(), stream_);
+    // Every inline operand in one staged transfer, so B's host copy overlaps A's DMA.
+    StagedCopy inline_copies[3];
+    std::size_t n_inline = 0;
+    if (inline_a_) inline_copies[n_inline++] = {a_, job_.a.data.data(), job_.a.bytes()};
+    if (inline_b_) inline_copies[n_inline++] = {b_, job_.b.data.data(), job_.b.bytes()};
+    if (copy_c_) {
+      if (job_.c->is_resident()) {
+        if (absl::Status s =
+                cuda_status(cudaMemcpyAsync(c_, job_.c->resident->block.data(), job_.out_bytes(),
+                                            cudaMemcpyDeviceToDevice, stream_),
+                            "copy C");
+            !s.ok()) {
+          return s;
+        }
+      } else {
+        inline_copies[n_inline++] = {c_, job_.c->data.data(), job_.out_bytes()};
+      }
+    }
+    if (n_inline > 0) {
+      if (absl::Status s = slot_->staging.to_device({inline_copies, n_inline}, stream_, copier());
+          !s.ok()) {
+        return s;
+      }
+    }
+    cudaEventRecord(events().copy_in_end.get(), stream_);
+    return absl::OkStatus();
+  }
+
+  // The kernel events bracket the device work (conversions, the kernels); the host's time to
+  // enqueue it is the launch stage. Replayed as a graph, events included, the device runs the
+  // work without waiting for the host in between; launched directly, it may wait within that
+  // interval (docs/api.md).
+  absl::Status launch(Outcome& outcome) {
+    const auto enqueue = [this]() -> absl::Status {
+      if (absl::Status s =
+              kernels::LaunchGraphs::record_event(events().kernel_begin.get(), stream_);
+          !s.ok()) {
+        return s;
+      }
+      if (convert_) {
+        if (absl::Status s =
+                cuda_status(kernels::launch_convert(a_, job_.a.dtype, kernel_a_, operand_,
+                                                    static_cast<std::int64_t>(na_), stream_),
+                            "convert A");
+            !s.ok()) {
+          return s;
+        }
+        if (absl::Status s =
+                cuda_status(kernels::launch_convert(b_, job_.b.dtype, kernel_b_, operand_,
+                                                    static_cast<std::int64_t>(nb_), stream_),
+                            "convert B");
+            !s.ok()) {
+          return s;
+        }
+      }
+      if (absl::Status s = variant_->launch(problem_, slot_->resources.context()); !s.ok()) {
+        return s;
+      }
+      return kernels::LaunchGraphs::record_event(events().kernel_end.get(), stream_);
+    };
+    kernels::LaunchKey key;
+    key.add(variant_->name).add(problem_).add(convert_);
+    if (convert_) key.add(a_).add(b_).add(job_.a.dtype).add(job_.b.dtype).add(na_).add(nb_);
+    return enqueue_device_work(key, variant_->capturable, enqueue, outcome);
+  }
+
+  absl::Status stage_out(Outcome& outcome) {
+    const absl::Time start = absl::Now();
+    if (job_.device_out != nullptr) {
+      if (absl::Status s =
+              cuda_status(cudaMemcpyAsync(job_.device_out->block.data(), c_, job_.out_bytes(),
+                                          cudaMemcpyDeviceToDevice, stream_),
+                          "result to CUDA memory");
+          !s.ok()) {
+        return s;
+      }
+    } else if (!job_.keep_result) {
+      if (absl::Status s = slot_->staging.to_host(out_.data(), c_, out_.size(), stream_, copier());
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = finish(); !s.ok()) return s;
+    outcome.times.device_to_host_us = job_.keep_result ? 0.0 : micros_since(start);
+    return absl::OkStatus();
+  }
+
+  void record(Outcome& outcome) {
+    record_device_times(copies_in_, outcome);
+    outcome.marks.add("gpu_h2d(events)", outcome.times.host_to_device_us);
+    outcome.marks.add("gpu_kernel(events)", outcome.times.kernel_us);
+    outcome.variant = std::string(variant_->name);
+    outcome.device = device_->display_name;
+    outcome.work = kernels::gemm_flops(problem_);
+  }
+
+  void keep(AdmittedMemory& memory, Outcome& outcome) {
+    if (!job_.keep_result) return;
+    outcome.result = make_resident(memory.take(result_), job_.m(), job_.n(), job_.out_dtype,
+                                   job_.out_layout, job_.owner, device_->index, device_->label);
+  }
+
+ private:
+  const GemmJob& job_;
+  const GemmChooser& choose_;
+  const std::span<std::byte> out_;
+  const kernels::DType operand_;  // what the kernel reads
+  const bool convert_;            // fp32 data converted to operand_ on the device first
+  const bool copy_c_;             // C is read (beta != 0)
+  const std::size_t na_;          // elements of A and B
+  const std::size_t nb_;
+
+  std::optional<BlockId> inline_a_;  // where inline operands land
+  std::optional<BlockId> inline_b_;
+  BlockId result_;
+  std::optional<BlockId> converted_a_;
+  std::optional<BlockId> converted_b_;
+
+  void* a_ = nullptr;  // A and B on the device, as sent
+  void* b_ = nullptr;
+  void* c_ = nullptr;
+  void* kernel_a_ = nullptr;  // A and B as the kernel reads them
+  void* kernel_b_ = nullptr;
+  kernels::GemmProblem problem_;
+  const kernels::GemmVariant* variant_ = nullptr;
+  bool copies_in_ = false;
+};
+
+}  // namespace
+
+absl::Status run_cuda_gemm(const CudaOperationContext& context, const GemmJob& job,
+                           const GemmChooser& choose, std::span<std::byte> out,
+                           const Waiter& waiter, Outcome& outcome) {
+  CudaGemm op(context, job, choose, out);
+  return execute(op, waiter, outcome);
+}
+
+}  // namespace matserve::server

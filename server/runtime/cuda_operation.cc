@@ -1,0 +1,71 @@
+// The steps the CUDA operations share: see cuda_operation.h.
+#include "server/runtime/cuda_operation.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace matserve::server {
+
+absl::StatusOr<DeviceScheduler*> CudaOperation::pick_device(
+    std::span<const Operand* const> operands, const ResidentMatrix* device_out) {
+  absl::StatusOr<CudaDevice*> picked = context_.pick(operands);
+  if (!picked.ok()) return picked.status();
+  device_ = *picked;
+  if (device_out != nullptr && device_out->device != device_->index) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "output_shm: the result's CUDA memory is on ", device_out->device_label,
+        ", the operation runs on ", device_->label, " (keep operands and result on one GPU)"));
+  }
+  return device_->scheduler.get();
+}
+
+absl::Status CudaOperation::bind_slot(const AdmittedMemory& memory) {
+  if (absl::Status s = kernels::cuda_status(cudaSetDevice(device_->ordinal), "cudaSetDevice");
+      !s.ok()) {
+    return s;
+  }
+  slot_ = &device_->slots[static_cast<std::size_t>(memory.slot())];
+  stream_ = slot_->resources.stream();
+  return absl::OkStatus();
+}
+
+absl::Status CudaOperation::enqueue_device_work(const kernels::LaunchKey& key, bool capturable,
+                                                absl::FunctionRef<absl::Status()> enqueue,
+                                                Outcome& outcome) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<kernels::LaunchGraphs::Prepared> graph =
+      capturable ? slot_->graphs.prepare(key, stream_, enqueue) : kernels::LaunchGraphs::Prepared{};
+  if (!graph.ok()) return graph.status();
+  if (capturable) outcome.marks.mark(graph->captured_now ? "graph_capture" : "graph_lookup");
+  if (graph->exec != nullptr) {
+    if (absl::Status s = kernels::LaunchGraphs::launch(graph->exec, stream_); !s.ok()) return s;
+    outcome.launch_path = graph->captured_now ? "graph_captured" : "graph_replayed";
+  } else {
+    if (absl::Status s = enqueue(); !s.ok()) return s;
+    outcome.launch_path = "direct";
+  }
+  outcome.times.launch_us = micros_since(start);
+  return absl::OkStatus();
+}
+
+absl::Status CudaOperation::wait_kernel() {
+  if (cudaEventSynchronize(events().kernel_end.get()) != cudaSuccess) return finish();
+  return absl::OkStatus();
+}
+
+absl::Status CudaOperation::finish() {
+  return finish_stream_work(stream_, device_->healthy);
+}
+
+void CudaOperation::abandon() {
+  if (stream_ != nullptr) (void)finish();
+}
+
+void CudaOperation::record_device_times(bool copied_in, Outcome& outcome) const {
+  outcome.times.host_to_device_us =
+      copied_in ? elapsed_us(events().copy_in_begin.get(), events().copy_in_end.get()) : 0.0;
+  outcome.times.kernel_us = elapsed_us(events().kernel_begin.get(), events().kernel_end.get());
+}
+
+}  // namespace matserve::server

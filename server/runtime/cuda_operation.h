@@ -1,0 +1,76 @@
+// The CUDA backend's operations, each one run through the execution plan (execution_plan.h):
+// a GEMM, a batch of GEMMs in one launch, a transpose. CudaOperation holds what their steps
+// share: the device and stream slot the operation runs on, how it picks the device, enqueues its
+// device work (replayed as a CUDA graph when it can) and finishes or abandons its stream work.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <span>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/launch_graphs.h"
+#include "server/runtime/backend.h"
+#include "server/runtime/cuda_device.h"
+#include "server/runtime/execution_plan.h"
+#include "server/runtime/jobs.h"
+#include "server/runtime/parallel_copy.h"
+
+namespace matserve::server {
+
+// What the backend lends an operation: how to pick the device for its operands (the one holding
+// the resident ones, else the least loaded healthy one), and the helpers that copy through the
+// staging rings.
+struct CudaOperationContext {
+  absl::FunctionRef<absl::StatusOr<CudaDevice*>(std::span<const Operand* const>)> pick;
+  ParallelCopier& copier;
+};
+
+absl::Status run_cuda_gemm(const CudaOperationContext& context, const GemmJob& job,
+                           const GemmChooser& choose, std::span<std::byte> out,
+                           const Waiter& waiter, Outcome& outcome);
+absl::Status run_cuda_gemm_batch(const CudaOperationContext& context, const GemmBatchJob& job,
+                                 const GemmChooser& choose, const Waiter& waiter, Outcome& outcome);
+absl::Status run_cuda_transpose(const CudaOperationContext& context, const TransposeJob& job,
+                                const TransposeChooser& choose, std::span<std::byte> out,
+                                const Waiter& waiter, Outcome& outcome);
+
+// The steps every CUDA operation shares; each operation adds the rest (execution_plan.h).
+class CudaOperation {
+ public:
+  // Waits for the kernel-end event: the device work is done.
+  absl::Status wait_kernel();
+  // After a failed step: waits for the work already queued (a sticky error marks the device).
+  void abandon();
+
+ protected:
+  explicit CudaOperation(const CudaOperationContext& context) : context_(context) {}
+
+  // The device for `operands` (null entries skipped); FAILED_PRECONDITION when a result in CUDA
+  // memory (`device_out`, may be null) is on another device.
+  absl::StatusOr<DeviceScheduler*> pick_device(std::span<const Operand* const> operands,
+                                               const ResidentMatrix* device_out);
+  // Takes the admitted stream slot on the picked device.
+  absl::Status bind_slot(const AdmittedMemory& memory);
+  // Enqueues the device work: `enqueue` records the kernel events and launches the kernels.
+  // Through the slot's graph for `key` when the work is `capturable` and the slot has or can
+  // capture one; directly otherwise. Sets the launch stage's host time and path.
+  absl::Status enqueue_device_work(const kernels::LaunchKey& key, bool capturable,
+                                   absl::FunctionRef<absl::Status()> enqueue, Outcome& outcome);
+  // Waits for everything queued on the stream.
+  absl::Status finish();
+  // The copies-in and kernel intervals from the slot's events (copies in: when they ran).
+  void record_device_times(bool copied_in, Outcome& outcome) const;
+
+  ParallelCopier& copier() const { return context_.copier; }
+  StageEvents& events() const { return slot_->events; }
+
+  CudaOperationContext context_;
+  CudaDevice* device_ = nullptr;
+  StreamSlot* slot_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace matserve::server
