@@ -146,8 +146,7 @@ class CudaGemmBatch : public CudaOperation {
   // Launched directly: batches vary in size and place, so a captured graph would rarely be
   // replayed.
   absl::Status launch(Outcome& outcome) {
-    const auto enqueue = [this]() -> absl::Status {
-      cudaEventRecord(events().kernel_begin.get(), stream_);
+    const auto work = [this]() -> absl::Status {
       if (convert_) {
         if (absl::Status s = convert_all(job_.a, a_where_, ptrs_.a, na_, "convert A"); !s.ok()) {
           return s;
@@ -156,13 +155,9 @@ class CudaGemmBatch : public CudaOperation {
           return s;
         }
       }
-      if (absl::Status s = variant_->launch(problem_, slot_->resources.context()); !s.ok()) {
-        return s;
-      }
-      cudaEventRecord(events().kernel_end.get(), stream_);
-      return absl::OkStatus();
+      return variant_->launch(problem_, slot_->resources.context());
     };
-    return enqueue_device_work(kernels::LaunchKey{}, /*capturable=*/false, enqueue, outcome);
+    return launch_device_work(kernels::LaunchKey{}, /*capturable=*/false, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {

@@ -99,58 +99,26 @@ class CudaGemm : public CudaOperation {
   // work without waiting for the host in between; launched directly, it may wait within that
   // interval (docs/api.md).
   absl::Status launch(Outcome& outcome) {
-    const auto enqueue = [this]() -> absl::Status {
-      if (absl::Status s =
-              kernels::LaunchGraphs::record_event(events().kernel_begin.get(), stream_);
-          !s.ok()) {
-        return s;
-      }
+    const auto work = [this]() -> absl::Status {
       if (convert_) {
-        if (absl::Status s =
-                cuda_status(kernels::launch_convert(a_, job_.a.dtype, kernel_a_, operand_,
-                                                    static_cast<std::int64_t>(na_), stream_),
-                            "convert A");
-            !s.ok()) {
+        if (absl::Status s = convert(a_, job_.a.dtype, kernel_a_, na_, "convert A"); !s.ok()) {
           return s;
         }
-        if (absl::Status s =
-                cuda_status(kernels::launch_convert(b_, job_.b.dtype, kernel_b_, operand_,
-                                                    static_cast<std::int64_t>(nb_), stream_),
-                            "convert B");
-            !s.ok()) {
+        if (absl::Status s = convert(b_, job_.b.dtype, kernel_b_, nb_, "convert B"); !s.ok()) {
           return s;
         }
       }
-      if (absl::Status s = variant_->launch(problem_, slot_->resources.context()); !s.ok()) {
-        return s;
-      }
-      return kernels::LaunchGraphs::record_event(events().kernel_end.get(), stream_);
+      return variant_->launch(problem_, slot_->resources.context());
     };
     kernels::LaunchKey key;
     key.add(variant_->name).add(problem_).add(convert_);
     if (convert_) key.add(a_).add(b_).add(job_.a.dtype).add(job_.b.dtype).add(na_).add(nb_);
-    return enqueue_device_work(key, variant_->capturable, enqueue, outcome);
+    return launch_device_work(key, variant_->capturable, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {
-    const absl::Time start = absl::Now();
-    if (job_.device_out != nullptr) {
-      if (absl::Status s =
-              cuda_status(cudaMemcpyAsync(job_.device_out->block.data(), c_, job_.out_bytes(),
-                                          cudaMemcpyDeviceToDevice, stream_),
-                          "result to CUDA memory");
-          !s.ok()) {
-        return s;
-      }
-    } else if (!job_.keep_result) {
-      if (absl::Status s = slot_->staging.to_host(out_.data(), c_, out_.size(), stream_, copier());
-          !s.ok()) {
-        return s;
-      }
-    }
-    if (absl::Status s = finish(); !s.ok()) return s;
-    outcome.times.device_to_host_us = job_.keep_result ? 0.0 : micros_since(start);
-    return absl::OkStatus();
+    return copy_result_out(c_, job_.out_bytes(), job_.device_out.get(), out_, !job_.keep_result,
+                           outcome);
   }
 
   void record(Outcome& outcome) {
@@ -169,6 +137,13 @@ class CudaGemm : public CudaOperation {
   }
 
  private:
+  absl::Status convert(const void* from, kernels::DType from_type, void* to, std::size_t elems,
+                       const char* what) {
+    return cuda_status(kernels::launch_convert(from, from_type, to, operand_,
+                                               static_cast<std::int64_t>(elems), stream_),
+                       what);
+  }
+
   const GemmJob& job_;
   const GemmChooser& choose_;
   const std::span<std::byte> out_;

@@ -30,9 +30,20 @@ absl::Status CudaOperation::bind_slot(const AdmittedMemory& memory) {
   return absl::OkStatus();
 }
 
-absl::Status CudaOperation::enqueue_device_work(const kernels::LaunchKey& key, bool capturable,
-                                                absl::FunctionRef<absl::Status()> enqueue,
-                                                Outcome& outcome) {
+absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey& key, bool capturable,
+                                               absl::FunctionRef<absl::Status()> work,
+                                               Outcome& outcome) {
+  // Under capture an event is recorded as an external node; outside one, a plain record costs
+  // one call less.
+  const auto record = [this, capturable](cudaEvent_t event) {
+    return capturable ? kernels::LaunchGraphs::record_event(event, stream_)
+                      : kernels::cuda_status(cudaEventRecord(event, stream_), "record event");
+  };
+  const auto enqueue = [&]() -> absl::Status {
+    if (absl::Status s = record(events().kernel_begin.get()); !s.ok()) return s;
+    if (absl::Status s = work(); !s.ok()) return s;
+    return record(events().kernel_end.get());
+  };
   const absl::Time start = absl::Now();
   absl::StatusOr<kernels::LaunchGraphs::Prepared> graph =
       capturable ? slot_->graphs.prepare(key, stream_, enqueue) : kernels::LaunchGraphs::Prepared{};
@@ -46,6 +57,30 @@ absl::Status CudaOperation::enqueue_device_work(const kernels::LaunchKey& key, b
     outcome.launch_path = "direct";
   }
   outcome.times.launch_us = micros_since(start);
+  return absl::OkStatus();
+}
+
+absl::Status CudaOperation::copy_result_out(const void* result, std::size_t bytes,
+                                            const ResidentMatrix* device_out,
+                                            std::span<std::byte> host, bool to_host,
+                                            Outcome& outcome) {
+  const absl::Time start = absl::Now();
+  if (device_out != nullptr) {
+    if (absl::Status s =
+            kernels::cuda_status(cudaMemcpyAsync(device_out->block.data(), result, bytes,
+                                                 cudaMemcpyDeviceToDevice, stream_),
+                                 "result to CUDA memory");
+        !s.ok()) {
+      return s;
+    }
+  } else if (to_host) {
+    if (absl::Status s = slot_->staging.to_host(host.data(), result, bytes, stream_, copier());
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = finish(); !s.ok()) return s;
+  outcome.times.device_to_host_us = to_host ? micros_since(start) : 0.0;
   return absl::OkStatus();
 }
 

@@ -54,11 +54,18 @@ class CudaOperation {
                                                const ResidentMatrix* device_out);
   // Takes the admitted stream slot on the picked device.
   absl::Status bind_slot(const AdmittedMemory& memory);
-  // Enqueues the device work: `enqueue` records the kernel events and launches the kernels.
-  // Through the slot's graph for `key` when the work is `capturable` and the slot has or can
-  // capture one; directly otherwise. Sets the launch stage's host time and path.
-  absl::Status enqueue_device_work(const kernels::LaunchKey& key, bool capturable,
-                                   absl::FunctionRef<absl::Status()> enqueue, Outcome& outcome);
+  // Launch: enqueues `work` (conversions, the kernels) between the kernel events. Through the
+  // slot's graph for `key` when the work is `capturable` and the slot has or can capture one, so
+  // the device runs it without waiting for the host's per-kernel setup; directly otherwise. Sets
+  // the launch stage's host time (a capture included) and path.
+  absl::Status launch_device_work(const kernels::LaunchKey& key, bool capturable,
+                                  absl::FunctionRef<absl::Status()> work, Outcome& outcome);
+  // Stage out: the result (`bytes` at `result`) into the caller's CUDA memory when `device_out`
+  // is set, else into `host` through the staging ring when `to_host`; then waits for the stream.
+  // device_to_host_us is that copy's host time when `to_host`, else 0.
+  absl::Status copy_result_out(const void* result, std::size_t bytes,
+                               const ResidentMatrix* device_out, std::span<std::byte> host,
+                               bool to_host, Outcome& outcome);
   // Waits for everything queued on the stream.
   absl::Status finish();
   // The copies-in and kernel intervals from the slot's events (copies in: when they ran).

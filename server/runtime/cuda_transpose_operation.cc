@@ -88,44 +88,18 @@ class CudaTranspose : public CudaOperation {
   }
 
   absl::Status launch(Outcome& outcome) {
-    const auto enqueue = [this]() -> absl::Status {
-      if (absl::Status s =
-              kernels::LaunchGraphs::record_event(events().kernel_begin.get(), stream_);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = variant_->launch(problem_, context_exec_); !s.ok()) return s;
-      return kernels::LaunchGraphs::record_event(events().kernel_end.get(), stream_);
-    };
+    const auto work = [this] { return variant_->launch(problem_, context_exec_); };
     kernels::LaunchKey key;
     key.add(variant_->name)
         .add(problem_)
         .add(context_exec_.workspace)
         .add(context_exec_.workspace_bytes);
-    return enqueue_device_work(key, /*capturable=*/true, enqueue, outcome);
+    return launch_device_work(key, /*capturable=*/true, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {
-    const absl::Time start = absl::Now();
-    const bool to_host = !job_.keep_result && !job_.in_place;
-    if (job_.device_out != nullptr) {
-      if (absl::Status s =
-              cuda_status(cudaMemcpyAsync(job_.device_out->block.data(), dst_, job_.out_bytes(),
-                                          cudaMemcpyDeviceToDevice, stream_),
-                          "result to CUDA memory");
-          !s.ok()) {
-        return s;
-      }
-    } else if (to_host) {
-      if (absl::Status s =
-              slot_->staging.to_host(out_.data(), dst_, out_.size(), stream_, copier());
-          !s.ok()) {
-        return s;
-      }
-    }
-    if (absl::Status s = finish(); !s.ok()) return s;
-    outcome.times.device_to_host_us = to_host ? micros_since(start) : 0.0;
-    return absl::OkStatus();
+    return copy_result_out(dst_, job_.out_bytes(), job_.device_out.get(), out_,
+                           !job_.keep_result && !job_.in_place, outcome);
   }
 
   void record(Outcome& outcome) {
