@@ -14,34 +14,34 @@ namespace matserve::client::bench {
 #ifdef MATSERVE_HAVE_CUDA
 namespace {
 
-absl::Status Check(cudaError_t e, const char* what) {
+absl::Status check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
 }  // namespace
 
-absl::StatusOr<CudaIpcBuffer> CudaIpcBuffer::Create(std::size_t bytes, int ordinal) {
+absl::StatusOr<CudaIpcBuffer> CudaIpcBuffer::create(std::size_t bytes, int ordinal) {
   CudaIpcBuffer b;
-  if (absl::Status s = Check(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
-  if (absl::Status s = Check(cudaMalloc(&b.device_, bytes), "cudaMalloc"); !s.ok()) return s;
+  if (absl::Status s = check(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
+  if (absl::Status s = check(cudaMalloc(&b.device_, bytes), "cudaMalloc"); !s.ok()) return s;
   b.bytes_ = bytes;
   b.ordinal_ = ordinal;
   cudaIpcMemHandle_t h;
-  if (absl::Status s = Check(cudaIpcGetMemHandle(&h, b.device_), "cudaIpcGetMemHandle"); !s.ok()) {
+  if (absl::Status s = check(cudaIpcGetMemHandle(&h, b.device_), "cudaIpcGetMemHandle"); !s.ok()) {
     return s;
   }
   b.handle_.assign(reinterpret_cast<const char*>(&h), sizeof(h));
   return b;
 }
 
-absl::Status CudaIpcBuffer::Write(std::size_t offset, const void* data, std::size_t n) {
-  if (absl::Status s = Check(cudaSetDevice(ordinal_), "cudaSetDevice"); !s.ok()) return s;
-  return Check(cudaMemcpy(static_cast<char*>(device_) + offset, data, n, cudaMemcpyHostToDevice),
+absl::Status CudaIpcBuffer::write(std::size_t offset, const void* data, std::size_t n) {
+  if (absl::Status s = check(cudaSetDevice(ordinal_), "cudaSetDevice"); !s.ok()) return s;
+  return check(cudaMemcpy(static_cast<char*>(device_) + offset, data, n, cudaMemcpyHostToDevice),
                "cudaMemcpy");
 }
 
-void CudaIpcBuffer::Free() {
+void CudaIpcBuffer::free() {
   if (device_ != nullptr) {
     cudaSetDevice(ordinal_);
     cudaFree(device_);
@@ -49,26 +49,26 @@ void CudaIpcBuffer::Free() {
   device_ = nullptr;
 }
 #else
-absl::StatusOr<CudaIpcBuffer> CudaIpcBuffer::Create(std::size_t /*bytes*/, int /*ordinal*/) {
+absl::StatusOr<CudaIpcBuffer> CudaIpcBuffer::create(std::size_t /*bytes*/, int /*ordinal*/) {
   return absl::UnimplementedError("cuda-ipc: this matserve-bench was built without CUDA");
 }
 
-absl::Status CudaIpcBuffer::Write(std::size_t, const void*, std::size_t) {
+absl::Status CudaIpcBuffer::write(std::size_t, const void*, std::size_t) {
   return absl::UnimplementedError("cuda-ipc: this matserve-bench was built without CUDA");
 }
 
-void CudaIpcBuffer::Free() {
+void CudaIpcBuffer::free() {
   device_ = nullptr;
 }
 #endif
 
 CudaIpcBuffer::~CudaIpcBuffer() {
-  Free();
+  free();
 }
 
 CudaIpcBuffer& CudaIpcBuffer::operator=(CudaIpcBuffer&& o) noexcept {
   if (this != &o) {
-    Free();
+    free();
     device_ = std::exchange(o.device_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     ordinal_ = o.ordinal_;

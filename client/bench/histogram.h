@@ -15,16 +15,16 @@ inline constexpr int kBucketsPerDecade = 20;
 inline constexpr int kHistogramBuckets = 8 * kBucketsPerDecade + 2;  // 1 us .. 100 s, overflow
 
 // Upper bound in microseconds of bucket `index` (10^(index/20); infinity for the last).
-double BucketUpperBound(int index);
+double bucket_upper_bound(int index);
 
 // The bucket of `us`: the first whose upper bound is >= us (values <= 1 us land in bucket 0).
-int BucketIndex(double us);
+int bucket_index(double us);
 
 // kHistogramBuckets counts of `values_us`.
-std::vector<std::int64_t> Bucketize(const std::vector<double>& values_us);
+std::vector<std::int64_t> bucketize(const std::vector<double>& values_us);
 
 // CSV `run,shape,mode,variant,precision,concurrency,le_us,count`: per run, the buckets from its
 // first non-empty one to its last ("inf" for the overflow bound); counts sum to its ok requests.
-void WriteHistogramCsv(std::ostream& out, const std::vector<RunReport>& runs);
+void write_histogram_csv(std::ostream& out, const std::vector<RunReport>& runs);
 
 }  // namespace matserve::client::bench

@@ -46,13 +46,13 @@ std::vector<RunSpec> Plan(const BenchOptions& o) {
   return plan;
 }
 
-std::string Label(const RunSpec& s, std::size_t i, std::size_t n) {
-  return absl::StrCat("[", i + 1, "/", n, "] ", s.shape.Name(), " ", ModeName(s.mode), " ",
+std::string label(const RunSpec& s, std::size_t i, std::size_t n) {
+  return absl::StrCat("[", i + 1, "/", n, "] ", s.shape.name(), " ", ModeName(s.mode), " ",
                       s.variant, " ", s.precision, " c=", s.concurrency,
                       s.batch > 1 ? absl::StrCat(" batch=", s.batch) : "");
 }
 
-bool WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write) {
+bool write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
   if (path.empty()) return true;
   std::ofstream file(path);
   write(file);
@@ -61,22 +61,22 @@ bool WriteFile(const std::string& path, const std::function<void(std::ostream&)>
   return static_cast<bool>(file);
 }
 
-int Main(int argc, char** argv) {
+int run_bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto parsed = ParseOptions(args);
+  auto parsed = parse_options(args);
   if (!parsed.ok()) {
     std::cerr << "error: " << parsed.status().message() << "\n(see matserve-bench --help)\n";
     return 1;
   }
   for (const std::string& warning : parsed->warnings) std::cerr << "warning: " << warning << "\n";
   if (parsed->help) {
-    std::cout << Usage();
+    std::cout << usage();
     return 0;
   }
   // --a-npy / --b-npy: the files fix the shape and, unless --compute says, the data type.
   std::optional<FileOperands> files;
   if (!parsed->a_npy.empty() || !parsed->b_npy.empty()) {
-    absl::StatusOr<FileOperands> loaded = LoadFileOperands(*parsed);
+    absl::StatusOr<FileOperands> loaded = load_file_operands(*parsed);
     if (!loaded.ok()) {
       std::cerr << "error: " << loaded.status().message() << "\n";
       return 1;
@@ -85,7 +85,7 @@ int Main(int argc, char** argv) {
     parsed->shapes = {files->shape};
     if (!parsed->compute_given) parsed->compute = {files->data_type};
   }
-  if (absl::Status s = ApplySecurityFiles(parsed->security, parsed->client); !s.ok()) {
+  if (absl::Status s = apply_security_files(parsed->security, parsed->client); !s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
   }
@@ -94,15 +94,15 @@ int Main(int argc, char** argv) {
   client_options.deadline = std::chrono::milliseconds(o.deadline_ms);
   client_options.connect_timeout = std::chrono::seconds(10);
   client_options.channel_args = o.channel_args;
-  auto client = Client::Connect(o.target, client_options);
+  auto client = Client::connect(o.target, client_options);
   if (!client.ok()) {
-    std::cerr << "error: " << StatusCodeName(client.status().code()) << ": "
+    std::cerr << "error: " << status_code_name(client.status().code()) << ": "
               << client.status().message() << "\n";
     return 2;
   }
-  auto info = (*client)->GetServerInfo();
+  auto info = (*client)->get_server_info();
   if (!info.ok()) {
-    std::cerr << "error: GetServerInfo: " << StatusCodeName(info.status().code()) << ": "
+    std::cerr << "error: GetServerInfo: " << status_code_name(info.status().code()) << ": "
               << info.status().message() << "\n";
     return 2;
   }
@@ -123,23 +123,23 @@ int Main(int argc, char** argv) {
             << server.backend << ", " << absl::StrJoin(server.devices, ", ") << "), each "
             << o.warmup << " warm-up requests per worker then " << stop << ", "
             << (o.client_per_worker ? "one client per worker" : "one shared client")
-            << (o.workload.ops.size() > 1 || !o.workload.Has(Op::kMultiply)
-                    ? absl::StrCat(", workload ", o.workload.Name())
+            << (o.workload.ops.size() > 1 || !o.workload.has(Op::kMultiply)
+                    ? absl::StrCat(", workload ", o.workload.name())
                     : "")
             << (files ? absl::StrCat(", operands from ", o.a_npy,
                                      o.b_npy.empty() ? "" : absl::StrCat(" and ", o.b_npy))
                       : "")
             << ":\n";
   for (std::size_t i = 0; i < plan.size(); ++i)
-    std::cout << "  " << Label(plan[i], i, plan.size()) << "\n";
+    std::cout << "  " << label(plan[i], i, plan.size()) << "\n";
   std::cout << std::flush;
 
   const bool tty = o.progress && isatty(STDERR_FILENO);
   std::vector<RunReport> reports;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     RunContext context{o, o.client_per_worker ? nullptr : client->get(), tty,
-                       Label(plan[i], i, plan.size()), files ? &*files : nullptr};
-    reports.push_back(MakeReport(RunOne(context, plan[i]), info->devices_size()));
+                       label(plan[i], i, plan.size()), files ? &*files : nullptr};
+    reports.push_back(make_report(RunOne(context, plan[i]), info->devices_size()));
     if (!tty) {
       const RunReport& r = reports.back();
       std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "
@@ -149,18 +149,20 @@ int Main(int argc, char** argv) {
     }
   }
   std::cout << "\n";
-  PrintTable(std::cout, reports);
-  PrintSections(std::cout, reports);
+  print_table(std::cout, reports);
+  print_sections(std::cout, reports);
 
   const std::string command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
   const std::string mode = o.client_per_worker ? "per-worker" : "shared";
-  bool written = WriteFile(
-      o.json_path, [&](std::ostream& f) { WriteJson(f, reports, server, command_line, mode); });
-  written &= WriteFile(o.csv_path, [&](std::ostream& f) { WriteCsv(f, reports); });
+  bool written = write_file(
+      o.json_path, [&](std::ostream& f) { write_json(f, reports, server, command_line, mode); });
+  written &= write_file(o.csv_path, [&](std::ostream& f) { write_csv(f, reports); });
   written &=
-      WriteFile(o.markdown_path, [&](std::ostream& f) { PrintMarkdown(f, reports, server); });
-  written &= WriteFile(o.histogram_path, [&](std::ostream& f) { WriteHistogramCsv(f, reports); });
-  written &= WriteFile(o.timeseries_path, [&](std::ostream& f) { WriteTimeseriesCsv(f, reports); });
+      write_file(o.markdown_path, [&](std::ostream& f) { print_markdown(f, reports, server); });
+  written &=
+      write_file(o.histogram_path, [&](std::ostream& f) { write_histogram_csv(f, reports); });
+  written &=
+      write_file(o.timeseries_path, [&](std::ostream& f) { write_timeseries_csv(f, reports); });
   if (!written) return 1;
   for (const auto& r : reports) {
     if (r.errors > 0) return 3;
@@ -175,5 +177,5 @@ int Main(int argc, char** argv) {
 }  // namespace matserve::client::bench
 
 int main(int argc, char** argv) {
-  return matserve::client::bench::Main(argc, argv);
+  return matserve::client::bench::run_bench(argc, argv);
 }

@@ -14,15 +14,15 @@
 namespace matserve::client::bench {
 
 // The data type sent for a --compute name: fp32 for fp32, tf32 and fp8 (quantized on the device).
-DType DataTypeOf(const std::string& precision);
+DType data_type_of(const std::string& precision);
 
 // `count` random rows x cols matrices, row-major, stacked batch-major (the bytes of one
 // count*rows x cols matrix); Matrix.batch says how many when more than one.
-v1::Matrix RandomOperand(std::int64_t rows, std::int64_t cols, std::int64_t count, DType dtype,
-                         std::uint64_t seed);
+v1::Matrix random_operand(std::int64_t rows, std::int64_t cols, std::int64_t count, DType dtype,
+                          std::uint64_t seed);
 
 // The matrices of a stack, one Matrix each.
-std::vector<v1::Matrix> Unstack(const v1::Matrix& stack);
+std::vector<v1::Matrix> unstack(const v1::Matrix& stack);
 
 // Operands from files: A (always) and B (when the workload multiplies), and the shape they make
 // (m x k from A; n from B, or m for a transpose-only workload).
@@ -36,6 +36,6 @@ struct FileOperands {
 // Reads options.a_npy / options.b_npy. INVALID_ARGUMENT (or NOT_FOUND for a missing file) naming
 // the option: unreadable or malformed file, B missing for a multiply, A's columns not B's rows,
 // different dtypes, a --compute mode the file's data cannot feed.
-absl::StatusOr<FileOperands> LoadFileOperands(const BenchOptions& options);
+absl::StatusOr<FileOperands> load_file_operands(const BenchOptions& options);
 
 }  // namespace matserve::client::bench

@@ -14,7 +14,7 @@
 
 namespace matserve::client::bench {
 
-std::string Shape::Name() const {
+std::string Shape::name() const {
   return absl::StrCat(m, "x", n, "x", k);
 }
 
@@ -31,91 +31,91 @@ const char* ModeName(Mode mode) {
 
 namespace {
 
-absl::Status Bad(const std::string& what) {
+absl::Status bad(const std::string& what) {
   return absl::InvalidArgumentError(what);
 }
 
-absl::StatusOr<std::int64_t> ParseInt(const std::string& name, const std::string& text,
-                                      std::int64_t min_value) {
+absl::StatusOr<std::int64_t> parse_int(const std::string& name, const std::string& text,
+                                       std::int64_t min_value) {
   std::int64_t v = 0;
   if (!absl::SimpleAtoi(text, &v) || v < min_value) {
-    return Bad(absl::StrCat(name, ": expected an integer >= ", min_value, ", got '", text, "'"));
+    return bad(absl::StrCat(name, ": expected an integer >= ", min_value, ", got '", text, "'"));
   }
   return v;
 }
 
-std::vector<std::string> SplitList(const std::string& text) {
+std::vector<std::string> split_list(const std::string& text) {
   return absl::StrSplit(text, ',', absl::SkipEmpty());
 }
 
 // The modes a comma list names, each through `names` (name, mode); `flag` and `expected` for the
 // message when one is not there.
-absl::StatusOr<std::vector<Mode>> ParseModeList(
+absl::StatusOr<std::vector<Mode>> parse_mode_list(
     const std::string& flag, const std::string& text,
     std::initializer_list<std::pair<std::string_view, Mode>> names, const char* expected) {
   std::vector<Mode> modes;
-  for (const std::string& item : SplitList(text)) {
+  for (const std::string& item : split_list(text)) {
     const auto* it =
         std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == item; });
-    if (it == names.end()) return Bad(absl::StrCat(flag, ": '", item, "' is not ", expected));
+    if (it == names.end()) return bad(absl::StrCat(flag, ": '", item, "' is not ", expected));
     modes.push_back(it->second);
   }
-  if (modes.empty()) return Bad(absl::StrCat(flag, ": empty list"));
+  if (modes.empty()) return bad(absl::StrCat(flag, ": empty list"));
   return modes;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> ParseConcurrency(const std::string& text) {
+absl::StatusOr<std::vector<int>> parse_concurrency(const std::string& text) {
   std::vector<int> out;
-  for (const std::string& item : SplitList(text)) {
+  for (const std::string& item : split_list(text)) {
     std::vector<std::string> parts = absl::StrSplit(item, ':');
     if (parts.size() == 1) {
-      auto v = ParseInt("--concurrency", parts[0], 1);
+      auto v = parse_int("--concurrency", parts[0], 1);
       if (!v.ok()) return v.status();
       out.push_back(static_cast<int>(*v));
       continue;
     }
     if (parts.size() != 3 || parts[2].size() < 2 || (parts[2][0] != 'x' && parts[2][0] != '+')) {
-      return Bad(absl::StrCat("--concurrency: '", item, "' is not N, LO:HI:xF or LO:HI:+D"));
+      return bad(absl::StrCat("--concurrency: '", item, "' is not N, LO:HI:xF or LO:HI:+D"));
     }
-    auto lo = ParseInt("--concurrency", parts[0], 1);
-    auto hi = ParseInt("--concurrency", parts[1], 1);
-    auto step = ParseInt("--concurrency", parts[2].substr(1), parts[2][0] == 'x' ? 2 : 1);
+    auto lo = parse_int("--concurrency", parts[0], 1);
+    auto hi = parse_int("--concurrency", parts[1], 1);
+    auto step = parse_int("--concurrency", parts[2].substr(1), parts[2][0] == 'x' ? 2 : 1);
     if (!lo.ok()) return lo.status();
     if (!hi.ok()) return hi.status();
     if (!step.ok()) return step.status();
     if (*hi < *lo || *hi > 100000)
-      return Bad(absl::StrCat("--concurrency: bad range '", item, "'"));
+      return bad(absl::StrCat("--concurrency: bad range '", item, "'"));
     for (std::int64_t c = *lo; c <= *hi; c = parts[2][0] == 'x' ? c * *step : c + *step) {
       out.push_back(static_cast<int>(c));
     }
   }
-  if (out.empty()) return Bad("--concurrency: empty list");
+  if (out.empty()) return bad("--concurrency: empty list");
   return out;
 }
 
-absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& text) {
+absl::StatusOr<std::vector<Shape>> parse_shapes(const std::string& text) {
   std::vector<Shape> out;
-  for (const std::string& item : SplitList(text)) {
+  for (const std::string& item : split_list(text)) {
     std::vector<std::string> parts = absl::StrSplit(item, 'x');
     if (parts.size() != 1 && parts.size() != 3) {
-      return Bad(absl::StrCat("--shapes: '", item, "' is not MxNxK or N"));
+      return bad(absl::StrCat("--shapes: '", item, "' is not MxNxK or N"));
     }
     std::vector<std::int64_t> dims;
     for (const std::string& p : parts) {
-      auto v = ParseInt("--shapes", p, 1);
+      auto v = parse_int("--shapes", p, 1);
       if (!v.ok()) return v.status();
       dims.push_back(*v);
     }
     out.push_back(dims.size() == 1 ? Shape{dims[0], dims[0], dims[0]}
                                    : Shape{dims[0], dims[1], dims[2]});
   }
-  if (out.empty()) return Bad("--shapes: empty list");
+  if (out.empty()) return bad("--shapes: empty list");
   return out;
 }
 
-absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) {
+absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
   static const std::set<std::string> kFlags = {"--help", "-h", "--no-progress"};
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -124,10 +124,10 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else if (!kFlags.count(name)) {
-      if (i + 1 >= args.size()) return Bad(absl::StrCat(name, ": missing value"));
+      if (i + 1 >= args.size()) return bad(absl::StrCat(name, ": missing value"));
       value = args[++i];
     }
-    if (auto measure = ParseMeasureOption(name, value, o); !measure.ok()) {
+    if (auto measure = parse_measure_option(name, value, o); !measure.ok()) {
       return measure.status();
     } else if (*measure) {
       continue;
@@ -139,7 +139,7 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
     } else if (name == "--target") {
       o.target = value;
     } else if (name == "--shapes") {
-      auto v = ParseShapes(value);
+      auto v = parse_shapes(value);
       if (!v.ok()) return v.status();
       o.shapes = *v;
       o.shapes_given = true;
@@ -148,94 +148,94 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
       // cuda-ipc.
       auto modes =
           name == "--modes"
-              ? ParseModeList(name, value,
-                              {{"inline", Mode::kInline},
-                               {"resident", Mode::kResident},
-                               {"ping", Mode::kPing},
-                               {"shm", Mode::kShm},
-                               {"cuda-ipc", Mode::kCudaIpc}},
-                              "inline, resident, shm, cuda-ipc or ping")
-              : ParseModeList(
+              ? parse_mode_list(name, value,
+                                {{"inline", Mode::kInline},
+                                 {"resident", Mode::kResident},
+                                 {"ping", Mode::kPing},
+                                 {"shm", Mode::kShm},
+                                 {"cuda-ipc", Mode::kCudaIpc}},
+                                "inline, resident, shm, cuda-ipc or ping")
+              : parse_mode_list(
                     name, value,
                     {{"grpc", Mode::kInline}, {"shm", Mode::kShm}, {"cuda-ipc", Mode::kCudaIpc}},
                     "grpc, shm or cuda-ipc");
       if (!modes.ok()) return modes.status();
       o.modes = *std::move(modes);
     } else if (name == "--variants") {
-      o.variants = SplitList(value);
-      if (o.variants.empty()) return Bad("--variants: empty list");
+      o.variants = split_list(value);
+      if (o.variants.empty()) return bad("--variants: empty list");
     } else if (name == "--compute" || name == "--precisions") {
       if (name == "--precisions") {
         o.warnings.push_back("--precisions is deprecated: the same list is --compute");
       }
-      o.compute = SplitList(value);
+      o.compute = split_list(value);
       for (const std::string& p : o.compute) {
         if (p != "fp64" && p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16" && p != "fp8") {
-          return Bad(absl::StrCat(name, ": '", p, "' is not fp64, fp32, tf32, fp16, bf16 or fp8"));
+          return bad(absl::StrCat(name, ": '", p, "' is not fp64, fp32, tf32, fp16, bf16 or fp8"));
         }
       }
-      if (o.compute.empty()) return Bad(absl::StrCat(name, ": empty list"));
+      if (o.compute.empty()) return bad(absl::StrCat(name, ": empty list"));
       o.compute_given = true;
     } else if (name == "--concurrency") {
-      auto v = ParseConcurrency(value);
+      auto v = parse_concurrency(value);
       if (!v.ok()) return v.status();
       o.concurrency = *v;
     } else if (name == "--batch") {
-      auto v = ParseInt(name, value, 1);
+      auto v = parse_int(name, value, 1);
       if (!v.ok()) return v.status();
       o.batch = *v;
     } else if (name == "--requests") {
-      auto v = ParseInt(name, value, 1);
+      auto v = parse_int(name, value, 1);
       if (!v.ok()) return v.status();
       o.requests = *v;
     } else if (name == "--rate") {
       double r = 0;
       if (!absl::SimpleAtod(value, &r) || !(r > 0) || !std::isfinite(r)) {
-        return Bad(absl::StrCat("--rate: '", value, "' is not a positive number of requests/s"));
+        return bad(absl::StrCat("--rate: '", value, "' is not a positive number of requests/s"));
       }
       o.rate = r;
     } else if (name == "--arrivals") {
       if (value != "poisson" && value != "constant") {
-        return Bad(absl::StrCat("--arrivals: '", value, "' is not poisson or constant"));
+        return bad(absl::StrCat("--arrivals: '", value, "' is not poisson or constant"));
       }
       o.poisson_arrivals = value == "poisson";
     } else if (name == "--duration") {
       double d = 0;
       if (!absl::SimpleAtod(value, &d) || !(d > 0)) {
-        return Bad(absl::StrCat("--duration: expected seconds > 0, got '", value, "'"));
+        return bad(absl::StrCat("--duration: expected seconds > 0, got '", value, "'"));
       }
       o.duration_s = d;
     } else if (name == "--warmup") {
-      auto v = ParseInt(name, value, 0);
+      auto v = parse_int(name, value, 0);
       if (!v.ok()) return v.status();
       o.warmup = static_cast<int>(*v);
     } else if (name == "--client") {
       if (value != "shared" && value != "per-worker") {
-        return Bad(absl::StrCat("--client: '", value, "' is not shared or per-worker"));
+        return bad(absl::StrCat("--client: '", value, "' is not shared or per-worker"));
       }
       o.client_per_worker = value == "per-worker";
     } else if (name == "--release") {
       if (value != "background" && value != "inline") {
-        return Bad(absl::StrCat("--release: '", value, "' is not background or inline"));
+        return bad(absl::StrCat("--release: '", value, "' is not background or inline"));
       }
       o.release_inline = value == "inline";
     } else if (name == "--cuda-device") {
-      auto v = ParseInt(name, value, 0);
+      auto v = parse_int(name, value, 0);
       if (!v.ok()) return v.status();
       o.cuda_device = static_cast<int>(*v);
     } else if (name == "--channel-arg") {
       const std::size_t eq = value.find('=');
       int number = 0;
       if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(value.substr(eq + 1), &number)) {
-        return Bad(absl::StrCat("--channel-arg: '", value, "' is not NAME=INTEGER"));
+        return bad(absl::StrCat("--channel-arg: '", value, "' is not NAME=INTEGER"));
       }
       o.channel_args.emplace_back(value.substr(0, eq), number);
     } else if (name == "--deadline-ms") {
-      auto v = ParseInt(name, value, 1);
+      auto v = parse_int(name, value, 1);
       if (!v.ok()) return v.status();
       o.deadline_ms = *v;
     } else if (name == "--seed") {
-      auto v = ParseInt(name, value, 0);
+      auto v = parse_int(name, value, 0);
       if (!v.ok()) return v.status();
       o.seed = static_cast<std::uint64_t>(*v);
     } else if (name == "--token-file") {
@@ -255,26 +255,26 @@ absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args) 
     } else if (name == "--markdown") {
       o.markdown_path = value;
     } else {
-      return Bad(absl::StrCat("unknown option '", name, "' (see --help)"));
+      return bad(absl::StrCat("unknown option '", name, "' (see --help)"));
     }
   }
   if (o.batch > 1) {
     for (Mode mode : o.modes) {
       if (mode == Mode::kShm || mode == Mode::kCudaIpc) {
-        return Bad(absl::StrCat("--batch: ", o.batch, " products per request need the inline or ",
+        return bad(absl::StrCat("--batch: ", o.batch, " products per request need the inline or ",
                                 "resident mode, not ", ModeName(mode)));
       }
     }
   }
-  if (absl::Status s = CheckSecurityFiles(o.security); !s.ok()) {
-    return Bad(std::string(s.message()));
+  if (absl::Status s = check_security_files(o.security); !s.ok()) {
+    return bad(std::string(s.message()));
   }
-  if (absl::Status s = CheckMeasureOptions(o); !s.ok()) return s;
+  if (absl::Status s = check_measure_options(o); !s.ok()) return s;
   if (!o.requests && !o.duration_s && o.stability.window_ms <= 0) o.duration_s = 5.0;
   return o;
 }
 
-std::string Usage() {
+std::string usage() {
   return R"(matserve-bench: closed- or open-loop load on a matserve server (Multiply, MultiplyBatched,
 Transpose, or a mix of them).
 

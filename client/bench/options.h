@@ -18,7 +18,7 @@ namespace matserve::client::bench {
 
 struct Shape {
   std::int64_t m = 0, n = 0, k = 0;  // C (m x n) = A (m x k) * B (k x n)
-  std::string Name() const;          // "256x256x256"
+  std::string name() const;          // "256x256x256"
 };
 
 // kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
@@ -82,21 +82,21 @@ struct BenchOptions {
 };
 
 // "1,8,64" or "1:64:x2" (geometric) or "1:8:+1" (arithmetic), or a mix of those, comma-separated.
-absl::StatusOr<std::vector<int>> ParseConcurrency(const std::string& text);
+absl::StatusOr<std::vector<int>> parse_concurrency(const std::string& text);
 // "256x256x256,1024" (a single number n means n x n x n).
-absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& text);
+absl::StatusOr<std::vector<Shape>> parse_shapes(const std::string& text);
 
 // argv without the program name. INVALID_ARGUMENT naming the bad option.
-absl::StatusOr<BenchOptions> ParseOptions(const std::vector<std::string>& args);
+absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args);
 
 // The options of options_measure.cc (workload, operand files, windows, exports): true when `name`
 // is one of them (then applied to `o`), false when it is not.
-absl::StatusOr<bool> ParseMeasureOption(const std::string& name, const std::string& value,
-                                        BenchOptions& o);
+absl::StatusOr<bool> parse_measure_option(const std::string& name, const std::string& value,
+                                          BenchOptions& o);
 // Their checks against the rest of the line, once everything is parsed.
-absl::Status CheckMeasureOptions(const BenchOptions& o);
+absl::Status check_measure_options(const BenchOptions& o);
 
 // The --help text.
-std::string Usage();
+std::string usage();
 
 }  // namespace matserve::client::bench

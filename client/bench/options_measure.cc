@@ -14,7 +14,7 @@ namespace {
 
 // A number in [min_value, max_value] (an integer when `integer`), or INVALID_ARGUMENT naming
 // the option.
-absl::StatusOr<double> Number(const std::string& name, const std::string& value, double min_value,
+absl::StatusOr<double> number(const std::string& name, const std::string& value, double min_value,
                               double max_value, bool integer) {
   double v = 0;
   if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < min_value || v > max_value ||
@@ -28,8 +28,8 @@ absl::StatusOr<double> Number(const std::string& name, const std::string& value,
 
 }  // namespace
 
-absl::StatusOr<bool> ParseMeasureOption(const std::string& name, const std::string& value,
-                                        BenchOptions& o) {
+absl::StatusOr<bool> parse_measure_option(const std::string& name, const std::string& value,
+                                          BenchOptions& o) {
   StabilityOptions& s = o.stability;
   struct Numeric {
     const char* name;
@@ -47,7 +47,7 @@ absl::StatusOr<bool> ParseMeasureOption(const std::string& name, const std::stri
   for (const Numeric& n : numerics) {
     if (name != n.name) continue;
     absl::StatusOr<double> v =
-        Number(name, value, n.min_value, n.max_value, n.target_int != nullptr);
+        number(name, value, n.min_value, n.max_value, n.target_int != nullptr);
     if (!v.ok()) return v.status();
     if (n.target_int != nullptr) {
       *n.target_int = static_cast<int>(*v);
@@ -66,13 +66,13 @@ absl::StatusOr<bool> ParseMeasureOption(const std::string& name, const std::stri
     return true;
   }
   if (name != "--workload") return false;
-  absl::StatusOr<Workload> workload = ParseWorkload(value);
+  absl::StatusOr<Workload> workload = parse_workload(value);
   if (!workload.ok()) return workload.status();
   o.workload = *std::move(workload);
   return true;
 }
 
-absl::Status CheckMeasureOptions(const BenchOptions& o) {
+absl::Status check_measure_options(const BenchOptions& o) {
   const StabilityOptions& s = o.stability;
   if (s.window_ms > 0 && (o.requests || o.duration_s)) {
     return absl::InvalidArgumentError(
@@ -83,7 +83,7 @@ absl::Status CheckMeasureOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-trials ", s.max_trials, " is fewer than --stability-windows ", s.windows));
   }
-  if (o.workload.Has(Op::kTranspose)) {
+  if (o.workload.has(Op::kTranspose)) {
     if (o.batch > 1) return absl::InvalidArgumentError("--batch: not with transposes (--workload)");
     for (Mode mode : o.modes) {
       if (mode == Mode::kShm || mode == Mode::kCudaIpc) {

@@ -8,22 +8,22 @@ namespace matserve::client::bench {
 
 Releaser::Releaser(Client& client, int threads, std::size_t max_queued)
     : client_(client), max_queued_(max_queued) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
 Releaser::~Releaser() {
   Recorder ignored;
-  Finish(ignored);
+  finish(ignored);
 }
 
-void Releaser::Push(std::vector<std::string> handles) {
+void Releaser::push(std::vector<std::string> handles) {
   std::unique_lock lock(mu_);
   changed_.wait(lock, [&] { return queue_.size() < max_queued_; });
   queue_.push_back(std::move(handles));
   changed_.notify_all();
 }
 
-void Releaser::Finish(Recorder& record) {
+void Releaser::finish(Recorder& record) {
   {
     std::lock_guard lock(mu_);
     closing_ = true;
@@ -38,7 +38,7 @@ void Releaser::Finish(Recorder& record) {
   record_ = Recorder{};
 }
 
-void Releaser::Loop() {
+void Releaser::loop() {
   for (;;) {
     std::vector<std::string> handles;
     {
@@ -58,7 +58,7 @@ void Releaser::Loop() {
       changed_.notify_all();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = client_.Release(handles).ok();
+    const bool ok = client_.release(handles).ok();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard lock(mu_);

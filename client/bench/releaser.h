@@ -31,12 +31,12 @@ class Releaser {
   static constexpr std::size_t kMaxHandlesPerCall = 256;
 
   // The handles of one request's results (released together, possibly with others queued).
-  void Push(std::vector<std::string> handles);
+  void push(std::vector<std::string> handles);
   // Drains the queue, joins the threads and adds their release_us / release_errors to `record`.
-  void Finish(Recorder& record);
+  void finish(Recorder& record);
 
  private:
-  void Loop();
+  void loop();
 
   Client& client_;
   std::size_t max_queued_;

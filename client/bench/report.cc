@@ -11,7 +11,7 @@
 
 namespace matserve::client::bench {
 
-RunReport MakeReport(RunResult result, int devices) {
+RunReport make_report(RunResult result, int devices) {
   Recorder& r = result.record;
   RunReport rep;
   rep.spec = result.spec;
@@ -51,21 +51,21 @@ RunReport MakeReport(RunResult result, int devices) {
     o.errors = op.errors;
     o.requests = o.ok + o.errors;
     o.requests_per_s = static_cast<double>(o.requests) / wall;
-    o.client_us = Summarize(op.client_us);
+    o.client_us = summarize(op.client_us);
   }
   rep.stability = std::move(result.stability);
-  rep.histogram = Bucketize(r.client_us);
-  rep.seconds = PerSecond(r.completions, result.wall_s);
-  rep.client_us = Summarize(r.client_us);
-  rep.server_total_us = Summarize(r.server_total_us);
-  rep.kernel_us = Summarize(r.kernel_us);
-  rep.overhead_us = Summarize(r.overhead_us);
-  rep.queue_us = Summarize(r.queue_us);
-  rep.h2d_us = Summarize(r.host_to_device_us);
-  rep.d2h_us = Summarize(r.device_to_host_us);
-  rep.release_us = Summarize(r.release_us);
-  rep.merged_requests = Summarize(r.merged_requests);
-  rep.batch_wait_us = Summarize(r.batch_wait_us);
+  rep.histogram = bucketize(r.client_us);
+  rep.seconds = per_second(r.completions, result.wall_s);
+  rep.client_us = summarize(r.client_us);
+  rep.server_total_us = summarize(r.server_total_us);
+  rep.kernel_us = summarize(r.kernel_us);
+  rep.overhead_us = summarize(r.overhead_us);
+  rep.queue_us = summarize(r.queue_us);
+  rep.h2d_us = summarize(r.host_to_device_us);
+  rep.d2h_us = summarize(r.device_to_host_us);
+  rep.release_us = summarize(r.release_us);
+  rep.merged_requests = summarize(r.merged_requests);
+  rep.batch_wait_us = summarize(r.batch_wait_us);
   rep.bytes_sent_per_request = result.bytes_sent_per_request;
   rep.bytes_received_per_request = result.bytes_received_per_request;
   if (rep.bytes_sent_per_request > 0 && rep.h2d_us.p50 > 0) {
@@ -78,15 +78,15 @@ RunReport MakeReport(RunResult result, int devices) {
 
 namespace {
 
-std::string Us(double v) {
+std::string us(double v) {
   return v >= 10000 ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.1f", v);
 }
 
-std::string Rate(double v) {
+std::string rate(double v) {
   return v >= 100 ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.2f", v);
 }
 
-std::string Errors(const RunReport& r) {
+std::string errors(const RunReport& r) {
   if (r.errors == 0) return "0";
   std::string out;
   for (const auto& [code, n] : r.errors_by_code)
@@ -95,46 +95,46 @@ std::string Errors(const RunReport& r) {
 }
 
 // The mean of merged_requests, "-" when the server reported none.
-std::string Merged(const RunReport& r) {
+std::string merged(const RunReport& r) {
   return r.merged_requests.count > 0 ? absl::StrFormat("%.2f", r.merged_requests.mean) : "-";
 }
 
-std::vector<std::string> Headers() {
+std::vector<std::string> column_headers() {
   return {"shape",   "mode",    "variant",    "prec",    "conc",     "batch",    "requests",
           "errors",  "req/s",   "matrices/s", "merged",  "p50 us",   "p90 us",   "p95 us",
           "p99 us",  "max us",  "srv p50",    "srv p99", "kern p50", "kern p99", "ovh p50",
           "ovh p99", "h2d p50", "H2D GB/s",   "busy%"};
 }
 
-std::vector<std::string> Cells(const RunReport& r) {
-  return {r.spec.shape.Name(),
+std::vector<std::string> cells(const RunReport& r) {
+  return {r.spec.shape.name(),
           ModeName(r.spec.mode),
           r.spec.variant,
           r.spec.precision,
           absl::StrCat(r.spec.concurrency),
           absl::StrCat(r.spec.batch),
           absl::StrCat(r.requests),
-          Errors(r),
-          Rate(r.requests_per_s),
-          r.spec.mode == Mode::kPing ? "-" : Rate(r.matrices_per_s),
-          Merged(r),
-          Us(r.client_us.p50),
-          Us(r.client_us.p90),
-          Us(r.client_us.p95),
-          Us(r.client_us.p99),
-          Us(r.client_us.max),
-          Us(r.server_total_us.p50),
-          Us(r.server_total_us.p99),
-          Us(r.kernel_us.p50),
-          Us(r.kernel_us.p99),
-          Us(r.overhead_us.p50),
-          Us(r.overhead_us.p99),
-          Us(r.h2d_us.p50),
+          errors(r),
+          rate(r.requests_per_s),
+          r.spec.mode == Mode::kPing ? "-" : rate(r.matrices_per_s),
+          merged(r),
+          us(r.client_us.p50),
+          us(r.client_us.p90),
+          us(r.client_us.p95),
+          us(r.client_us.p99),
+          us(r.client_us.max),
+          us(r.server_total_us.p50),
+          us(r.server_total_us.p99),
+          us(r.kernel_us.p50),
+          us(r.kernel_us.p99),
+          us(r.overhead_us.p50),
+          us(r.overhead_us.p99),
+          us(r.h2d_us.p50),
           r.h2d_gb_per_s > 0 ? absl::StrFormat("%.2f", r.h2d_gb_per_s) : "-",
           absl::StrFormat("%.1f", 100 * r.device_busy)};
 }
 
-void Sep(std::ostream& out, const std::vector<std::size_t>& widths) {
+void sep(std::ostream& out, const std::vector<std::size_t>& widths) {
   for (std::size_t i = 0; i < widths.size(); ++i)
     out << (i ? "-+-" : "") << std::string(widths[i], '-');
   out << "\n";
@@ -142,10 +142,10 @@ void Sep(std::ostream& out, const std::vector<std::size_t>& widths) {
 
 }  // namespace
 
-void PrintTable(std::ostream& out, const std::vector<RunReport>& runs) {
-  const auto headers = Headers();
+void print_table(std::ostream& out, const std::vector<RunReport>& runs) {
+  const auto headers = column_headers();
   std::vector<std::vector<std::string>> rows;
-  for (const auto& r : runs) rows.push_back(Cells(r));
+  for (const auto& r : runs) rows.push_back(cells(r));
   std::vector<std::size_t> widths;
   for (const auto& h : headers) widths.push_back(h.size());
   for (const auto& row : rows) {
@@ -158,7 +158,7 @@ void PrintTable(std::ostream& out, const std::vector<RunReport>& runs) {
     out << "\n";
   };
   line(headers);
-  Sep(out, widths);
+  sep(out, widths);
   for (const auto& row : rows) line(row);
   out << "latency: client round trip (p50..max) and server total/kernel/overhead/host-to-device in"
          " us, nearest-rank\npercentiles over successful timed requests; busy% = sum(kernel)/(wall "
@@ -169,15 +169,15 @@ void PrintTable(std::ostream& out, const std::vector<RunReport>& runs) {
          " server's dynamic batching; 1 = each ran alone).\n";
   for (const auto& r : runs) {
     if (!r.first_error.empty()) {
-      out << "errors in " << r.spec.shape.Name() << " " << ModeName(r.spec.mode) << " "
+      out << "errors in " << r.spec.shape.name() << " " << ModeName(r.spec.mode) << " "
           << r.spec.variant << " " << r.spec.precision << " c=" << r.spec.concurrency << ": "
-          << Errors(r) << " (first: " << r.first_error << ")\n";
+          << errors(r) << " (first: " << r.first_error << ")\n";
     }
   }
 }
 
-void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
-                   const ServerDescription& server) {
+void print_markdown(std::ostream& out, const std::vector<RunReport>& runs,
+                    const ServerDescription& server) {
   out << "Server " << server.target << ": backend " << server.backend << ", version "
       << server.version << " (" << server.git_sha << ")";
   for (const auto& d : server.devices) out << ", " << d;
@@ -188,19 +188,19 @@ void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
          " kernels shared the device); matrices/s = products per second (successful req/s x"
          " batch); merged = mean requests per launch as the replies report it (the server's"
          " dynamic batching; 1 = each ran alone).\n\n|";
-  const auto headers = Headers();
+  const auto headers = column_headers();
   for (const auto& h : headers) out << " " << h << " |";
   out << "\n|";
   for (std::size_t i = 0; i < headers.size(); ++i) out << (i < 5 ? " --- |" : " ---: |");
   out << "\n";
   for (const auto& r : runs) {
     out << "|";
-    for (const auto& c : Cells(r)) out << " " << c << " |";
+    for (const auto& c : cells(r)) out << " " << c << " |";
     out << "\n";
   }
 }
 
-std::string JsonEscape(const std::string& s) {
+std::string json_escape(const std::string& s) {
   std::string out;
   for (const char ch : s) {
     switch (ch) {
@@ -222,36 +222,36 @@ std::string JsonEscape(const std::string& s) {
 namespace {
 
 std::string Q(const std::string& s) {
-  return "\"" + JsonEscape(s) + "\"";
+  return "\"" + json_escape(s) + "\"";
 }
 
-std::string Num(double v) {
+std::string num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
 }  // namespace
 
-std::string SummaryJson(const Summary& s) {
-  return absl::StrCat("{\"count\": ", s.count, ", \"min\": ", Num(s.min),
-                      ", \"mean\": ", Num(s.mean), ", \"p50\": ", Num(s.p50),
-                      ", \"p90\": ", Num(s.p90), ", \"p95\": ", Num(s.p95),
-                      ", \"p99\": ", Num(s.p99), ", \"max\": ", Num(s.max), "}");
+std::string summary_json(const Summary& s) {
+  return absl::StrCat("{\"count\": ", s.count, ", \"min\": ", num(s.min),
+                      ", \"mean\": ", num(s.mean), ", \"p50\": ", num(s.p50),
+                      ", \"p90\": ", num(s.p90), ", \"p95\": ", num(s.p95),
+                      ", \"p99\": ", num(s.p99), ", \"max\": ", num(s.max), "}");
 }
 
-std::string OperationsJson(const std::vector<OpReport>& ops) {
+std::string operations_json(const std::vector<OpReport>& ops) {
   std::string out = "{";
   for (const OpReport& op : ops) {
     absl::StrAppend(&out, out.size() > 1 ? ", " : "", Q(op.name), ": {\"requests\": ", op.requests,
                     ", \"ok\": ", op.ok, ", \"errors\": ", op.errors,
-                    ", \"requests_per_s\": ", Num(op.requests_per_s),
-                    ", \"client_us\": ", SummaryJson(op.client_us), "}");
+                    ", \"requests_per_s\": ", num(op.requests_per_s),
+                    ", \"client_us\": ", summary_json(op.client_us), "}");
   }
   return out + "}";
 }
 
 namespace {
 
-std::string Json(const std::map<std::string, std::int64_t>& m) {
+std::string json(const std::map<std::string, std::int64_t>& m) {
   std::string out = "{";
   for (const auto& [key, n] : m) absl::StrAppend(&out, out.size() > 1 ? ", " : "", Q(key), ": ", n);
   return out + "}";
@@ -259,9 +259,9 @@ std::string Json(const std::map<std::string, std::int64_t>& m) {
 
 }  // namespace
 
-void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
-               const ServerDescription& server, const std::string& command_line,
-               const std::string& client_mode) {
+void write_json(std::ostream& out, const std::vector<RunReport>& runs,
+                const ServerDescription& server, const std::string& command_line,
+                const std::string& client_mode) {
   out << "{\n  \"tool\": \"matserve-bench\",\n  \"command_line\": " << Q(command_line)
       << ",\n  \"client\": " << Q(client_mode) << ",\n  \"percentiles\": \"nearest-rank\""
       << ",\n  \"server\": {\"target\": " << Q(server.target)
@@ -273,42 +273,42 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunReport& r = runs[i];
     const Shape& s = r.spec.shape;
-    out << (i ? "," : "") << "\n    {\"shape\": " << Q(s.Name()) << ", \"m\": " << s.m
+    out << (i ? "," : "") << "\n    {\"shape\": " << Q(s.name()) << ", \"m\": " << s.m
         << ", \"n\": " << s.n << ", \"k\": " << s.k << ", \"mode\": " << Q(ModeName(r.spec.mode))
         << ", \"variant\": " << Q(r.spec.variant) << ", \"precision\": " << Q(r.spec.precision)
         << ", \"concurrency\": " << r.spec.concurrency << ", \"batch\": " << r.spec.batch
         << ",\n     \"requests\": " << r.requests << ", \"ok\": " << r.ok
-        << ", \"errors\": " << r.errors << ", \"errors_by_code\": " << Json(r.errors_by_code)
+        << ", \"errors\": " << r.errors << ", \"errors_by_code\": " << json(r.errors_by_code)
         << ", \"setup_failures\": " << r.setup_failures
         << ", \"release_errors\": " << r.release_errors << ", \"first_error\": " << Q(r.first_error)
-        << ",\n     \"variants_ran\": " << Json(r.variants)
-        << ", \"devices_ran\": " << Json(r.devices_ran)
-        << ", \"precisions_ran\": " << Json(r.precisions) << ",\n     \"wall_s\": " << Num(r.wall_s)
+        << ",\n     \"variants_ran\": " << json(r.variants)
+        << ", \"devices_ran\": " << json(r.devices_ran)
+        << ", \"precisions_ran\": " << json(r.precisions) << ",\n     \"wall_s\": " << num(r.wall_s)
         << ", \"start_unix_s\": " << absl::StrFormat("%.3f", r.start_unix_s) << ", \"load\": "
         << Q(!r.offered_rate      ? "closed"
              : r.poisson_arrivals ? "open, poisson arrivals"
                                   : "open, constant arrivals")
-        << ", \"offered_rate\": " << (r.offered_rate ? Num(*r.offered_rate) : "null")
-        << ", \"requests_per_s\": " << Num(r.requests_per_s)
-        << ", \"ok_per_s\": " << Num(r.ok_per_s) << ", \"gflops_per_s\": " << Num(r.gflops_per_s)
-        << ", \"matrices_per_s\": " << Num(r.matrices_per_s) << ", \"merged_requests_mean\": "
-        << (r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "null")
-        << ",\n     \"client_us\": " << SummaryJson(r.client_us)
-        << ",\n     \"server_total_us\": " << SummaryJson(r.server_total_us)
-        << ",\n     \"kernel_us\": " << SummaryJson(r.kernel_us)
-        << ",\n     \"overhead_us\": " << SummaryJson(r.overhead_us)
-        << ",\n     \"queue_us\": " << SummaryJson(r.queue_us)
-        << ",\n     \"host_to_device_us\": " << SummaryJson(r.h2d_us)
-        << ",\n     \"device_to_host_us\": " << SummaryJson(r.d2h_us)
-        << ",\n     \"release_us\": " << SummaryJson(r.release_us)
-        << ",\n     \"batch_wait_us\": " << SummaryJson(r.batch_wait_us)
+        << ", \"offered_rate\": " << (r.offered_rate ? num(*r.offered_rate) : "null")
+        << ", \"requests_per_s\": " << num(r.requests_per_s)
+        << ", \"ok_per_s\": " << num(r.ok_per_s) << ", \"gflops_per_s\": " << num(r.gflops_per_s)
+        << ", \"matrices_per_s\": " << num(r.matrices_per_s) << ", \"merged_requests_mean\": "
+        << (r.merged_requests.count > 0 ? num(r.merged_requests.mean) : "null")
+        << ",\n     \"client_us\": " << summary_json(r.client_us)
+        << ",\n     \"server_total_us\": " << summary_json(r.server_total_us)
+        << ",\n     \"kernel_us\": " << summary_json(r.kernel_us)
+        << ",\n     \"overhead_us\": " << summary_json(r.overhead_us)
+        << ",\n     \"queue_us\": " << summary_json(r.queue_us)
+        << ",\n     \"host_to_device_us\": " << summary_json(r.h2d_us)
+        << ",\n     \"device_to_host_us\": " << summary_json(r.d2h_us)
+        << ",\n     \"release_us\": " << summary_json(r.release_us)
+        << ",\n     \"batch_wait_us\": " << summary_json(r.batch_wait_us)
         << ",\n     \"bytes_sent_per_request\": " << r.bytes_sent_per_request
         << ", \"bytes_received_per_request\": " << r.bytes_received_per_request
-        << ", \"h2d_gb_per_s\": " << (r.h2d_gb_per_s > 0 ? Num(r.h2d_gb_per_s) : "null")
-        << ", \"devices\": " << r.devices << ", \"device_busy_lower_bound\": " << Num(r.device_busy)
+        << ", \"h2d_gb_per_s\": " << (r.h2d_gb_per_s > 0 ? num(r.h2d_gb_per_s) : "null")
+        << ", \"devices\": " << r.devices << ", \"device_busy_lower_bound\": " << num(r.device_busy)
         << ",\n     \"workload\": " << Q(r.workload)
-        << ", \"operations\": " << OperationsJson(r.ops)
-        << ",\n     \"stability\": " << StabilityJson(r.stability) << "}";
+        << ", \"operations\": " << operations_json(r.ops)
+        << ",\n     \"stability\": " << stability_json(r.stability) << "}";
   }
   out << "\n  ]\n}\n";
 }
@@ -316,21 +316,21 @@ void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
 namespace {
 
 // "multiply=80;transpose=20": successful requests per operation (a CSV cell, so no commas).
-std::string OkByOperation(const RunReport& r) {
+std::string ok_by_operation(const RunReport& r) {
   return absl::StrJoin(r.ops, ";", [](std::string* out, const OpReport& op) {
     absl::StrAppend(out, op.name, "=", op.ok);
   });
 }
 
 // "yes" or "no" for a windowed run, empty otherwise.
-std::string Stable(const RunReport& r) {
+std::string stable(const RunReport& r) {
   if (r.stability.options.window_ms <= 0) return "";
   return r.stability.stable ? "yes" : "no";
 }
 
 }  // namespace
 
-void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
+void write_csv(std::ostream& out, const std::vector<RunReport>& runs) {
   out << "shape,m,n,k,mode,variant,precision,concurrency,requests,ok,errors,errors_by_code,wall_s,"
          "requests_per_s,ok_per_s,gflops_per_s,client_p50_us,client_p90_us,client_p95_us,"
          "client_p99_us,client_max_us,server_total_p50_us,server_total_p99_us,kernel_p50_us,"
@@ -344,24 +344,24 @@ void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs) {
     for (const auto& [code, n] : r.errors_by_code)
       absl::StrAppend(&codes, codes.empty() ? "" : ";", code, "=", n);
     const std::string merged_mean =
-        r.merged_requests.count > 0 ? Num(r.merged_requests.mean) : "";  // empty: not reported
+        r.merged_requests.count > 0 ? num(r.merged_requests.mean) : "";  // empty: not reported
     out << absl::StrJoin(
                std::vector<std::string>{
-                   s.Name(), absl::StrCat(s.m), absl::StrCat(s.n), absl::StrCat(s.k),
+                   s.name(), absl::StrCat(s.m), absl::StrCat(s.n), absl::StrCat(s.k),
                    ModeName(r.spec.mode), r.spec.variant, r.spec.precision,
                    absl::StrCat(r.spec.concurrency), absl::StrCat(r.requests), absl::StrCat(r.ok),
-                   absl::StrCat(r.errors), codes, Num(r.wall_s), Num(r.requests_per_s),
-                   Num(r.ok_per_s), Num(r.gflops_per_s), Num(r.client_us.p50), Num(r.client_us.p90),
-                   Num(r.client_us.p95), Num(r.client_us.p99), Num(r.client_us.max),
-                   Num(r.server_total_us.p50), Num(r.server_total_us.p99), Num(r.kernel_us.p50),
-                   Num(r.kernel_us.p99), Num(r.overhead_us.p50), Num(r.overhead_us.p99),
-                   Num(r.queue_us.p50), Num(r.h2d_us.p50), Num(r.h2d_us.p99), Num(r.d2h_us.p50),
-                   Num(r.release_us.p50), absl::StrCat(r.bytes_sent_per_request),
-                   Num(r.h2d_gb_per_s), absl::StrCat(r.devices), Num(r.device_busy),
-                   absl::StrCat(r.spec.batch), Num(r.matrices_per_s), merged_mean,
-                   Num(r.batch_wait_us.p50),
+                   absl::StrCat(r.errors), codes, num(r.wall_s), num(r.requests_per_s),
+                   num(r.ok_per_s), num(r.gflops_per_s), num(r.client_us.p50), num(r.client_us.p90),
+                   num(r.client_us.p95), num(r.client_us.p99), num(r.client_us.max),
+                   num(r.server_total_us.p50), num(r.server_total_us.p99), num(r.kernel_us.p50),
+                   num(r.kernel_us.p99), num(r.overhead_us.p50), num(r.overhead_us.p99),
+                   num(r.queue_us.p50), num(r.h2d_us.p50), num(r.h2d_us.p99), num(r.d2h_us.p50),
+                   num(r.release_us.p50), absl::StrCat(r.bytes_sent_per_request),
+                   num(r.h2d_gb_per_s), absl::StrCat(r.devices), num(r.device_busy),
+                   absl::StrCat(r.spec.batch), num(r.matrices_per_s), merged_mean,
+                   num(r.batch_wait_us.p50),
                    // A mix names its weights with commas.
-                   absl::StrCat("\"", r.workload, "\""), OkByOperation(r), Stable(r),
+                   absl::StrCat("\"", r.workload, "\""), ok_by_operation(r), stable(r),
                    absl::StrCat(r.stability.windows.size())},
                ",")
         << "\n";

@@ -58,25 +58,25 @@ struct RunReport {
 };
 
 // Derives the report of a run on a server with `devices` devices (sorts the record's samples).
-RunReport MakeReport(RunResult result, int devices);
+RunReport make_report(RunResult result, int devices);
 
-void PrintTable(std::ostream& out, const std::vector<RunReport>& runs);
-void PrintMarkdown(std::ostream& out, const std::vector<RunReport>& runs,
-                   const ServerDescription& server);
-void WriteJson(std::ostream& out, const std::vector<RunReport>& runs,
-               const ServerDescription& server, const std::string& command_line,
-               const std::string& client_mode);
-void WriteCsv(std::ostream& out, const std::vector<RunReport>& runs);
+void print_table(std::ostream& out, const std::vector<RunReport>& runs);
+void print_markdown(std::ostream& out, const std::vector<RunReport>& runs,
+                    const ServerDescription& server);
+void write_json(std::ostream& out, const std::vector<RunReport>& runs,
+                const ServerDescription& server, const std::string& command_line,
+                const std::string& client_mode);
+void write_csv(std::ostream& out, const std::vector<RunReport>& runs);
 
 // After the table: one row per operation of every run with a --workload mix or transposes, and
 // how each windowed run ended; nothing when no run has either.
-void PrintSections(std::ostream& out, const std::vector<RunReport>& runs);
+void print_sections(std::ostream& out, const std::vector<RunReport>& runs);
 
 // JSON of a Summary ({"count": .., "min": .., ..}) and of a run's operations ({"multiply": ..}).
-std::string SummaryJson(const Summary& s);
-std::string OperationsJson(const std::vector<OpReport>& ops);
+std::string summary_json(const Summary& s);
+std::string operations_json(const std::vector<OpReport>& ops);
 
 // A JSON string literal body (quotes, backslashes and control characters escaped).
-std::string JsonEscape(const std::string& s);
+std::string json_escape(const std::string& s);
 
 }  // namespace matserve::client::bench

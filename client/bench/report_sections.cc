@@ -8,7 +8,7 @@
 
 namespace matserve::client::bench {
 
-void PrintSections(std::ostream& out, const std::vector<RunReport>& runs) {
+void print_sections(std::ostream& out, const std::vector<RunReport>& runs) {
   const bool any_ops = std::any_of(runs.begin(), runs.end(), [](const RunReport& r) {
     return r.ops.size() > 1 || (r.ops.size() == 1 && r.ops.front().name != "multiply");
   });
@@ -34,7 +34,7 @@ void PrintSections(std::ostream& out, const std::vector<RunReport>& runs) {
     if (s.options.window_ms <= 0) continue;
     if (!header) out << "\nstability (windows of the run; the last ones compared):\n";
     header = true;
-    const double spread = Spread(s.windows, s.options.windows);
+    const double spread = window_spread(s.windows, s.options.windows);
     out << absl::StrFormat(
         "%4d  %s after %d windows of %g ms: throughput and p%g within %s%% over the last %d "
         "(limit %g%%)\n",

@@ -30,7 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double MicrosBetween(Clock::time_point a, Clock::time_point b) {
+double micros_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
@@ -45,7 +45,7 @@ struct Answer {
 
 // `result`: the matrix the reply carries (C, or a transpose's B).
 template <typename Reply>
-Answer AnswerOf(Reply& reply, double client_us, const v1::Matrix& result) {
+Answer answer_of(Reply& reply, double client_us, const v1::Matrix& result) {
   Answer answer;
   answer.client_us = client_us;
   answer.timing = reply.timing();
@@ -76,21 +76,22 @@ struct Shared {
 };
 
 // Claims one timed request from the budget (--requests); false once it is spent.
-bool ClaimFromBudget(Shared& shared) {
+bool claim_from_budget(Shared& shared) {
   return !shared.budget || shared.claimed.fetch_add(1) < *shared.budget;
 }
 
 // True while the run may issue another timed request (claims one from the budget).
-bool NextRequest(Shared& shared) {
+bool next_request(Shared& shared) {
   if (shared.stop.load(std::memory_order_relaxed) || Clock::now() >= shared.deadline) return false;
-  return ClaimFromBudget(shared);
+  return claim_from_budget(shared);
 }
 
 // Open loop: the scheduled time of the next timed request, or nothing when the budget is spent
 // or the schedule has passed the deadline.
-std::optional<Clock::time_point> NextArrival(Shared& shared) {
+std::optional<Clock::time_point> next_arrival(Shared& shared) {
   const BenchOptions& o = shared.context.options;
-  if (shared.stop.load(std::memory_order_relaxed) || !ClaimFromBudget(shared)) return std::nullopt;
+  if (shared.stop.load(std::memory_order_relaxed) || !claim_from_budget(shared))
+    return std::nullopt;
   double offset = 0;
   {
     std::lock_guard lock(shared.arrivals_mu);
@@ -114,7 +115,7 @@ class Worker {
         op_rng_(shared.context.options.seed * 1000003 + static_cast<std::uint64_t>(index)) {}
 
   // Connects (per-worker clients) and prepares the request; false when that failed.
-  bool Setup() {
+  bool setup() {
     const BenchOptions& o = shared_.context.options;
     client_ = shared_.context.shared_client;
     if (client_ == nullptr) {
@@ -124,94 +125,95 @@ class Worker {
       // gRPC shares one connection among channels with equal arguments (its global subchannel
       // pool); a message limit a few bytes apart gives each worker a TCP connection of its own.
       options.max_message_bytes -= index_ + 1;
-      auto connected = Client::Connect(o.target, options);
-      if (!connected.ok()) return Fail(connected.status());
+      auto connected = Client::connect(o.target, options);
+      if (!connected.ok()) return fail(connected.status());
       own_client_ = *std::move(connected);
       client_ = own_client_.get();
     }
     if (shared_.spec.mode == Mode::kPing) return true;
     const Shape& s = shared_.spec.shape;
-    const DType dtype = DataTypeOf(shared_.spec.precision);
+    const DType dtype = data_type_of(shared_.spec.precision);
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
     const std::int64_t batch = shared_.spec.batch;
     const FileOperands* files = shared_.context.files;
-    const bool multiply = o.workload.Has(Op::kMultiply);
-    v1::Matrix a = files != nullptr ? files->a : RandomOperand(s.m, s.k, batch, dtype, seed);
+    const bool multiply = o.workload.has(Op::kMultiply);
+    v1::Matrix a = files != nullptr ? files->a : random_operand(s.m, s.k, batch, dtype, seed);
     v1::Matrix b;
-    if (multiply) b = files != nullptr ? files->b : RandomOperand(s.k, s.n, batch, dtype, seed + 1);
+    if (multiply)
+      b = files != nullptr ? files->b : random_operand(s.k, s.n, batch, dtype, seed + 1);
     operand_bytes_ = static_cast<std::int64_t>(a.data().size() + b.data().size());
     request_.set_variant(shared_.spec.variant);
     transpose_request_.set_variant(shared_.spec.variant);
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
     if (shared_.spec.precision == "fp8") request_.set_compute(v1::COMPUTE_FP8);
-    if (batched()) return SetupBatched(std::move(a), std::move(b));
+    if (batched()) return setup_batched(std::move(a), std::move(b));
     if (shared_.spec.mode == Mode::kInline) {
-      if (o.workload.Has(Op::kTranspose)) *transpose_request_.mutable_a() = a;
+      if (o.workload.has(Op::kTranspose)) *transpose_request_.mutable_a() = a;
       *request_.mutable_a() = std::move(a);
       *request_.mutable_b() = std::move(b);
       return true;
     }
-    if (shared_.spec.mode == Mode::kShm) return SetupSharedMemory(std::move(a), std::move(b));
-    if (shared_.spec.mode == Mode::kCudaIpc) return SetupCudaIpc(std::move(a), std::move(b));
-    absl::StatusOr<std::string> a_handle = UploadOperand(a);
-    if (!a_handle.ok()) return Fail(a_handle.status());
+    if (shared_.spec.mode == Mode::kShm) return setup_shared_memory(std::move(a), std::move(b));
+    if (shared_.spec.mode == Mode::kCudaIpc) return setup_cuda_ipc(std::move(a), std::move(b));
+    absl::StatusOr<std::string> a_handle = upload_operand(a);
+    if (!a_handle.ok()) return fail(a_handle.status());
     request_.set_a_handle(*a_handle);
     request_.set_keep_result(true);
     transpose_request_.set_a_handle(*a_handle);  // A^T kept, then released like a product
     transpose_request_.set_keep_result(true);
     if (!multiply) return true;
-    absl::StatusOr<std::string> b_handle = UploadOperand(b);
-    if (!b_handle.ok()) return Fail(b_handle.status());
+    absl::StatusOr<std::string> b_handle = upload_operand(b);
+    if (!b_handle.ok()) return fail(b_handle.status());
     request_.set_b_handle(*b_handle);
     return true;
   }
 
-  void Warmup() {
+  void warmup() {
     for (int i = 0; i < shared_.context.options.warmup; ++i) {
       if (shared_.spec.mode == Mode::kPing) {
-        (void)client_->Health();
+        (void)client_->health();
         continue;
       }
-      absl::StatusOr<Answer> answer = Call(NextOp());
+      absl::StatusOr<Answer> answer = Call(next_op());
       if (!answer.ok()) continue;  // failures show up again in the timed loop
-      if (!answer->results.empty()) (void)client_->Release(answer->results);
+      if (!answer->results.empty()) (void)client_->release(answer->results);
     }
   }
 
-  void TimedLoop() {
+  void timed_loop() {
     const bool open_loop = shared_.context.options.rate.has_value();
     for (;;) {
       // Closed loop: now. Open loop: the request's scheduled time, waited for; its latency
       // counts from then, also when every worker was busy at that moment.
       std::optional<Clock::time_point> due;
       if (open_loop) {
-        due = NextArrival(shared_);
+        due = next_arrival(shared_);
         if (!due) break;
         std::this_thread::sleep_until(*due);
-      } else if (!NextRequest(shared_)) {
+      } else if (!next_request(shared_)) {
         break;
       }
       if (shared_.spec.mode == Mode::kPing) {
-        Ping(due);
+        ping(due);
         continue;
       }
-      const Op op = NextOp();
+      const Op op = next_op();
       absl::StatusOr<Answer> answer = Call(op, due);
       if (!answer.ok()) {
-        record_.RecordError(StatusCodeName(answer.status().code()),
-                            std::string(answer.status().message()));
-        Finished(OpName(op), 0, false);
+        record_.record_error(status_code_name(answer.status().code()),
+                             std::string(answer.status().message()));
+        finished(OpName(op), 0, false);
         continue;
       }
       const v1::Timing& t = answer->timing;
-      record_.RecordOk(answer->client_us, t.total_us(), t.kernel_us(), t.queue_us(),
-                       t.host_to_device_us(), t.device_to_host_us(), t.merged_requests(),
-                       t.batch_wait_us());
+      record_.record_ok(answer->client_us, t.total_us(), t.kernel_us(), t.queue_us(),
+                        t.host_to_device_us(), t.device_to_host_us(), t.merged_requests(),
+                        t.batch_wait_us());
       ++record_.variants[answer->variant];
       ++record_.devices[answer->device];
       if (!answer->precision.empty()) ++record_.precisions[answer->precision];
-      Finished(OpName(op), answer->client_us, true);
-      if (!answer->results.empty()) ReleaseResults(std::move(answer->results));
+      finished(OpName(op), answer->client_us, true);
+      if (!answer->results.empty()) release_results(std::move(answer->results));
       bytes_received_ = shared_.spec.mode == Mode::kShm || shared_.spec.mode == Mode::kCudaIpc
                             ? result_bytes_
                             : answer->result_bytes;
@@ -220,22 +222,22 @@ class Worker {
 
   // One health check, timed like a multiply (from `due` when scheduled); the server-side columns
   // stay 0.
-  void Ping(std::optional<Clock::time_point> due) {
+  void ping(std::optional<Clock::time_point> due) {
     const auto t0 = due.value_or(Clock::now());
-    absl::StatusOr<std::string> reply = client_->Health();
-    const double client_us = MicrosBetween(t0, Clock::now());
+    absl::StatusOr<std::string> reply = client_->health();
+    const double client_us = micros_between(t0, Clock::now());
     if (reply.ok()) {
-      record_.RecordOk(client_us, 0, 0, 0, 0, 0);
+      record_.record_ok(client_us, 0, 0, 0, 0, 0);
     } else {
-      record_.RecordError(StatusCodeName(reply.status().code()),
-                          std::string(reply.status().message()));
+      record_.record_error(status_code_name(reply.status().code()),
+                           std::string(reply.status().message()));
     }
-    Finished("", client_us, reply.ok());
+    finished("", client_us, reply.ok());
   }
 
-  void Teardown() {
-    for (const std::string& handle : operand_handles_) (void)client_->Release(handle);
-    if (!region_.empty()) (void)client_->UnregisterSharedMemory(region_);
+  void teardown() {
+    for (const std::string& handle : operand_handles_) (void)client_->release(handle);
+    if (!region_.empty()) (void)client_->unregister_shared_memory(region_);
   }
 
   const Recorder& record() const { return record_; }
@@ -248,18 +250,18 @@ class Worker {
   bool batched() const { return shared_.spec.batch > 1; }
 
   // The next request's operation: a seeded draw from the --workload mix.
-  Op NextOp() {
+  Op next_op() {
     const Workload& workload = shared_.context.options.workload;
     if (workload.ops.size() == 1) return workload.ops.front().op;
-    return workload.Choose(std::uniform_real_distribution<double>(0, 1)(op_rng_));
+    return workload.choose(std::uniform_real_distribution<double>(0, 1)(op_rng_));
   }
 
   // Books a finished timed request: the run's counters, the open window, its operation
   // (`op`, empty for a ping) and the time series.
-  void Finished(const char* op, double client_us, bool ok) {
+  void finished(const char* op, double client_us, bool ok) {
     if (!ok) shared_.failed.fetch_add(1, std::memory_order_relaxed);
     shared_.done.fetch_add(1, std::memory_order_relaxed);
-    if (shared_.windows != nullptr) shared_.windows->Add(client_us, ok);
+    if (shared_.windows != nullptr) shared_.windows->add(client_us, ok);
     if (*op != '\0') {
       OpRecord& record = record_.ops[op];
       if (ok) {
@@ -269,7 +271,7 @@ class Worker {
       }
     }
     record_.completions.push_back(
-        {MicrosBetween(shared_.start, Clock::now()) / 1e6, client_us, ok});
+        {micros_between(shared_.start, Clock::now()) / 1e6, client_us, ok});
   }
 
   // One timed request: a Transpose, a Multiply, or with a batch one MultiplyBatched of all its
@@ -278,26 +280,26 @@ class Worker {
   absl::StatusOr<Answer> Call(Op op, std::optional<Clock::time_point> due = std::nullopt) {
     const auto t0 = due.value_or(Clock::now());
     if (batched()) {
-      auto reply = client_->MultiplyBatched(batched_request_);
-      const double client_us = MicrosBetween(t0, Clock::now());
+      auto reply = client_->multiply_batched(batched_request_);
+      const double client_us = micros_between(t0, Clock::now());
       if (!reply.ok()) return reply.status();
-      Answer answer = AnswerOf(*reply, client_us, reply->c());
+      Answer answer = answer_of(*reply, client_us, reply->c());
       answer.precision = std::move(*reply->mutable_precision());
       for (const v1::ResidentInfo& r : reply->results()) answer.results.push_back(r.handle());
       return answer;
     }
     if (op == Op::kTranspose) {
-      auto reply = client_->Transpose(transpose_request_);
-      const double client_us = MicrosBetween(t0, Clock::now());
+      auto reply = client_->transpose(transpose_request_);
+      const double client_us = micros_between(t0, Clock::now());
       if (!reply.ok()) return reply.status();
-      Answer answer = AnswerOf(*reply, client_us, reply->b());
+      Answer answer = answer_of(*reply, client_us, reply->b());
       if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
       return answer;
     }
-    auto reply = client_->Multiply(request_);
-    const double client_us = MicrosBetween(t0, Clock::now());
+    auto reply = client_->multiply(request_);
+    const double client_us = micros_between(t0, Clock::now());
     if (!reply.ok()) return reply.status();
-    Answer answer = AnswerOf(*reply, client_us, reply->c());
+    Answer answer = answer_of(*reply, client_us, reply->c());
     answer.precision = std::move(*reply->mutable_precision());
     if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
     return answer;
@@ -305,22 +307,22 @@ class Worker {
 
   // A request's kept results (one, or a batch's): to the release pool, or released here
   // (--release inline), outside the timing; one Release call either way.
-  void ReleaseResults(std::vector<std::string> handles) {
+  void release_results(std::vector<std::string> handles) {
     if (shared_.releaser != nullptr) {
-      shared_.releaser->Push(std::move(handles));
+      shared_.releaser->push(std::move(handles));
       return;
     }
     const auto r0 = Clock::now();
-    const bool released = client_->Release(handles).ok();
-    record_.release_us.push_back(MicrosBetween(r0, Clock::now()));
+    const bool released = client_->release(handles).ok();
+    record_.release_us.push_back(micros_between(r0, Clock::now()));
     if (!released) ++record_.release_errors;
   }
 
   // Uploads one operand onto the device of the worker's first: on a multi-GPU server each
   // worker's operands land on one device, and different workers' spread over the devices.
-  absl::StatusOr<std::string> UploadOperand(const v1::Matrix& matrix) {
+  absl::StatusOr<std::string> upload_operand(const v1::Matrix& matrix) {
     auto uploaded =
-        client_->Upload(matrix, 0, operand_handles_.empty() ? "" : operand_handles_.front());
+        client_->upload(matrix, 0, operand_handles_.empty() ? "" : operand_handles_.front());
     if (!uploaded.ok()) return uploaded.status();
     operand_handles_.push_back(uploaded->handle());
     return uploaded->handle();
@@ -328,7 +330,7 @@ class Worker {
 
   // The MultiplyBatched request of a batch: A and B stacked inline, or (resident) each of their
   // matrices uploaded once and named by handle, the results kept.
-  bool SetupBatched(v1::Matrix a, v1::Matrix b) {
+  bool setup_batched(v1::Matrix a, v1::Matrix b) {
     batched_request_.set_batch(shared_.spec.batch);
     batched_request_.set_variant(request_.variant());
     batched_request_.set_compute(request_.compute());
@@ -339,9 +341,9 @@ class Worker {
     }
     for (auto [stack, handles] : {std::pair{&a, batched_request_.mutable_a_handles()},
                                   std::pair{&b, batched_request_.mutable_b_handles()}}) {
-      for (const v1::Matrix& matrix : Unstack(*stack)) {
-        absl::StatusOr<std::string> handle = UploadOperand(matrix);
-        if (!handle.ok()) return Fail(handle.status());
+      for (const v1::Matrix& matrix : unstack(*stack)) {
+        absl::StatusOr<std::string> handle = upload_operand(matrix);
+        if (!handle.ok()) return fail(handle.status());
         handles->Add(*std::move(handle));
       }
     }
@@ -353,7 +355,7 @@ class Worker {
   struct Places {
     std::size_t b = 0, c = 0, total = 0;
   };
-  Places PlanPlaces(const v1::Matrix& a, const v1::Matrix& b) {
+  Places plan_places(const v1::Matrix& a, const v1::Matrix& b) {
     const auto round = [](std::size_t n) { return (n + 4095) / 4096 * 4096; };
     const Shape& s = shared_.spec.shape;
     result_bytes_ = s.m * s.n * static_cast<std::int64_t>(b.data().size() / (s.k * s.n));
@@ -365,7 +367,7 @@ class Worker {
   }
 
   // The request names places in the registered region `name` and carries no bytes.
-  void NamePlaces(const std::string& name, const Places& p, v1::Matrix a, v1::Matrix b) {
+  void name_places(const std::string& name, const Places& p, v1::Matrix a, v1::Matrix b) {
     region_ = name;
     for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, p.b}}) {
       matrix->clear_data();
@@ -379,32 +381,32 @@ class Worker {
   }
 
   // A POSIX shared-memory region of A, B and room for C, registered once.
-  bool SetupSharedMemory(v1::Matrix a, v1::Matrix b) {
-    const Places p = PlanPlaces(a, b);
-    auto object = SharedMemoryObject::Create(p.total);
-    if (!object.ok()) return Fail(object.status());
+  bool setup_shared_memory(v1::Matrix a, v1::Matrix b) {
+    const Places p = plan_places(a, b);
+    auto object = SharedMemoryObject::create(p.total);
+    if (!object.ok()) return fail(object.status());
     shm_ = *std::move(object);
     std::memcpy(shm_.bytes().data(), a.data().data(), a.data().size());
     std::memcpy(shm_.bytes().data() + p.b, b.data().data(), b.data().size());
     const std::string name = absl::StrCat("bench-", index_);
-    auto region = client_->RegisterSharedMemory(name, shm_.key(),
-                                                static_cast<std::int64_t>(shm_.bytes().size()));
-    if (!region.ok()) return Fail(region.status());
-    NamePlaces(name, p, std::move(a), std::move(b));
+    auto region = client_->register_shared_memory(name, shm_.key(),
+                                                  static_cast<std::int64_t>(shm_.bytes().size()));
+    if (!region.ok()) return fail(region.status());
+    name_places(name, p, std::move(a), std::move(b));
     return true;
   }
 
   // The same places in GPU memory of this process: one allocation, exported by CUDA IPC and
   // registered once; the server reads A and B and writes C on the GPU.
-  bool SetupCudaIpc(v1::Matrix a, v1::Matrix b) {
-    const Places p = PlanPlaces(a, b);
-    auto buffer = CudaIpcBuffer::Create(p.total, shared_.context.options.cuda_device);
-    if (!buffer.ok()) return Fail(buffer.status());
+  bool setup_cuda_ipc(v1::Matrix a, v1::Matrix b) {
+    const Places p = plan_places(a, b);
+    auto buffer = CudaIpcBuffer::create(p.total, shared_.context.options.cuda_device);
+    if (!buffer.ok()) return fail(buffer.status());
     gpu_ = *std::move(buffer);
     for (auto [matrix, offset] : {std::pair{&a, std::size_t{0}}, std::pair{&b, p.b}}) {
-      if (absl::Status st = gpu_.Write(offset, matrix->data().data(), matrix->data().size());
+      if (absl::Status st = gpu_.write(offset, matrix->data().data(), matrix->data().size());
           !st.ok()) {
-        return Fail(st);
+        return fail(st);
       }
     }
     const std::string name = absl::StrCat("bench-gpu-", index_);
@@ -412,14 +414,15 @@ class Worker {
     register_request.set_name(name);
     register_request.set_ipc_handle(gpu_.handle());
     register_request.set_byte_size(static_cast<std::int64_t>(gpu_.size()));
-    auto region = client_->RegisterCudaMemory(register_request);
-    if (!region.ok()) return Fail(region.status());
-    NamePlaces(name, p, std::move(a), std::move(b));
+    auto region = client_->register_cuda_memory(register_request);
+    if (!region.ok()) return fail(region.status());
+    name_places(name, p, std::move(a), std::move(b));
     return true;
   }
 
-  bool Fail(const absl::Status& status) {
-    record_.RecordError(StatusCodeName(status.code()), "setup: " + std::string(status.message()));
+  bool fail(const absl::Status& status) {
+    record_.record_error(status_code_name(status.code()),
+                         "setup: " + std::string(status.message()));
     setup_failed_ = true;
     return false;
   }
@@ -445,8 +448,8 @@ class Worker {
   std::int64_t bytes_received_ = 0;
 };
 
-void PrintProgress(const Shared& shared, const std::string& label, bool final_line) {
-  const double s = std::max(1e-9, MicrosBetween(shared.start, Clock::now()) / 1e6);
+void print_progress(const Shared& shared, const std::string& label, bool final_line) {
+  const double s = std::max(1e-9, micros_between(shared.start, Clock::now()) / 1e6);
   const auto done = shared.done.load();
   std::fprintf(stderr, "\r%s  %lld done  %.1f req/s  %lld errors  %.1f s   %s", label.c_str(),
                static_cast<long long>(done), static_cast<double>(done) / s,
@@ -456,7 +459,7 @@ void PrintProgress(const Shared& shared, const std::string& label, bool final_li
 
 // A windowed run (--window-ms): closes a window every window_ms from the start, prints it (unless
 // --no-progress), and stops the workers once the last windows agree or --max-trials have passed.
-StabilityResult WatchWindows(Shared& shared, const std::atomic<bool>& started, int workers) {
+StabilityResult watch_windows(Shared& shared, const std::atomic<bool>& started, int workers) {
   const BenchOptions& o = shared.context.options;
   StabilityResult result;
   result.options = o.stability;
@@ -472,13 +475,13 @@ StabilityResult WatchWindows(Shared& shared, const std::atomic<bool>& started, i
     const Clock::time_point now = Clock::now();
     if (now < close) break;  // the workers ended before the window did (every setup failed)
     result.windows.push_back(
-        shared.windows->Close(i, MicrosBetween(opened, now) / 1e6, o.stability.percentile));
+        shared.windows->close(i, micros_between(opened, now) / 1e6, o.stability.percentile));
     opened = now;
-    result.stable = IsStable(result.windows, o.stability.windows, o.stability.pct);
+    result.stable = is_stable(result.windows, o.stability.windows, o.stability.pct);
     if (o.progress) {
       std::fprintf(stderr, "%s  %s\n", shared.context.label.c_str(),
-                   WindowLine(result.windows.back(), o.stability.percentile,
-                              Spread(result.windows, o.stability.windows), result.stable)
+                   window_line(result.windows.back(), o.stability.percentile,
+                               window_spread(result.windows, o.stability.windows), result.stable)
                        .c_str());
     }
     if (result.stable) break;
@@ -511,7 +514,7 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
       options.channel_args = o.channel_args;
       options.max_message_bytes -= spec.concurrency + 1;  // its own connection (see Setup)
-      if (auto c = Client::Connect(o.target, options); c.ok()) release_client = *std::move(c);
+      if (auto c = Client::connect(o.target, options); c.ok()) release_client = *std::move(c);
       client = release_client.get();
     }
     if (client != nullptr) {
@@ -547,12 +550,12 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   std::vector<std::thread> threads;
   for (auto& w : workers) {
     threads.emplace_back([&, worker = w.get()] {
-      const bool ready = worker->Setup();
-      if (ready) worker->Warmup();
+      const bool ready = worker->setup();
+      if (ready) worker->warmup();
       sync.arrive_and_wait();
-      if (ready) worker->TimedLoop();
+      if (ready) worker->timed_loop();
       const auto finish = Clock::now();
-      if (ready) worker->Teardown();
+      if (ready) worker->teardown();
       static std::mutex mu;
       {
         std::lock_guard lock(mu);
@@ -563,27 +566,27 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   }
   StabilityResult stability;
   if (windowed) {
-    stability = WatchWindows(shared, started, spec.concurrency);
+    stability = watch_windows(shared, started, spec.concurrency);
   } else if (context.show_progress) {
     while (shared.finished.load() < spec.concurrency) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (started) PrintProgress(shared, context.label, false);
+      if (started) print_progress(shared, context.label, false);
     }
   }
   for (auto& t : threads) t.join();
-  if (context.show_progress && !windowed) PrintProgress(shared, context.label, true);
+  if (context.show_progress && !windowed) print_progress(shared, context.label, true);
 
   RunResult result;
   result.stability = std::move(stability);
-  result.workload = spec.mode == Mode::kPing ? "-" : o.workload.Name();
-  if (releaser) releaser->Finish(result.record);
+  result.workload = spec.mode == Mode::kPing ? "-" : o.workload.name();
+  if (releaser) releaser->finish(result.record);
   result.spec = spec;
   result.offered_rate = o.rate;
   result.poisson_arrivals = o.poisson_arrivals;
-  result.wall_s = MicrosBetween(shared.start, last_finish) / 1e6;
+  result.wall_s = micros_between(shared.start, last_finish) / 1e6;
   result.start_unix_s = start_unix_s;
   for (const auto& w : workers) {
-    result.record.Merge(w->record());
+    result.record.merge(w->record());
     if (w->setup_failed()) ++result.setup_failures;
     if ((spec.mode == Mode::kInline || spec.mode == Mode::kShm || spec.mode == Mode::kCudaIpc) &&
         !w->setup_failed()) {

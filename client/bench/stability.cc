@@ -15,7 +15,7 @@ namespace {
 // The largest |x - mean| / mean in percent of `get` over windows [first, end); 0 when the mean
 // is 0 and every value is too, infinite when only the mean is 0.
 template <typename Get>
-double Deviation(const std::vector<WindowFigures>& w, std::size_t first, Get get) {
+double deviation(const std::vector<WindowFigures>& w, std::size_t first, Get get) {
   double mean = 0;
   for (std::size_t i = first; i < w.size(); ++i) mean += get(w[i]);
   mean /= static_cast<double>(w.size() - first);
@@ -30,22 +30,22 @@ double Deviation(const std::vector<WindowFigures>& w, std::size_t first, Get get
 
 }  // namespace
 
-double Spread(const std::vector<WindowFigures>& windows, int count) {
+double window_spread(const std::vector<WindowFigures>& windows, int count) {
   if (windows.empty() || count < 1) return 0;
   const std::size_t first = windows.size() - std::min<std::size_t>(windows.size(), count);
-  return std::max(Deviation(windows, first, [](const WindowFigures& f) { return f.throughput; }),
-                  Deviation(windows, first, [](const WindowFigures& f) { return f.latency_us; }));
+  return std::max(deviation(windows, first, [](const WindowFigures& f) { return f.throughput; }),
+                  deviation(windows, first, [](const WindowFigures& f) { return f.latency_us; }));
 }
 
-bool IsStable(const std::vector<WindowFigures>& windows, int count, double pct) {
+bool is_stable(const std::vector<WindowFigures>& windows, int count, double pct) {
   if (count < 1 || windows.size() < static_cast<std::size_t>(count)) return false;
   for (std::size_t i = windows.size() - count; i < windows.size(); ++i) {
     if (windows[i].ok == 0) return false;
   }
-  return Spread(windows, count) <= pct;
+  return window_spread(windows, count) <= pct;
 }
 
-void WindowCollector::Add(double client_us, bool ok) {
+void WindowCollector::add(double client_us, bool ok) {
   std::lock_guard lock(mu_);
   if (ok) {
     latencies_.push_back(client_us);
@@ -54,7 +54,7 @@ void WindowCollector::Add(double client_us, bool ok) {
   }
 }
 
-WindowFigures WindowCollector::Close(int index, double seconds, double percentile) {
+WindowFigures WindowCollector::close(int index, double seconds, double percentile) {
   std::vector<double> latencies;
   WindowFigures f;
   {
@@ -68,12 +68,12 @@ WindowFigures WindowCollector::Close(int index, double seconds, double percentil
   f.ok = static_cast<std::int64_t>(latencies.size());
   f.requests = f.ok + f.errors;
   f.throughput = seconds > 0 ? static_cast<double>(f.requests) / seconds : 0;
-  f.latency_us = NearestRank(latencies, percentile);
-  f.p99_us = NearestRank(latencies, 99);
+  f.latency_us = nearest_rank(latencies, percentile);
+  f.p99_us = nearest_rank(latencies, 99);
   return f;
 }
 
-std::string WindowLine(const WindowFigures& w, double percentile, double spread, bool stable) {
+std::string window_line(const WindowFigures& w, double percentile, double spread, bool stable) {
   return absl::StrFormat(
       "window %d: %lld requests, %.1f req/s, p%g %.1f us, %lld errors, "
       "spread %.1f%%%s",
@@ -81,15 +81,15 @@ std::string WindowLine(const WindowFigures& w, double percentile, double spread,
       static_cast<long long>(w.errors), spread, stable ? " (stable)" : "");
 }
 
-std::string StabilityJson(const StabilityResult& r) {
+std::string stability_json(const StabilityResult& r) {
   if (r.options.window_ms <= 0) return "null";
   const StabilityOptions& o = r.options;
   std::string out = absl::StrFormat(
       "{\"window_ms\": %g, \"stability_pct\": %g, \"stability_windows\": %d, \"max_trials\": %d, "
       "\"percentile\": %g, \"stable\": %s, \"spread_pct\": %s, \"windows\": [",
       o.window_ms, o.pct, o.windows, o.max_trials, o.percentile, r.stable ? "true" : "false",
-      std::isfinite(Spread(r.windows, o.windows))
-          ? absl::StrFormat("%.6g", Spread(r.windows, o.windows))
+      std::isfinite(window_spread(r.windows, o.windows))
+          ? absl::StrFormat("%.6g", window_spread(r.windows, o.windows))
           : "null");
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     const WindowFigures& w = r.windows[i];

@@ -31,11 +31,11 @@ struct WindowFigures {
 
 // True when the last `count` windows exist, each completed a request, and each one's throughput
 // and latency are within `pct` percent of the mean of those `count` windows.
-bool IsStable(const std::vector<WindowFigures>& windows, int count, double pct);
+bool is_stable(const std::vector<WindowFigures>& windows, int count, double pct);
 
 // The largest deviation, in percent of the mean, of throughput or latency over the last `count`
 // windows (fewer when fewer exist); 0 for none.
-double Spread(const std::vector<WindowFigures>& windows, int count);
+double window_spread(const std::vector<WindowFigures>& windows, int count);
 
 // The windows of one run and how it ended.
 struct StabilityResult {
@@ -48,9 +48,9 @@ struct StabilityResult {
 // call from any thread.
 class WindowCollector {
  public:
-  void Add(double client_us, bool ok);
+  void add(double client_us, bool ok);
   // The figures of the requests added since the last Close, over `seconds`.
-  WindowFigures Close(int index, double seconds, double percentile);
+  WindowFigures close(int index, double seconds, double percentile);
 
  private:
   std::mutex mu_;
@@ -59,9 +59,9 @@ class WindowCollector {
 };
 
 // One progress line: "window 3: 1234.5 req/s, p50 456.7 us, spread 4.2% (stable)".
-std::string WindowLine(const WindowFigures& w, double percentile, double spread, bool stable);
+std::string window_line(const WindowFigures& w, double percentile, double spread, bool stable);
 
 // The "stability" object of a run's JSON.
-std::string StabilityJson(const StabilityResult& result);
+std::string stability_json(const StabilityResult& result);
 
 }  // namespace matserve::client::bench

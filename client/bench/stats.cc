@@ -7,7 +7,7 @@
 
 namespace matserve::client::bench {
 
-double NearestRank(const std::vector<double>& sorted, double p) {
+double nearest_rank(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
   const auto n = static_cast<double>(sorted.size());
   auto rank = static_cast<std::int64_t>(std::ceil(p / 100.0 * n));
@@ -15,7 +15,7 @@ double NearestRank(const std::vector<double>& sorted, double p) {
   return sorted[static_cast<std::size_t>(rank - 1)];
 }
 
-Summary Summarize(std::vector<double>& values) {
+Summary summarize(std::vector<double>& values) {
   Summary s;
   if (values.empty()) return s;
   std::sort(values.begin(), values.end());
@@ -23,10 +23,10 @@ Summary Summarize(std::vector<double>& values) {
   s.min = values.front();
   s.max = values.back();
   s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(s.count);
-  s.p50 = NearestRank(values, 50);
-  s.p90 = NearestRank(values, 90);
-  s.p95 = NearestRank(values, 95);
-  s.p99 = NearestRank(values, 99);
+  s.p50 = nearest_rank(values, 50);
+  s.p90 = nearest_rank(values, 90);
+  s.p95 = nearest_rank(values, 95);
+  s.p99 = nearest_rank(values, 99);
   return s;
 }
 
@@ -36,8 +36,8 @@ std::int64_t Recorder::errors() const {
   return n;
 }
 
-void Recorder::RecordOk(double client, double total, double kernel, double queue, double h2d,
-                        double d2h, int merged, double batch_wait) {
+void Recorder::record_ok(double client, double total, double kernel, double queue, double h2d,
+                         double d2h, int merged, double batch_wait) {
   client_us.push_back(client);
   server_total_us.push_back(total);
   kernel_us.push_back(kernel);
@@ -52,41 +52,41 @@ void Recorder::RecordOk(double client, double total, double kernel, double queue
   kernel_us_sum += kernel / std::max(merged, 1);
 }
 
-void Recorder::RecordError(const std::string& code, const std::string& message) {
+void Recorder::record_error(const std::string& code, const std::string& message) {
   ++errors_by_code[code];
   if (first_error.empty()) first_error = code + ": " + message;
 }
 
 namespace {
-void Append(std::vector<double>& to, const std::vector<double>& from) {
+void append(std::vector<double>& to, const std::vector<double>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
-void AddCounts(std::map<std::string, std::int64_t>& to,
-               const std::map<std::string, std::int64_t>& from) {
+void add_counts(std::map<std::string, std::int64_t>& to,
+                const std::map<std::string, std::int64_t>& from) {
   for (const auto& [key, count] : from) to[key] += count;
 }
 }  // namespace
 
-void Recorder::Merge(const Recorder& other) {
-  Append(client_us, other.client_us);
-  Append(server_total_us, other.server_total_us);
-  Append(kernel_us, other.kernel_us);
-  Append(overhead_us, other.overhead_us);
-  Append(queue_us, other.queue_us);
-  Append(host_to_device_us, other.host_to_device_us);
-  Append(device_to_host_us, other.device_to_host_us);
-  Append(release_us, other.release_us);
-  Append(merged_requests, other.merged_requests);
-  Append(batch_wait_us, other.batch_wait_us);
-  AddCounts(errors_by_code, other.errors_by_code);
-  AddCounts(variants, other.variants);
-  AddCounts(devices, other.devices);
-  AddCounts(precisions, other.precisions);
+void Recorder::merge(const Recorder& other) {
+  append(client_us, other.client_us);
+  append(server_total_us, other.server_total_us);
+  append(kernel_us, other.kernel_us);
+  append(overhead_us, other.overhead_us);
+  append(queue_us, other.queue_us);
+  append(host_to_device_us, other.host_to_device_us);
+  append(device_to_host_us, other.device_to_host_us);
+  append(release_us, other.release_us);
+  append(merged_requests, other.merged_requests);
+  append(batch_wait_us, other.batch_wait_us);
+  add_counts(errors_by_code, other.errors_by_code);
+  add_counts(variants, other.variants);
+  add_counts(devices, other.devices);
+  add_counts(precisions, other.precisions);
   if (first_error.empty()) first_error = other.first_error;
   kernel_us_sum += other.kernel_us_sum;
   release_errors += other.release_errors;
   for (const auto& [name, op] : other.ops) {
-    Append(ops[name].client_us, op.client_us);
+    append(ops[name].client_us, op.client_us);
     ops[name].errors += op.errors;
   }
   completions.insert(completions.end(), other.completions.begin(), other.completions.end());

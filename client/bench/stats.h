@@ -13,7 +13,7 @@ namespace matserve::client::bench {
 // Nearest-rank percentile of ascending `sorted` values: the smallest value with at least p% of
 // the samples <= it, i.e. sorted[ceil(p/100 * N) - 1] (p = 0 gives the minimum, 100 the
 // maximum). Always one of the samples, never interpolated. 0 for an empty vector.
-double NearestRank(const std::vector<double>& sorted, double p);
+double nearest_rank(const std::vector<double>& sorted, double p);
 
 // Order statistics of one quantity over a run.
 struct Summary {
@@ -22,7 +22,7 @@ struct Summary {
 };
 
 // Sorts `values` in place and summarises them.
-Summary Summarize(std::vector<double>& values);
+Summary summarize(std::vector<double>& values);
 
 // One timed request as it finished: seconds since the run's start, round trip, success.
 struct Completion {
@@ -70,12 +70,12 @@ struct Recorder {
   // `merged` > 0 (Timing.merged_requests, from a server that reports it): the request shared its
   // launch, and so its kernel time, with merged - 1 others; it counts kernel / merged toward
   // kernel_us_sum. 0 (a ping, an older server): nothing recorded for dynamic batching.
-  void RecordOk(double client, double total, double kernel, double queue, double h2d, double d2h,
-                int merged = 0, double batch_wait = 0);
-  void RecordError(const std::string& code, const std::string& message);
+  void record_ok(double client, double total, double kernel, double queue, double h2d, double d2h,
+                 int merged = 0, double batch_wait = 0);
+  void record_error(const std::string& code, const std::string& message);
 
   // Adds `other`'s samples and counts to this one (sample vectors are concatenated).
-  void Merge(const Recorder& other);
+  void merge(const Recorder& other);
 };
 
 }  // namespace matserve::client::bench

@@ -10,7 +10,7 @@
 
 namespace matserve::client::bench {
 
-std::vector<SecondFigures> PerSecond(const std::vector<Completion>& completions, double wall_s) {
+std::vector<SecondFigures> per_second(const std::vector<Completion>& completions, double wall_s) {
   double last_end = std::max(wall_s, 0.0);
   for (const Completion& c : completions) last_end = std::max(last_end, c.end_s);
   const auto seconds = static_cast<std::size_t>(std::floor(last_end)) + 1;
@@ -31,20 +31,20 @@ std::vector<SecondFigures> PerSecond(const std::vector<Completion>& completions,
     const double length = std::clamp(last_end - static_cast<double>(s), 1e-9, 1.0);
     f.rate_per_s = static_cast<double>(f.completed) / length;
     std::sort(latencies[s].begin(), latencies[s].end());
-    f.p50_us = NearestRank(latencies[s], 50);
-    f.p99_us = NearestRank(latencies[s], 99);
+    f.p50_us = nearest_rank(latencies[s], 50);
+    f.p99_us = nearest_rank(latencies[s], 99);
   }
   return out;
 }
 
-void WriteTimeseriesCsv(std::ostream& out, const std::vector<RunReport>& runs) {
+void write_timeseries_csv(std::ostream& out, const std::vector<RunReport>& runs) {
   out << "run,shape,mode,variant,precision,concurrency,second,completed,errors,rate_per_s,p50_us,"
          "p99_us\n";
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const RunReport& run = runs[r];
     for (const SecondFigures& f : run.seconds) {
       out << absl::StrFormat("%d,%s,%s,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g\n", r + 1,
-                             run.spec.shape.Name(), ModeName(run.spec.mode), run.spec.variant,
+                             run.spec.shape.name(), ModeName(run.spec.mode), run.spec.variant,
                              run.spec.precision, run.spec.concurrency, f.second, f.completed,
                              f.errors, f.rate_per_s, f.p50_us, f.p99_us);
     }

@@ -22,10 +22,10 @@ struct SecondFigures {
 
 // Every second from 0 to the one holding `wall_s` (empty ones included), from `completions` in any
 // order; the completed counts sum to completions.size().
-std::vector<SecondFigures> PerSecond(const std::vector<Completion>& completions, double wall_s);
+std::vector<SecondFigures> per_second(const std::vector<Completion>& completions, double wall_s);
 
 // CSV `run,shape,mode,variant,precision,concurrency,second,completed,errors,rate_per_s,p50_us,
 // p99_us`.
-void WriteTimeseriesCsv(std::ostream& out, const std::vector<RunReport>& runs);
+void write_timeseries_csv(std::ostream& out, const std::vector<RunReport>& runs);
 
 }  // namespace matserve::client::bench

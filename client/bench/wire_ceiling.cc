@@ -46,7 +46,7 @@ struct Options {
 };
 
 // Copies every slice of `buffer` into `out` (resized to fit): what a parser of the message does.
-void CopyOut(const grpc::ByteBuffer& buffer, std::vector<char>& out) {
+void copy_out(const grpc::ByteBuffer& buffer, std::vector<char>& out) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return;
   out.resize(buffer.Length());
@@ -68,35 +68,35 @@ class EchoServer {
         copy_(copy),
         service_(service),
         cq_(std::move(cq)),
-        thread_([this] { Loop(); }) {}
+        thread_([this] { loop(); }) {}
   // Call after grpc::Server::Shutdown.
-  void Stop() {
+  void stop() {
     cq_->Shutdown();
     thread_.join();
   }
 
  private:
   // False once the queue is shut down or an operation failed.
-  bool Await() {
+  bool await() {
     void* tag = nullptr;
     bool ok = false;
     return cq_->Next(&tag, &ok) && ok;
   }
-  void Loop() {
+  void loop() {
     std::vector<char> scratch;
     for (;;) {
       grpc::GenericServerContext context;
       grpc::GenericServerAsyncReaderWriter stream(&context);
       service_->RequestCall(&context, &stream, cq_.get(), cq_.get(), this);
-      if (!Await()) break;
+      if (!await()) break;
       grpc::ByteBuffer request;
       stream.Read(&request, this);
-      if (!Await()) break;
-      if (copy_) CopyOut(request, scratch);
+      if (!await()) break;
+      if (copy_) copy_out(request, scratch);
       grpc::Slice slice(payload_.data(), payload_.size(), grpc::Slice::STATIC_SLICE);
       stream.WriteAndFinish(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(), grpc::Status::OK,
                             this);
-      if (!Await()) break;
+      if (!await()) break;
     }
     void* tag = nullptr;
     bool ok = false;
@@ -111,13 +111,13 @@ class EchoServer {
   std::thread thread_;
 };
 
-double Median(std::vector<double> v) {
+double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // Returns 0 when every call succeeded.
-int Measure(const std::string& target, const Options& o) {
+int measure(const std::string& target, const Options& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -149,7 +149,7 @@ int Measure(const std::string& target, const Options& o) {
       bool ok = false;
       cq.Next(&tag, &ok);
     }
-    if (status.ok() && o.copy) CopyOut(reply, reply_copy);
+    if (status.ok() && o.copy) copy_out(reply, reply_copy);
     const auto end = std::chrono::steady_clock::now();
     if (!status.ok()) {
       std::fprintf(stderr, "%s: call failed: %s\n", target.c_str(), status.error_message().c_str());
@@ -163,7 +163,7 @@ int Measure(const std::string& target, const Options& o) {
     if (i >= o.warmup)
       micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
   }
-  const double p50 = Median(micros);
+  const double p50 = median(micros);
   const double moved = static_cast<double>(o.request_bytes + o.reply_bytes);
   std::printf("| %s | %s | %s | %d | %.0f | %.0f | %.2f |\n",
               target.rfind("unix:", 0) == 0 ? "Unix socket" : "TCP 127.0.0.1",
@@ -172,7 +172,7 @@ int Measure(const std::string& target, const Options& o) {
   return 0;
 }
 
-bool ParseArgs(int argc, char** argv, Options& o) {
+bool parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -206,7 +206,7 @@ bool ParseArgs(int argc, char** argv, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!ParseArgs(argc, argv, o)) return 2;
+  if (!parse_args(argc, argv, o)) return 2;
   const std::string socket_path = "/tmp/grpc-wire-ceiling-" + std::to_string(getpid()) + ".sock";
   grpc::AsyncGenericService service;
   grpc::ServerBuilder builder;
@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
   std::printf("| transport | client API | copy out | calls | p50 us | min us | GB/s |\n");
   std::printf("|---|---|---|---:|---:|---:|---:|\n");
   int rc = 0;
-  for (const std::string& t : targets) rc |= Measure(t, o);
+  for (const std::string& t : targets) rc |= measure(t, o);
   server->Shutdown();
-  echo.Stop();
+  echo.stop();
   unlink(socket_path.c_str());
   return rc;
 }

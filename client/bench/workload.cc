@@ -15,21 +15,21 @@ const char* OpName(Op op) {
   return op == Op::kTranspose ? "transpose" : "multiply";
 }
 
-bool Workload::Has(Op op) const {
+bool Workload::has(Op op) const {
   for (const OpWeight& w : ops) {
     if (w.op == op) return true;
   }
   return false;
 }
 
-std::string Workload::Name() const {
+std::string Workload::name() const {
   if (ops.size() == 1) return OpName(ops.front().op);
   return absl::StrJoin(ops, ",", [](std::string* out, const OpWeight& w) {
     absl::StrAppend(out, OpName(w.op), "=", w.weight);
   });
 }
 
-Op Workload::Choose(double u) const {
+Op Workload::choose(double u) const {
   double total = 0;
   for (const OpWeight& w : ops) total += w.weight;
   double edge = 0;
@@ -40,7 +40,7 @@ Op Workload::Choose(double u) const {
   return ops.back().op;  // u within rounding of 1
 }
 
-absl::StatusOr<Workload> ParseWorkload(const std::string& text) {
+absl::StatusOr<Workload> parse_workload(const std::string& text) {
   Workload workload;
   workload.ops.clear();
   const std::vector<std::string> items = absl::StrSplit(text, ',', absl::SkipEmpty());
@@ -60,7 +60,7 @@ absl::StatusOr<Workload> ParseWorkload(const std::string& text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--workload: the weight of ", parts[0], " must be a number > 0, got '", parts[1], "'"));
     }
-    if (workload.Has(w.op)) {
+    if (workload.has(w.op)) {
       return absl::InvalidArgumentError(absl::StrCat("--workload: ", parts[0], " given twice"));
     }
     workload.ops.push_back(w);

@@ -21,16 +21,16 @@ struct OpWeight {
 struct Workload {
   std::vector<OpWeight> ops = {{Op::kMultiply, 1}};
 
-  bool Has(Op op) const;
+  bool has(Op op) const;
   // "multiply" for one operation, else "multiply=0.8,transpose=0.2" (weights as given).
-  std::string Name() const;
+  std::string name() const;
   // The operation for a uniform draw `u` in [0, 1): each op gets a share of [0, 1) in proportion
   // to its weight, in the order given.
-  Op Choose(double u) const;
+  Op choose(double u) const;
 };
 
 // "multiply", "transpose", "multiply=0.8,transpose=0.2" (an operation without "=W" weighs 1).
 // INVALID_ARGUMENT naming the bad item: unknown operation, weight not > 0, an operation twice.
-absl::StatusOr<Workload> ParseWorkload(const std::string& text);
+absl::StatusOr<Workload> parse_workload(const std::string& text);
 
 }  // namespace matserve::client::bench

@@ -15,11 +15,11 @@ namespace {
 
 namespace v1 = ::matserve::v1;
 
-absl::Status Usage(std::string_view what) {
+absl::Status usage(std::string_view what) {
   return absl::InvalidArgumentError(std::string(what));
 }
 
-Command LookupCommand(std::string_view name) {
+Command lookup_command(std::string_view name) {
   if (name == "help") return Command::kHelp;
   if (name == "info") return Command::kInfo;
   if (name == "kernels") return Command::kKernels;
@@ -40,9 +40,9 @@ class Cursor {
   bool done() const { return i_ >= args_.size(); }
   const std::string& Next() { return args_[i_++]; }
 
-  absl::StatusOr<std::string> Value(std::string_view name, const std::optional<std::string>& inl) {
+  absl::StatusOr<std::string> value(std::string_view name, const std::optional<std::string>& inl) {
     if (inl) return *inl;
-    if (done()) return Usage(absl::StrCat("option --", std::string(name), " needs a value"));
+    if (done()) return usage(absl::StrCat("option --", std::string(name), " needs a value"));
     return Next();
   }
 
@@ -51,55 +51,55 @@ class Cursor {
   std::size_t i_ = 0;
 };
 
-absl::StatusOr<double> ParseDouble(std::string_view name, const std::string& text) {
+absl::StatusOr<double> parse_double(std::string_view name, const std::string& text) {
   double v = 0;
   if (!absl::SimpleAtod(text, &v)) {
-    return Usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a number"));
+    return usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a number"));
   }
   return v;
 }
 
-absl::StatusOr<std::int64_t> ParsePositive(std::string_view name, const std::string& text) {
+absl::StatusOr<std::int64_t> parse_positive(std::string_view name, const std::string& text) {
   std::int64_t v = 0;
   if (!absl::SimpleAtoi(text, &v) || v <= 0) {
-    return Usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a positive integer"));
+    return usage(absl::StrCat("--", std::string(name), ": '", text, "' is not a positive integer"));
   }
   return v;
 }
 
-absl::StatusOr<std::int64_t> ParseNonNegative(std::string_view name, const std::string& text) {
+absl::StatusOr<std::int64_t> parse_non_negative(std::string_view name, const std::string& text) {
   std::int64_t v = 0;
   if (!absl::SimpleAtoi(text, &v) || v < 0) {
-    return Usage(
+    return usage(
         absl::StrCat("--", std::string(name), ": '", text, "' is not a non-negative integer"));
   }
   return v;
 }
 
-absl::StatusOr<std::uint64_t> ParseSeed(const std::string& text) {
+absl::StatusOr<std::uint64_t> parse_seed(const std::string& text) {
   std::uint64_t v = 0;
   if (!absl::SimpleAtoi(text, &v)) {
-    return Usage(absl::StrCat("--seed: '", text, "' is not a non-negative integer"));
+    return usage(absl::StrCat("--seed: '", text, "' is not a non-negative integer"));
   }
   return v;
 }
 
 // Wraps a StatusOr-returning parser of a value: prefixes the option name on error.
 template <typename T>
-absl::Status Assign(std::string_view name, absl::StatusOr<T> parsed, T& out) {
+absl::Status assign(std::string_view name, absl::StatusOr<T> parsed, T& out) {
   if (!parsed.ok()) {
     const std::string msg(parsed.status().message());
     if (msg.rfind("--", 0) == 0) return parsed.status();
-    return Usage(absl::StrCat("--", std::string(name), ": ", msg));
+    return usage(absl::StrCat("--", std::string(name), ": ", msg));
   }
   out = *std::move(parsed);
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::Status AssignOpt(std::string_view name, absl::StatusOr<T> parsed, std::optional<T>& out) {
+absl::Status assign_opt(std::string_view name, absl::StatusOr<T> parsed, std::optional<T>& out) {
   T value{};
-  if (absl::Status s = Assign(name, std::move(parsed), value); !s.ok()) return s;
+  if (absl::Status s = assign(name, std::move(parsed), value); !s.ok()) return s;
   out = std::move(value);
   return absl::OkStatus();
 }
@@ -114,7 +114,7 @@ struct OptionSpec {
 
 // --verify (the server's check), --check (one computed here) and the deprecated --server-verify
 // (= --verify, with a warning), which multiply and transpose share.
-std::vector<OptionSpec> CheckSpecs(bool& verify, bool& check, std::vector<std::string>& warnings) {
+std::vector<OptionSpec> check_specs(bool& verify, bool& check, std::vector<std::string>& warnings) {
   return {
       {"verify", true,
        [&verify](const std::string&) {
@@ -137,13 +137,13 @@ std::vector<OptionSpec> CheckSpecs(bool& verify, bool& check, std::vector<std::s
   };
 }
 
-std::vector<OptionSpec> WithChecks(std::vector<OptionSpec> specs, bool& verify, bool& check,
-                                   std::vector<std::string>& warnings) {
-  for (OptionSpec& spec : CheckSpecs(verify, check, warnings)) specs.push_back(std::move(spec));
+std::vector<OptionSpec> with_checks(std::vector<OptionSpec> specs, bool& verify, bool& check,
+                                    std::vector<std::string>& warnings) {
+  for (OptionSpec& spec : check_specs(verify, check, warnings)) specs.push_back(std::move(spec));
   return specs;
 }
 
-std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
+std::vector<OptionSpec> multiply_specs(MultiplyOptions& m) {
   return {
       {"a", false,
        [&m](const std::string& v) {
@@ -162,24 +162,24 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
        }},
       {"random", false,
        [&m](const std::string& v) -> absl::Status {
-         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 3);
-         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         absl::StatusOr<std::vector<std::int64_t>> d = parse_dims(v, 3);
+         if (!d.ok()) return usage(absl::StrCat("--random: ", std::string(d.status().message())));
          m.random = std::array<std::int64_t, 3>{(*d)[0], (*d)[1], (*d)[2]};
          return absl::OkStatus();
        }},
-      {"seed", false, [&m](const std::string& v) { return Assign("seed", ParseSeed(v), m.seed); }},
+      {"seed", false, [&m](const std::string& v) { return assign("seed", parse_seed(v), m.seed); }},
       {"repeat", false,
        [&m](const std::string& v) {
-         return Assign("repeat", ParsePositive("repeat", v), m.repeat);
+         return assign("repeat", parse_positive("repeat", v), m.repeat);
        }},
       {"warmup", false,
        [&m](const std::string& v) {
-         return Assign("warmup", ParseNonNegative("warmup", v), m.warmup);
+         return assign("warmup", parse_non_negative("warmup", v), m.warmup);
        }},
       {"dtype", false,
-       [&m](const std::string& v) { return AssignOpt("dtype", ParseDType(v), m.dtype); }},
+       [&m](const std::string& v) { return assign_opt("dtype", parse_dtype(v), m.dtype); }},
       {"layout", false,
-       [&m](const std::string& v) { return Assign("layout", ParseLayout(v), m.layout); }},
+       [&m](const std::string& v) { return assign("layout", parse_layout(v), m.layout); }},
       {"transpose-a", true,
        [&m](const std::string&) {
          m.transpose_a = true;
@@ -191,27 +191,29 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
          return absl::OkStatus();
        }},
       {"alpha", false,
-       [&m](const std::string& v) { return AssignOpt("alpha", ParseDouble("alpha", v), m.alpha); }},
+       [&m](const std::string& v) {
+         return assign_opt("alpha", parse_double("alpha", v), m.alpha);
+       }},
       {"beta", false,
-       [&m](const std::string& v) { return AssignOpt("beta", ParseDouble("beta", v), m.beta); }},
+       [&m](const std::string& v) { return assign_opt("beta", parse_double("beta", v), m.beta); }},
       {"variant", false,
        [&m](const std::string& v) {
          m.variant = v;
          return absl::OkStatus();
        }},
       {"compute", false,
-       [&m](const std::string& v) { return Assign("compute", ParseComputeMode(v), m.compute); }},
+       [&m](const std::string& v) { return assign("compute", parse_compute_mode(v), m.compute); }},
       {"output-dtype", false,
        [&m](const std::string& v) {
-         return AssignOpt("output-dtype", ParseDType(v), m.output_dtype);
+         return assign_opt("output-dtype", parse_dtype(v), m.output_dtype);
        }},
       {"output-layout", false,
        [&m](const std::string& v) {
-         return AssignOpt("output-layout", ParseLayout(v), m.output_layout);
+         return assign_opt("output-layout", parse_layout(v), m.output_layout);
        }},
       {"tolerance", false,
        [&m](const std::string& v) {
-         return AssignOpt("tolerance", ParseDouble("tolerance", v), m.tolerance);
+         return assign_opt("tolerance", parse_double("tolerance", v), m.tolerance);
        }},
       {"out", false,
        [&m](const std::string& v) {
@@ -244,11 +246,11 @@ std::vector<OptionSpec> MultiplySpecs(MultiplyOptions& m) {
          return absl::OkStatus();
        }},
       {"batch", false,
-       [&m](const std::string& v) { return Assign("batch", ParsePositive("batch", v), m.batch); }},
+       [&m](const std::string& v) { return assign("batch", parse_positive("batch", v), m.batch); }},
   };
 }
 
-std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
+std::vector<OptionSpec> transpose_specs(TransposeOptions& t) {
   return {
       {"a", false,
        [&t](const std::string& v) {
@@ -257,26 +259,28 @@ std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
        }},
       {"random", false,
        [&t](const std::string& v) -> absl::Status {
-         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 2);
-         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         absl::StatusOr<std::vector<std::int64_t>> d = parse_dims(v, 2);
+         if (!d.ok()) return usage(absl::StrCat("--random: ", std::string(d.status().message())));
          t.random = std::array<std::int64_t, 2>{(*d)[0], (*d)[1]};
          return absl::OkStatus();
        }},
-      {"seed", false, [&t](const std::string& v) { return Assign("seed", ParseSeed(v), t.seed); }},
+      {"seed", false, [&t](const std::string& v) { return assign("seed", parse_seed(v), t.seed); }},
       {"repeat", false,
        [&t](const std::string& v) {
-         return Assign("repeat", ParsePositive("repeat", v), t.repeat);
+         return assign("repeat", parse_positive("repeat", v), t.repeat);
        }},
       {"warmup", false,
        [&t](const std::string& v) {
-         return Assign("warmup", ParseNonNegative("warmup", v), t.warmup);
+         return assign("warmup", parse_non_negative("warmup", v), t.warmup);
        }},
       {"dtype", false,
-       [&t](const std::string& v) { return AssignOpt("dtype", ParseDType(v), t.dtype); }},
+       [&t](const std::string& v) { return assign_opt("dtype", parse_dtype(v), t.dtype); }},
       {"layout", false,
-       [&t](const std::string& v) { return Assign("layout", ParseLayout(v), t.layout); }},
+       [&t](const std::string& v) { return assign("layout", parse_layout(v), t.layout); }},
       {"scale", false,
-       [&t](const std::string& v) { return AssignOpt("scale", ParseDouble("scale", v), t.scale); }},
+       [&t](const std::string& v) {
+         return assign_opt("scale", parse_double("scale", v), t.scale);
+       }},
       {"variant", false,
        [&t](const std::string& v) {
          t.variant = v;
@@ -284,7 +288,7 @@ std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
        }},
       {"tolerance", false,
        [&t](const std::string& v) {
-         return AssignOpt("tolerance", ParseDouble("tolerance", v), t.tolerance);
+         return assign_opt("tolerance", parse_double("tolerance", v), t.tolerance);
        }},
       {"out", false,
        [&t](const std::string& v) {
@@ -314,14 +318,14 @@ std::vector<OptionSpec> TransposeSpecs(TransposeOptions& t) {
   };
 }
 
-absl::StatusOr<std::int64_t> ParseChunkMb(const std::string& v) {
-  absl::StatusOr<std::int64_t> mb = ParsePositive("chunk-mb", v);
+absl::StatusOr<std::int64_t> parse_chunk_mb(const std::string& v) {
+  absl::StatusOr<std::int64_t> mb = parse_positive("chunk-mb", v);
   if (!mb.ok()) return mb.status();
-  if (*mb > 1024) return Usage("--chunk-mb: at most 1024");
+  if (*mb > 1024) return usage("--chunk-mb: at most 1024");
   return *mb << 20;
 }
 
-std::vector<OptionSpec> UploadSpecs(UploadOptions& u) {
+std::vector<OptionSpec> upload_specs(UploadOptions& u) {
   return {
       {"a", false,
        [&u](const std::string& v) {
@@ -330,18 +334,18 @@ std::vector<OptionSpec> UploadSpecs(UploadOptions& u) {
        }},
       {"random", false,
        [&u](const std::string& v) -> absl::Status {
-         absl::StatusOr<std::vector<std::int64_t>> d = ParseDims(v, 2);
-         if (!d.ok()) return Usage(absl::StrCat("--random: ", std::string(d.status().message())));
+         absl::StatusOr<std::vector<std::int64_t>> d = parse_dims(v, 2);
+         if (!d.ok()) return usage(absl::StrCat("--random: ", std::string(d.status().message())));
          u.random = std::array<std::int64_t, 2>{(*d)[0], (*d)[1]};
          return absl::OkStatus();
        }},
-      {"seed", false, [&u](const std::string& v) { return Assign("seed", ParseSeed(v), u.seed); }},
+      {"seed", false, [&u](const std::string& v) { return assign("seed", parse_seed(v), u.seed); }},
       {"dtype", false,
-       [&u](const std::string& v) { return AssignOpt("dtype", ParseDType(v), u.dtype); }},
+       [&u](const std::string& v) { return assign_opt("dtype", parse_dtype(v), u.dtype); }},
       {"layout", false,
-       [&u](const std::string& v) { return Assign("layout", ParseLayout(v), u.layout); }},
+       [&u](const std::string& v) { return assign("layout", parse_layout(v), u.layout); }},
       {"chunk-mb", false,
-       [&u](const std::string& v) { return Assign("chunk-mb", ParseChunkMb(v), u.chunk_bytes); }},
+       [&u](const std::string& v) { return assign("chunk-mb", parse_chunk_mb(v), u.chunk_bytes); }},
       {"colocate-with", false,
        [&u](const std::string& v) {
          u.colocate_with = v;
@@ -350,7 +354,7 @@ std::vector<OptionSpec> UploadSpecs(UploadOptions& u) {
   };
 }
 
-std::vector<OptionSpec> HandleSpecs(HandleOptions& h, bool download) {
+std::vector<OptionSpec> handle_specs(HandleOptions& h, bool download) {
   std::vector<OptionSpec> specs = {
       {"handle", false,
        [&h](const std::string& v) {
@@ -364,20 +368,20 @@ std::vector<OptionSpec> HandleSpecs(HandleOptions& h, bool download) {
                        return absl::OkStatus();
                      }});
     specs.push_back({"chunk-mb", false, [&h](const std::string& v) {
-                       return Assign("chunk-mb", ParseChunkMb(v), h.chunk_bytes);
+                       return assign("chunk-mb", parse_chunk_mb(v), h.chunk_bytes);
                      }});
   }
   return specs;
 }
 
-std::vector<OptionSpec> HealthSpecs(HealthOptions& h) {
+std::vector<OptionSpec> health_specs(HealthOptions& h) {
   return {{"service", false, [&h](const std::string& v) {
              h.service = v;
              return absl::OkStatus();
            }}};
 }
 
-std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
+std::vector<OptionSpec> kernels_specs(KernelsOptions& k) {
   return {
       {"op", false,
        [&k](const std::string& v) -> absl::Status {
@@ -386,7 +390,7 @@ std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
          } else if (v == "transpose") {
            k.op = v1::TRANSPOSE;
          } else {
-           return Usage(
+           return usage(
                absl::StrCat("--op: unknown operation '", v, "' (expected gemm or transpose)"));
          }
          return absl::OkStatus();
@@ -394,13 +398,13 @@ std::vector<OptionSpec> KernelsSpecs(KernelsOptions& k) {
   };
 }
 
-absl::Status SetPath(const std::string& value, std::string& out) {
-  if (value.empty()) return Usage("an empty file name");
+absl::Status set_path(const std::string& value, std::string& out) {
+  if (value.empty()) return usage("an empty file name");
   out = value;
   return absl::OkStatus();
 }
 
-std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
+std::vector<OptionSpec> global_specs(GlobalOptions& g, bool& help) {
   return {
       {"target", false,
        [&g](const std::string& v) {
@@ -414,24 +418,24 @@ std::vector<OptionSpec> GlobalSpecs(GlobalOptions& g, bool& help) {
        }},
       {"deadline-ms", false,
        [&g](const std::string& v) {
-         return Assign("deadline-ms", ParsePositive("deadline-ms", v), g.deadline_ms);
+         return assign("deadline-ms", parse_positive("deadline-ms", v), g.deadline_ms);
        }},
       {"max-message-mb", false,
        [&g](const std::string& v) -> absl::Status {
          std::int64_t mb = 0;
-         if (absl::Status s = Assign("max-message-mb", ParsePositive("max-message-mb", v), mb);
+         if (absl::Status s = assign("max-message-mb", parse_positive("max-message-mb", v), mb);
              !s.ok()) {
            return s;
          }
-         if (mb > 2047) return Usage("--max-message-mb: at most 2047 (protobuf's 2 GiB limit)");
+         if (mb > 2047) return usage("--max-message-mb: at most 2047 (protobuf's 2 GiB limit)");
          g.max_message_bytes = mb << 20;
          return absl::OkStatus();
        }},
       {"token-file", false,
-       [&g](const std::string& v) { return SetPath(v, g.security.token_file); }},
-      {"tls-ca", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_ca); }},
-      {"tls-cert", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_cert); }},
-      {"tls-key", false, [&g](const std::string& v) { return SetPath(v, g.security.tls_key); }},
+       [&g](const std::string& v) { return set_path(v, g.security.token_file); }},
+      {"tls-ca", false, [&g](const std::string& v) { return set_path(v, g.security.tls_ca); }},
+      {"tls-cert", false, [&g](const std::string& v) { return set_path(v, g.security.tls_cert); }},
+      {"tls-key", false, [&g](const std::string& v) { return set_path(v, g.security.tls_key); }},
       {"tls-server-name", false,
        [&g](const std::string& v) {
          g.security.tls_server_name = v;
@@ -452,86 +456,86 @@ const OptionSpec* Find(const std::vector<OptionSpec>& specs, std::string_view na
   return nullptr;
 }
 
-absl::Status CheckMultiply(const MultiplyOptions& m) {
+absl::Status check_multiply(const MultiplyOptions& m) {
   const bool files = !m.a.empty() || !m.b.empty();
   const bool handles = !m.a_handle.empty() || !m.b_handle.empty() || !m.c_handle.empty();
-  if (m.random && files) return Usage("multiply: give either --a/--b or --random, not both");
-  if (m.random && handles) return Usage("multiply: --random cannot be combined with handles");
+  if (m.random && files) return usage("multiply: give either --a/--b or --random, not both");
+  if (m.random && handles) return usage("multiply: --random cannot be combined with handles");
   if (m.random && !m.c.empty()) {
-    return Usage("multiply: --c needs --a/--b (with --random, C is generated when --beta != 0)");
+    return usage("multiply: --c needs --a/--b (with --random, C is generated when --beta != 0)");
   }
   if (!m.a.empty() && !m.a_handle.empty())
-    return Usage("multiply: give --a or --a-handle, not both");
+    return usage("multiply: give --a or --a-handle, not both");
   if (!m.b.empty() && !m.b_handle.empty())
-    return Usage("multiply: give --b or --b-handle, not both");
+    return usage("multiply: give --b or --b-handle, not both");
   if (!m.c.empty() && !m.c_handle.empty())
-    return Usage("multiply: give --c or --c-handle, not both");
+    return usage("multiply: give --c or --c-handle, not both");
   if (!m.random) {
     const bool has_a = !m.a.empty() || !m.a_handle.empty();
     const bool has_b = !m.b.empty() || !m.b_handle.empty();
-    if (!has_a && !has_b) return Usage("multiply: give --a and --b, or --random MxNxK");
-    if (!has_a) return Usage("multiply: --b given without --a (or --a-handle)");
-    if (!has_b) return Usage("multiply: --a given without --b (or --b-handle)");
+    if (!has_a && !has_b) return usage("multiply: give --a and --b, or --random MxNxK");
+    if (!has_a) return usage("multiply: --b given without --a (or --a-handle)");
+    if (!has_b) return usage("multiply: --a given without --b (or --b-handle)");
   }
   if (m.check && handles) {
-    return Usage(
+    return usage(
         "multiply: --check needs the operands' data; with handles use --verify (the server's "
         "check)");
   }
   if (m.keep_result && m.warmup + m.repeat > 1) {
-    return Usage(
+    return usage(
         "multiply: --keep-result makes one resident result per call: no --repeat/--warmup");
   }
   if (m.keep_result && (m.check || !m.out.empty())) {
-    return Usage(
+    return usage(
         "multiply: --keep-result leaves C on the server: no --check or --out "
         "(use --verify, then `download`)");
   }
   if (m.shm && (handles || m.keep_result)) {
-    return Usage(
+    return usage(
         "multiply: --shm moves data through shared memory: not with handles or "
         "--keep-result");
   }
   if (m.batch > 1) {
     if (!m.random)
-      return Usage("multiply: --batch needs --random MxNxK (N products of random data)");
+      return usage("multiply: --batch needs --random MxNxK (N products of random data)");
     if (m.check || !m.out.empty() || m.keep_result || m.shm) {
-      return Usage(
+      return usage(
           "multiply: --batch is a timing run: no --check, --out, --keep-result or --shm (use "
           "--verify: the server checks every product)");
     }
   }
-  if (m.variant.empty()) return Usage("multiply: --variant must not be empty (use auto)");
+  if (m.variant.empty()) return usage("multiply: --variant must not be empty (use auto)");
   if (m.tolerance && !m.verify && !m.check) {
-    return Usage("multiply: --tolerance needs --verify or --check");
+    return usage("multiply: --tolerance needs --verify or --check");
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckTranspose(const TransposeOptions& t) {
+absl::Status check_transpose(const TransposeOptions& t) {
   const int sources = (t.random ? 1 : 0) + (t.a.empty() ? 0 : 1) + (t.a_handle.empty() ? 0 : 1);
-  if (sources > 1) return Usage("transpose: give one of --a, --a-handle or --random, not several");
-  if (sources == 0) return Usage("transpose: give --a, --a-handle or --random RxC");
-  if (t.in_place && t.a_handle.empty()) return Usage("transpose: --in-place needs --a-handle");
+  if (sources > 1) return usage("transpose: give one of --a, --a-handle or --random, not several");
+  if (sources == 0) return usage("transpose: give --a, --a-handle or --random RxC");
+  if (t.in_place && t.a_handle.empty()) return usage("transpose: --in-place needs --a-handle");
   if (t.check && !t.a_handle.empty()) {
-    return Usage("transpose: --check needs A's data; with --a-handle use --verify");
+    return usage("transpose: --check needs A's data; with --a-handle use --verify");
   }
   if ((t.keep_result || t.in_place) && t.warmup + t.repeat > 1) {
-    return Usage(
+    return usage(
         "transpose: --keep-result/--in-place change server state per call: no "
         "--repeat/--warmup");
   }
   if ((t.keep_result || t.in_place) && (t.check || !t.out.empty())) {
-    return Usage("transpose: --keep-result/--in-place leave B on the server: no --check or --out");
+    return usage("transpose: --keep-result/--in-place leave B on the server: no --check or --out");
   }
   if (t.shm && (!t.a_handle.empty() || t.keep_result || t.in_place)) {
-    return Usage(
+    return usage(
         "transpose: --shm moves data through shared memory: not with --a-handle, "
         "--keep-result or --in-place");
   }
-  if (t.variant.empty()) return Usage("transpose: --variant must not be empty (use auto)");
+  if (t.variant.empty()) return usage("transpose: --variant must not be empty (use auto)");
   if (t.tolerance && !t.verify && !t.check) {
-    return Usage("transpose: --tolerance needs --verify or --check");
+    return usage("transpose: --tolerance needs --verify or --check");
   }
   return absl::OkStatus();
 }
@@ -555,39 +559,39 @@ const char* CommandName(Command command) {
   return "";
 }
 
-absl::StatusOr<std::vector<std::int64_t>> ParseDims(const std::string& spec, int count) {
+absl::StatusOr<std::vector<std::int64_t>> parse_dims(const std::string& spec, int count) {
   const std::vector<std::string> parts = absl::StrSplit(spec, 'x');
   const char* form = count == 3 ? "MxNxK" : "RxC";
   if (static_cast<int>(parts.size()) != count) {
-    return Usage(absl::StrCat("'", spec, "' is not of the form ", form));
+    return usage(absl::StrCat("'", spec, "' is not of the form ", form));
   }
   std::vector<std::int64_t> dims;
   for (const std::string& p : parts) {
     std::int64_t v = 0;
     if (p.empty() || !absl::SimpleAtoi(p, &v) || v <= 0) {
-      return Usage(
+      return usage(
           absl::StrCat("'", spec, "': '", p, "' is not a positive integer (form ", form, ")"));
     }
     if (v > (std::int64_t{1} << 31)) {
-      return Usage(absl::StrCat("'", spec, "': dimension ", v, " is too large"));
+      return usage(absl::StrCat("'", spec, "': dimension ", v, " is too large"));
     }
     dims.push_back(v);
   }
   return dims;
 }
 
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
+absl::StatusOr<ParsedArgs> parse_args(const std::vector<std::string>& args) {
   ParsedArgs out;
-  const std::vector<OptionSpec> global = GlobalSpecs(out.global, out.help);
-  const std::vector<OptionSpec> kernels = KernelsSpecs(out.kernels);
-  const std::vector<OptionSpec> multiply = WithChecks(
-      MultiplySpecs(out.multiply), out.multiply.verify, out.multiply.check, out.warnings);
-  const std::vector<OptionSpec> transpose = WithChecks(
-      TransposeSpecs(out.transpose), out.transpose.verify, out.transpose.check, out.warnings);
-  const std::vector<OptionSpec> upload = UploadSpecs(out.upload);
-  const std::vector<OptionSpec> download = HandleSpecs(out.handle, true);
-  const std::vector<OptionSpec> release = HandleSpecs(out.handle, false);
-  const std::vector<OptionSpec> health = HealthSpecs(out.health);
+  const std::vector<OptionSpec> global = global_specs(out.global, out.help);
+  const std::vector<OptionSpec> kernels = kernels_specs(out.kernels);
+  const std::vector<OptionSpec> multiply = with_checks(
+      multiply_specs(out.multiply), out.multiply.verify, out.multiply.check, out.warnings);
+  const std::vector<OptionSpec> transpose = with_checks(
+      transpose_specs(out.transpose), out.transpose.verify, out.transpose.check, out.warnings);
+  const std::vector<OptionSpec> upload = upload_specs(out.upload);
+  const std::vector<OptionSpec> download = handle_specs(out.handle, true);
+  const std::vector<OptionSpec> release = handle_specs(out.handle, false);
+  const std::vector<OptionSpec> health = health_specs(out.health);
   Cursor cursor(args);
   while (!cursor.done()) {
     const std::string arg = cursor.Next();
@@ -597,25 +601,25 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     }
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       if (!arg.empty() && arg[0] == '-' && arg != "-") {
-        return Usage(absl::StrCat("unknown option '", arg, "' (options are spelled --name)"));
+        return usage(absl::StrCat("unknown option '", arg, "' (options are spelled --name)"));
       }
       if (out.command == Command::kNone) {
-        out.command = LookupCommand(arg);
+        out.command = lookup_command(arg);
         if (out.command == Command::kNone) {
-          return Usage(absl::StrCat("unknown command '", arg,
+          return usage(absl::StrCat("unknown command '", arg,
                                     "' (expected info, kernels, multiply, transpose, upload, "
                                     "download, release, resident, health or help)"));
         }
         continue;
       }
       if (out.command == Command::kHelp && out.help_topic == Command::kNone) {
-        out.help_topic = LookupCommand(arg);
+        out.help_topic = lookup_command(arg);
         if (out.help_topic == Command::kNone || out.help_topic == Command::kHelp) {
-          return Usage(absl::StrCat("help: unknown command '", arg, "'"));
+          return usage(absl::StrCat("help: unknown command '", arg, "'"));
         }
         continue;
       }
-      return Usage(absl::StrCat(CommandName(out.command), ": unexpected argument '", arg, "'"));
+      return usage(absl::StrCat(CommandName(out.command), ": unexpected argument '", arg, "'"));
     }
     std::string name = arg.substr(2);
     std::optional<std::string> inline_value;
@@ -638,16 +642,16 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     }
     if (spec == nullptr) {
       if (out.command == Command::kNone || out.command == Command::kHelp) {
-        return Usage(absl::StrCat("unknown option '--", name, "'"));
+        return usage(absl::StrCat("unknown option '--", name, "'"));
       }
-      return Usage(absl::StrCat(CommandName(out.command), ": unknown option '--", name, "'"));
+      return usage(absl::StrCat(CommandName(out.command), ": unknown option '--", name, "'"));
     }
     if (spec->flag) {
-      if (inline_value) return Usage(absl::StrCat("option --", name, " takes no value"));
+      if (inline_value) return usage(absl::StrCat("option --", name, " takes no value"));
       if (absl::Status s = spec->handle(""); !s.ok()) return s;
       continue;
     }
-    absl::StatusOr<std::string> value = cursor.Value(name, inline_value);
+    absl::StatusOr<std::string> value = cursor.value(name, inline_value);
     if (!value.ok()) return value.status();
     if (absl::Status s = spec->handle(*value); !s.ok()) return s;
   }
@@ -658,27 +662,27 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   }
   if (out.help) return out;
   const GlobalOptions& g = out.global;
-  if (absl::Status s = CheckSecurityFiles(g.security); !s.ok())
-    return Usage(std::string(s.message()));
+  if (absl::Status s = check_security_files(g.security); !s.ok())
+    return usage(std::string(s.message()));
   switch (out.command) {
-    case Command::kNone: return Usage("no command given (try: matserve-cli --help)");
+    case Command::kNone: return usage("no command given (try: matserve-cli --help)");
     case Command::kMultiply:
-      if (absl::Status s = CheckMultiply(out.multiply); !s.ok()) return s;
+      if (absl::Status s = check_multiply(out.multiply); !s.ok()) return s;
       break;
     case Command::kTranspose:
-      if (absl::Status s = CheckTranspose(out.transpose); !s.ok()) return s;
+      if (absl::Status s = check_transpose(out.transpose); !s.ok()) return s;
       break;
     case Command::kUpload:
       if (out.upload.random && !out.upload.a.empty()) {
-        return Usage("upload: give either --a or --random, not both");
+        return usage("upload: give either --a or --random, not both");
       }
       if (!out.upload.random && out.upload.a.empty())
-        return Usage("upload: give --a or --random RxC");
+        return usage("upload: give --a or --random RxC");
       break;
     case Command::kDownload:
     case Command::kRelease:
       if (out.handle.handle.empty()) {
-        return Usage(absl::StrCat(CommandName(out.command), ": give --handle H"));
+        return usage(absl::StrCat(CommandName(out.command), ": give --handle H"));
       }
       break;
     default: break;

@@ -135,10 +135,10 @@ struct ParsedArgs {
 };
 
 // Parses argv[1..] (without the program name).
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args);
+absl::StatusOr<ParsedArgs> parse_args(const std::vector<std::string>& args);
 
 // "MxNxK" / "RxC": `count` positive integers separated by 'x'.
-absl::StatusOr<std::vector<std::int64_t>> ParseDims(const std::string& spec, int count);
+absl::StatusOr<std::vector<std::int64_t>> parse_dims(const std::string& spec, int count);
 
 const char* CommandName(Command command);
 

@@ -18,65 +18,65 @@
 
 namespace matserve::client::cli {
 
-int UsageError(std::ostream& err, const absl::Status& s, Command command) {
+int usage_error(std::ostream& err, const absl::Status& s, Command command) {
   err << "error: " << s.message() << '\n';
   err << "run 'matserve-cli " << (command == Command::kNone ? "" : CommandName(command))
       << (command == Command::kNone ? "" : " ") << "--help' for usage\n";
   return kExitUsage;
 }
 
-int InputError(std::ostream& err, const absl::Status& s) {
+int input_error(std::ostream& err, const absl::Status& s) {
   err << "error: " << s.message() << '\n';
   return kExitUsage;
 }
 
-int RpcError(std::ostream& err, const absl::Status& s) {
-  err << "error: " << StatusCodeName(s.code()) << ": " << s.message() << '\n';
+int rpc_error(std::ostream& err, const absl::Status& s) {
+  err << "error: " << status_code_name(s.code()) << ": " << s.message() << '\n';
   return kExitRpc;
 }
 
-absl::StatusOr<std::unique_ptr<Client>> MakeClient(
+absl::StatusOr<std::unique_ptr<Client>> make_client(
     const GlobalOptions& g, std::optional<std::chrono::milliseconds> deadline) {
   ClientOptions options;
   options.max_message_bytes = g.max_message_bytes;
   options.deadline = deadline.value_or(std::chrono::milliseconds(g.deadline_ms));
-  if (absl::Status s = ApplySecurityFiles(g.security, options); !s.ok()) return s;
-  return Client::Connect(g.target, options);
+  if (absl::Status s = apply_security_files(g.security, options); !s.ok()) return s;
+  return Client::connect(g.target, options);
 }
 
-absl::StatusOr<NpyArray> LoadInput(const std::string& path, std::optional<kernels::DType> dtype) {
+absl::StatusOr<NpyArray> load_input(const std::string& path, std::optional<kernels::DType> dtype) {
   NpyReadOptions options;
   options.bf16 = dtype == kernels::DType::kBF16;
-  absl::StatusOr<NpyArray> array = ReadNpy(path, options);
+  absl::StatusOr<NpyArray> array = read_npy(path, options);
   if (!array.ok()) return array.status();
   if (dtype && array->dtype != *dtype) {
-    array->bytes = ConvertElements(array->bytes, array->dtype, *dtype);
+    array->bytes = convert_elements(array->bytes, array->dtype, *dtype);
     array->dtype = *dtype;
   }
   return array;
 }
 
-int WriteOut(const Env& env, const std::string& path, matserve::v1::Matrix&& matrix) {
-  absl::StatusOr<NpyArray> npy = NpyFromMatrix(std::move(matrix));
-  if (!npy.ok()) return RpcError(env.err, absl::DataLossError(npy.status().message()));
-  if (absl::Status s = WriteNpy(path, *npy); !s.ok()) return InputError(env.err, s);
+int write_out(const Env& env, const std::string& path, matserve::v1::Matrix&& matrix) {
+  absl::StatusOr<NpyArray> npy = npy_from_matrix(std::move(matrix));
+  if (!npy.ok()) return rpc_error(env.err, absl::DataLossError(npy.status().message()));
+  if (absl::Status s = write_npy(path, *npy); !s.ok()) return input_error(env.err, s);
   return kExitOk;
 }
 
-int ToleranceExit(const Env& env, std::optional<double> tolerance,
-                  const matserve::v1::Verification* server,
-                  const std::optional<kernels::ErrorStats>& client) {
+int tolerance_exit(const Env& env, std::optional<double> tolerance,
+                   const matserve::v1::Verification* server,
+                   const std::optional<kernels::ErrorStats>& client) {
   const std::optional<double> server_rel =
       server != nullptr ? std::optional<double>(server->rel_l2_error()) : std::nullopt;
-  if (absl::Status s = CheckTolerance(tolerance, server_rel, client); !s.ok()) {
+  if (absl::Status s = check_tolerance(tolerance, server_rel, client); !s.ok()) {
     env.err << "error: verification failed: " << s.message() << '\n';
     return kExitVerify;
   }
   return kExitOk;
 }
 
-absl::Status CheckTolerance(std::optional<double> tolerance, std::optional<double> server,
-                            const std::optional<kernels::ErrorStats>& client) {
+absl::Status check_tolerance(std::optional<double> tolerance, std::optional<double> server,
+                             const std::optional<kernels::ErrorStats>& client) {
   if (!tolerance) return absl::OkStatus();
   if (server && !(*server <= *tolerance)) {
     return absl::OutOfRangeError(
@@ -93,24 +93,24 @@ absl::Status CheckTolerance(std::optional<double> tolerance, std::optional<doubl
   return absl::OkStatus();
 }
 
-double MicrosSince(std::chrono::steady_clock::time_point start) {
+double micros_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
-double Median(std::vector<double> values) {
+double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timings) {
+matserve::v1::Timing median_timing(const std::vector<matserve::v1::Timing>& timings) {
   const auto median_of = [&timings](double (matserve::v1::Timing::*field)() const) {
     std::vector<double> v;
     v.reserve(timings.size());
     for (const matserve::v1::Timing& t : timings) v.push_back((t.*field)());
-    return Median(std::move(v));
+    return median(std::move(v));
   };
   matserve::v1::Timing out;
   out.set_queue_us(median_of(&matserve::v1::Timing::queue_us));
@@ -123,7 +123,7 @@ matserve::v1::Timing MedianTiming(const std::vector<matserve::v1::Timing>& timin
   std::vector<double> merged;
   merged.reserve(timings.size());
   for (const matserve::v1::Timing& t : timings) merged.push_back(t.merged_requests());
-  out.set_merged_requests(static_cast<std::int32_t>(std::lround(Median(std::move(merged)))));
+  out.set_merged_requests(static_cast<std::int32_t>(std::lround(median(std::move(merged)))));
   return out;
 }
 

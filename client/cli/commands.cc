@@ -1,4 +1,4 @@
-// RunCli: parse, then dispatch to one command. `info`, `kernels`, `health` and the help texts
+// run_cli: parse, then dispatch to one command. `info`, `kernels`, `health` and the help texts
 // live here; multiply, transpose and the resident-matrix commands have their own files.
 #include "client/cli/commands.h"
 
@@ -12,55 +12,55 @@ namespace {
 
 namespace v1 = ::matserve::v1;
 
-int RunInfo(const Env& env) {
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
-  if (!client.ok()) return InputError(env.err, client.status());
-  absl::StatusOr<v1::GetServerInfoReply> reply = (*client)->GetServerInfo();
-  if (!reply.ok()) return RpcError(env.err, reply.status());
-  PrintInfo(*reply, env.global.target, env.global.json, env.out);
+int run_info(const Env& env) {
+  absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
+  if (!client.ok()) return input_error(env.err, client.status());
+  absl::StatusOr<v1::GetServerInfoReply> reply = (*client)->get_server_info();
+  if (!reply.ok()) return rpc_error(env.err, reply.status());
+  print_info(*reply, env.global.target, env.global.json, env.out);
   return kExitOk;
 }
 
 // Exit 0 when SERVING, kExitNotServing for any other answer, kExitRpc when there is none: a
 // container health check needs nothing else (no token: the health service takes none).
-int RunHealth(const Env& env, const HealthOptions& opt) {
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
-  if (!client.ok()) return InputError(env.err, client.status());
-  absl::StatusOr<std::string> status = (*client)->Health(opt.service);
-  if (!status.ok()) return RpcError(env.err, status.status());
-  PrintHealth(opt.service, *status, env.global.json, env.out);
+int run_health(const Env& env, const HealthOptions& opt) {
+  absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
+  if (!client.ok()) return input_error(env.err, client.status());
+  absl::StatusOr<std::string> status = (*client)->health(opt.service);
+  if (!status.ok()) return rpc_error(env.err, status.status());
+  print_health(opt.service, *status, env.global.json, env.out);
   return *status == "SERVING" ? kExitOk : kExitNotServing;
 }
 
-int RunKernels(const Env& env, const KernelsOptions& opt) {
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
-  if (!client.ok()) return InputError(env.err, client.status());
-  absl::StatusOr<v1::ListKernelsReply> reply = (*client)->ListKernels();
-  if (!reply.ok()) return RpcError(env.err, reply.status());
-  PrintKernels(*reply, opt.op, env.global.json, env.out);
+int run_kernels(const Env& env, const KernelsOptions& opt) {
+  absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
+  if (!client.ok()) return input_error(env.err, client.status());
+  absl::StatusOr<v1::ListKernelsReply> reply = (*client)->list_kernels();
+  if (!reply.ok()) return rpc_error(env.err, reply.status());
+  print_kernels(*reply, opt.op, env.global.json, env.out);
   return kExitOk;
 }
 
 // Help for multiply/transpose lists the server's kernels when it answers within two seconds.
-int RunHelp(const Env& env, Command command) {
+int run_help(const Env& env, Command command) {
   std::string kernel_list;
   if (command == Command::kMultiply || command == Command::kTranspose) {
     absl::StatusOr<std::unique_ptr<Client>> client =
-        MakeClient(env.global, std::chrono::milliseconds(2000));
+        make_client(env.global, std::chrono::milliseconds(2000));
     if (client.ok()) {
-      absl::StatusOr<v1::ListKernelsReply> reply = (*client)->ListKernels();
+      absl::StatusOr<v1::ListKernelsReply> reply = (*client)->list_kernels();
       if (reply.ok()) {
         kernel_list =
-            KernelListForHelp(*reply, command == Command::kMultiply ? v1::GEMM : v1::TRANSPOSE);
+            kernel_list_for_help(*reply, command == Command::kMultiply ? v1::GEMM : v1::TRANSPOSE);
       }
     }
   }
-  env.out << CommandHelp(command, kernel_list);
+  env.out << command_help(command, kernel_list);
   return kExitOk;
 }
 
 // The command named in `args`, for the usage hint when parsing failed part way.
-Command CommandIn(const std::vector<std::string>& args) {
+Command command_in(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     for (Command c : {Command::kInfo, Command::kKernels, Command::kMultiply, Command::kTranspose,
                       Command::kUpload, Command::kDownload, Command::kRelease, Command::kResident,
@@ -73,27 +73,27 @@ Command CommandIn(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
-  if (!parsed.ok()) return UsageError(err, parsed.status(), CommandIn(args));
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> parsed = parse_args(args);
+  if (!parsed.ok()) return usage_error(err, parsed.status(), command_in(args));
   for (const std::string& warning : parsed->warnings) err << "warning: " << warning << '\n';
   const Env env{parsed->global, out, err};
-  if (parsed->help) return RunHelp(env, parsed->command);
+  if (parsed->help) return run_help(env, parsed->command);
   switch (parsed->command) {
-    case Command::kInfo: return RunInfo(env);
-    case Command::kKernels: return RunKernels(env, parsed->kernels);
+    case Command::kInfo: return run_info(env);
+    case Command::kKernels: return run_kernels(env, parsed->kernels);
     case Command::kMultiply:
-      return parsed->multiply.batch > 1 ? RunMultiplyBatched(env, parsed->multiply)
-                                        : RunMultiply(env, parsed->multiply);
-    case Command::kTranspose: return RunTranspose(env, parsed->transpose);
-    case Command::kUpload: return RunUpload(env, parsed->upload);
-    case Command::kDownload: return RunDownload(env, parsed->handle);
-    case Command::kRelease: return RunRelease(env, parsed->handle);
-    case Command::kResident: return RunResident(env);
-    case Command::kHealth: return RunHealth(env, parsed->health);
+      return parsed->multiply.batch > 1 ? run_multiply_batched(env, parsed->multiply)
+                                        : run_multiply(env, parsed->multiply);
+    case Command::kTranspose: return run_transpose(env, parsed->transpose);
+    case Command::kUpload: return run_upload(env, parsed->upload);
+    case Command::kDownload: return run_download(env, parsed->handle);
+    case Command::kRelease: return run_release(env, parsed->handle);
+    case Command::kResident: return run_resident(env);
+    case Command::kHealth: return run_health(env, parsed->health);
     default: break;
   }
-  return RunHelp(env, Command::kNone);
+  return run_help(env, Command::kNone);
 }
 
 }  // namespace matserve::client::cli

@@ -15,6 +15,6 @@ inline constexpr int kExitVerify = 3;      // a verification error above --toler
 inline constexpr int kExitNotServing = 4;  // `health`: the server answered, but not SERVING
 
 // `args` excludes the program name.
-int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace matserve::client::cli

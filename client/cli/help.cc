@@ -9,7 +9,7 @@
 
 namespace matserve::client::cli {
 
-std::string GeneralHelp() {
+std::string general_help() {
   return R"(matserve-cli: command-line client of the matserve GPU matrix service.
 
 usage: matserve-cli [global options] <command> [options]
@@ -45,7 +45,7 @@ exit codes: 0 ok, 1 usage or input-file error, 2 RPC error (stderr: "error: <COD
 
 namespace {
 
-std::string KernelTail(const std::string& kernel_list) {
+std::string kernel_tail(const std::string& kernel_list) {
   if (kernel_list.empty()) {
     return "\nkernels: the server is not reachable; see `matserve-cli kernels`\n";
   }
@@ -54,7 +54,7 @@ std::string KernelTail(const std::string& kernel_list) {
 
 }  // namespace
 
-std::string CommandHelp(Command command, const std::string& kernel_list) {
+std::string command_help(Command command, const std::string& kernel_list) {
   switch (command) {
     case Command::kInfo:
       return R"(usage: matserve-cli [--target HOST:PORT] info [--json]
@@ -122,7 +122,7 @@ same node:
   --shm                  A, B, C and the result through a shared-memory region made for the
                          call instead of gRPC messages (the server must share /dev/shm)
 )",
-          KernelTail(kernel_list));
+          kernel_tail(kernel_list));
     case Command::kTranspose:
       return absl::StrCat(R"(usage: matserve-cli transpose (--a A.npy | --random RxC) [options]
 
@@ -145,7 +145,7 @@ B = scale * A^T, computed by the server; B has A's dtype and layout.
   --in-place             transpose the resident --a-handle in place (the handle then names A^T)
   --shm                  A and B through a shared-memory region made for the call (same node)
 )",
-                          KernelTail(kernel_list));
+                          kernel_tail(kernel_list));
     case Command::kUpload:
       return R"(usage: matserve-cli upload (--a A.npy | --random RxC) [options]
 
@@ -180,11 +180,11 @@ Lists the resident matrices: handle, shape, dtype, layout, bytes, device, idle t
 )";
     default: break;
   }
-  return GeneralHelp();
+  return general_help();
 }
 
-std::string KernelListForHelp(const matserve::v1::ListKernelsReply& reply,
-                              matserve::v1::Operation op) {
+std::string kernel_list_for_help(const matserve::v1::ListKernelsReply& reply,
+                                 matserve::v1::Operation op) {
   std::size_t name_width = 0, prec_width = 0;
   for (const auto& k : reply.kernels()) {
     if (k.operation() != op) continue;

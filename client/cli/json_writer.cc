@@ -7,7 +7,7 @@
 
 namespace matserve::client::cli {
 
-std::string JsonString(std::string_view s) {
+std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
@@ -31,7 +31,7 @@ std::string JsonString(std::string_view s) {
   return out;
 }
 
-std::string JsonNumber(double v) {
+std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
   const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
@@ -40,33 +40,33 @@ std::string JsonNumber(double v) {
 
 void JsonObject::Key(std::string_view key) {
   if (!body_.empty()) body_ += ", ";
-  body_ += JsonString(key);
+  body_ += json_string(key);
   body_ += ": ";
 }
 
-JsonObject& JsonObject::Add(std::string_view key, std::string_view value) {
-  return Raw(key, JsonString(value));
+JsonObject& JsonObject::add(std::string_view key, std::string_view value) {
+  return raw(key, json_string(value));
 }
 
-JsonObject& JsonObject::Add(std::string_view key, double value) {
-  return Raw(key, JsonNumber(value));
+JsonObject& JsonObject::add(std::string_view key, double value) {
+  return raw(key, json_number(value));
 }
 
-JsonObject& JsonObject::Add(std::string_view key, std::int64_t value) {
-  return Raw(key, std::to_string(value));
+JsonObject& JsonObject::add(std::string_view key, std::int64_t value) {
+  return raw(key, std::to_string(value));
 }
 
-JsonObject& JsonObject::Add(std::string_view key, bool value) {
-  return Raw(key, value ? "true" : "false");
+JsonObject& JsonObject::add(std::string_view key, bool value) {
+  return raw(key, value ? "true" : "false");
 }
 
-JsonObject& JsonObject::Raw(std::string_view key, std::string_view json) {
+JsonObject& JsonObject::raw(std::string_view key, std::string_view json) {
   Key(key);
   body_ += json;
   return *this;
 }
 
-JsonArray& JsonArray::Raw(std::string_view json) {
+JsonArray& JsonArray::raw(std::string_view json) {
   if (!body_.empty()) body_ += ", ";
   body_ += json;
   return *this;

@@ -9,24 +9,24 @@
 namespace matserve::client::cli {
 
 // Escapes `s` as a JSON string literal, quotes included.
-std::string JsonString(std::string_view s);
+std::string json_string(std::string_view s);
 
 // Shortest decimal that reads back as `v`; "null" for NaN and infinities.
-std::string JsonNumber(double v);
+std::string json_number(double v);
 
-// Builds `{"k": v, ...}`. Values given as raw JSON (Raw) are inserted verbatim, which nests
+// Builds `{"k": v, ...}`. Values given as raw JSON (raw) are inserted verbatim, which nests
 // objects and arrays built by other writers.
 class JsonObject {
  public:
-  JsonObject& Add(std::string_view key, std::string_view value);
-  JsonObject& Add(std::string_view key, const char* value) {
-    return Add(key, std::string_view(value));
+  JsonObject& add(std::string_view key, std::string_view value);
+  JsonObject& add(std::string_view key, const char* value) {
+    return add(key, std::string_view(value));
   }
-  JsonObject& Add(std::string_view key, double value);
-  JsonObject& Add(std::string_view key, std::int64_t value);
-  JsonObject& Add(std::string_view key, int value) { return Add(key, std::int64_t{value}); }
-  JsonObject& Add(std::string_view key, bool value);
-  JsonObject& Raw(std::string_view key, std::string_view json);
+  JsonObject& add(std::string_view key, double value);
+  JsonObject& add(std::string_view key, std::int64_t value);
+  JsonObject& add(std::string_view key, int value) { return add(key, std::int64_t{value}); }
+  JsonObject& add(std::string_view key, bool value);
+  JsonObject& raw(std::string_view key, std::string_view json);
   std::string str() const { return "{" + body_ + "}"; }
 
  private:
@@ -37,8 +37,8 @@ class JsonObject {
 // `[a, b, ...]` from already-encoded JSON values.
 class JsonArray {
  public:
-  JsonArray& Raw(std::string_view json);
-  JsonArray& Add(std::string_view s) { return Raw(JsonString(s)); }
+  JsonArray& raw(std::string_view json);
+  JsonArray& add(std::string_view s) { return raw(json_string(s)); }
   std::string str() const { return "[" + body_ + "]"; }
 
  private:

@@ -17,41 +17,41 @@ namespace {
 
 namespace v1 = ::matserve::v1;
 
-absl::Status SetMatrix(NpyArray array, v1::Matrix* out) {
-  absl::StatusOr<v1::Matrix> m = MatrixFromNpy(std::move(array));
+absl::Status set_matrix(NpyArray array, v1::Matrix* out) {
+  absl::StatusOr<v1::Matrix> m = matrix_from_npy(std::move(array));
   if (!m.ok()) return m.status();
   *out = *std::move(m);
   return absl::OkStatus();
 }
 
-absl::Status RandomInputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
+absl::Status random_inputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
   const auto [m, n, k] = *opt.random;
   const kernels::DType dtype = opt.dtype.value_or(kernels::DType::kF32);
-  NpyArray a = opt.transpose_a ? RandomMatrix(k, m, dtype, opt.layout, opt.seed)
-                               : RandomMatrix(m, k, dtype, opt.layout, opt.seed);
-  NpyArray b = opt.transpose_b ? RandomMatrix(n, k, dtype, opt.layout, opt.seed + 1)
-                               : RandomMatrix(k, n, dtype, opt.layout, opt.seed + 1);
-  if (absl::Status s = SetMatrix(std::move(a), request.mutable_a()); !s.ok()) return s;
-  if (absl::Status s = SetMatrix(std::move(b), request.mutable_b()); !s.ok()) return s;
+  NpyArray a = opt.transpose_a ? random_matrix(k, m, dtype, opt.layout, opt.seed)
+                               : random_matrix(m, k, dtype, opt.layout, opt.seed);
+  NpyArray b = opt.transpose_b ? random_matrix(n, k, dtype, opt.layout, opt.seed + 1)
+                               : random_matrix(k, n, dtype, opt.layout, opt.seed + 1);
+  if (absl::Status s = set_matrix(std::move(a), request.mutable_a()); !s.ok()) return s;
+  if (absl::Status s = set_matrix(std::move(b), request.mutable_b()); !s.ok()) return s;
   if (opt.beta.value_or(0.0) != 0.0) {
-    return SetMatrix(
-        RandomMatrix(m, n, opt.output_dtype.value_or(dtype),
-                     opt.output_layout.value_or(kernels::Layout::kRowMajor), opt.seed + 2),
+    return set_matrix(
+        random_matrix(m, n, opt.output_dtype.value_or(dtype),
+                      opt.output_layout.value_or(kernels::Layout::kRowMajor), opt.seed + 2),
         request.mutable_c());
   }
   return absl::OkStatus();
 }
 
 // Files and handles. A and B read from files must agree in dtype unless --dtype converts them.
-absl::Status FileAndHandleInputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
+absl::Status file_and_handle_inputs(const MultiplyOptions& opt, v1::MultiplyRequest& request) {
   std::optional<NpyArray> a, b;
   if (!opt.a.empty()) {
-    absl::StatusOr<NpyArray> la = LoadInput(opt.a, opt.dtype);
+    absl::StatusOr<NpyArray> la = load_input(opt.a, opt.dtype);
     if (!la.ok()) return la.status();
     a = *std::move(la);
   }
   if (!opt.b.empty()) {
-    absl::StatusOr<NpyArray> lb = LoadInput(opt.b, opt.dtype);
+    absl::StatusOr<NpyArray> lb = load_input(opt.b, opt.dtype);
     if (!lb.ok()) return lb.status();
     b = *std::move(lb);
   }
@@ -64,41 +64,41 @@ absl::Status FileAndHandleInputs(const MultiplyOptions& opt, v1::MultiplyRequest
                                                 : b ? std::optional(b->dtype)
                                                     : opt.dtype;
   if (a) {
-    if (absl::Status s = SetMatrix(*std::move(a), request.mutable_a()); !s.ok()) return s;
+    if (absl::Status s = set_matrix(*std::move(a), request.mutable_a()); !s.ok()) return s;
   }
   if (b) {
-    if (absl::Status s = SetMatrix(*std::move(b), request.mutable_b()); !s.ok()) return s;
+    if (absl::Status s = set_matrix(*std::move(b), request.mutable_b()); !s.ok()) return s;
   }
   request.set_a_handle(opt.a_handle);
   request.set_b_handle(opt.b_handle);
   request.set_c_handle(opt.c_handle);
   if (!opt.c.empty()) {
     // C travels in the output dtype and in the output layout (the server requires both).
-    absl::StatusOr<NpyArray> c = LoadInput(opt.c, opt.output_dtype ? opt.output_dtype : in_type);
+    absl::StatusOr<NpyArray> c = load_input(opt.c, opt.output_dtype ? opt.output_dtype : in_type);
     if (!c.ok()) return c.status();
     const kernels::Layout want = opt.output_layout.value_or(c->layout);
-    c->bytes = ToLayout(c->bytes, c->rows, c->cols, c->dtype, c->layout, want);
+    c->bytes = to_layout(c->bytes, c->rows, c->cols, c->dtype, c->layout, want);
     c->layout = want;
-    return SetMatrix(*std::move(c), request.mutable_c());
+    return set_matrix(*std::move(c), request.mutable_c());
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-int RunMultiply(const Env& env, const MultiplyOptions& opt) {
+int run_multiply(const Env& env, const MultiplyOptions& opt) {
   v1::MultiplyRequest request;
   const absl::Status inputs =
-      opt.random ? RandomInputs(opt, request) : FileAndHandleInputs(opt, request);
-  if (!inputs.ok()) return InputError(env.err, inputs);
-  SetMultiplyOptions(opt, request);
+      opt.random ? random_inputs(opt, request) : file_and_handle_inputs(opt, request);
+  if (!inputs.ok()) return input_error(env.err, inputs);
+  set_multiply_options(opt, request);
   request.set_output_layout(request.has_c()
                                 ? request.c().layout()
-                                : ToProto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
+                                : to_proto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
   request.set_keep_result(opt.keep_result);
 
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
-  if (!client.ok()) return InputError(env.err, client.status());
+  absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
+  if (!client.ok()) return input_error(env.err, client.status());
   // With --shm the request names places in a region; the client-side check reads the bytes from
   // this copy of the original request.
   const v1::MultiplyRequest sent = request;
@@ -110,24 +110,24 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
     const std::int64_t n = opt.transpose_b ? b.rows() : b.cols();
     const v1::DataType out =
         request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED ? request.output_dtype() : a.dtype();
-    absl::StatusOr<DType> out_type = FromProto(out);
-    if (!out_type.ok()) return InputError(env.err, out_type.status());
+    absl::StatusOr<DType> out_type = from_proto(out);
+    if (!out_type.ok()) return input_error(env.err, out_type.status());
     std::vector<v1::Matrix*> operands = {request.mutable_a(), request.mutable_b()};
     if (request.has_c()) operands.push_back(request.mutable_c());
-    absl::StatusOr<ShmTransport> t = ShmTransport::Create(
+    absl::StatusOr<ShmTransport> t = ShmTransport::create(
         **client, operands, m * n * static_cast<std::int64_t>(kernels::dtype_size(*out_type)),
         request.mutable_output_shm());
-    if (!t.ok()) return RpcError(env.err, t.status());
+    if (!t.ok()) return rpc_error(env.err, t.status());
     shm.emplace(*std::move(t));
   }
   double gflops = 0, rpc_us = 0;
   absl::StatusOr<v1::MultiplyReply> reply =
-      CallRepeated<v1::MultiplyReply>([&] { return (*client)->Multiply(request); },
-                                      [](const v1::MultiplyReply& r) { return r.gflops(); },
-                                      opt.warmup, opt.repeat, gflops, rpc_us);
-  if (!reply.ok()) return RpcError(env.err, reply.status());
+      call_repeated<v1::MultiplyReply>([&] { return (*client)->multiply(request); },
+                                       [](const v1::MultiplyReply& r) { return r.gflops(); },
+                                       opt.warmup, opt.repeat, gflops, rpc_us);
+  if (!reply.ok()) return rpc_error(env.err, reply.status());
   reply->set_gflops(gflops);
-  if (shm) shm->FetchResult(*reply->mutable_c());
+  if (shm) shm->fetch_result(*reply->mutable_c());
 
   RunSummary summary;
   summary.target = env.global.target;
@@ -143,23 +143,23 @@ int RunMultiply(const Env& env, const MultiplyOptions& opt) {
   summary.dtype = in_type == v1::DATA_TYPE_UNSPECIFIED ? "resident" : DTypeName(in_type);
   summary.output_dtype = DTypeName(reply->c().dtype());
   summary.layout = reply->c().layout() == v1::COL_MAJOR ? "col" : "row";
-  summary.compute = ComputeModeName(opt.compute);
+  summary.compute = compute_mode_name(opt.compute);
   summary.rpc_us = rpc_us;
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
   if (opt.check) {
-    absl::StatusOr<kernels::ErrorStats> check = VerifyMultiply(sent, reply->c());
-    if (!check.ok()) return RpcError(env.err, check.status());
+    absl::StatusOr<kernels::ErrorStats> check = verify_multiply(sent, reply->c());
+    if (!check.ok()) return rpc_error(env.err, check.status());
     summary.client_check = *check;
   }
   if (!opt.out.empty()) {
-    if (int rc = WriteOut(env, opt.out, std::move(*reply->mutable_c())); rc != kExitOk) return rc;
+    if (int rc = write_out(env, opt.out, std::move(*reply->mutable_c())); rc != kExitOk) return rc;
     summary.out_path = opt.out;
   }
-  PrintMultiply(*reply, summary, env.global.json, env.out);
-  return ToleranceExit(env, opt.tolerance,
-                       reply->has_verification() ? &reply->verification() : nullptr,
-                       summary.client_check);
+  print_multiply(*reply, summary, env.global.json, env.out);
+  return tolerance_exit(env, opt.tolerance,
+                        reply->has_verification() ? &reply->verification() : nullptr,
+                        summary.client_check);
 }
 
 }  // namespace matserve::client::cli

@@ -14,15 +14,15 @@ namespace matserve::client::cli {
 
 namespace v1 = ::matserve::v1;
 
-void PrintInfo(const v1::GetServerInfoReply& reply, const std::string& target, bool json,
-               std::ostream& out);
+void print_info(const v1::GetServerInfoReply& reply, const std::string& target, bool json,
+                std::ostream& out);
 
 // `health`: the service asked about and its status name (SERVING, NOT_SERVING, ...).
-void PrintHealth(const std::string& service, const std::string& status, bool json,
-                 std::ostream& out);
-
-void PrintKernels(const v1::ListKernelsReply& reply, std::optional<v1::Operation> only, bool json,
+void print_health(const std::string& service, const std::string& status, bool json,
                   std::ostream& out);
+
+void print_kernels(const v1::ListKernelsReply& reply, std::optional<v1::Operation> only, bool json,
+                   std::ostream& out);
 
 // What the reply does not repeat about the request, plus client-side results.
 struct RunSummary {
@@ -42,18 +42,18 @@ struct RunSummary {
   std::string out_path;
 };
 
-void PrintMultiply(const v1::MultiplyReply& reply, const RunSummary& summary, bool json,
-                   std::ostream& out);
-void PrintTranspose(const v1::TransposeReply& reply, const RunSummary& summary, bool json,
+void print_multiply(const v1::MultiplyReply& reply, const RunSummary& summary, bool json,
                     std::ostream& out);
+void print_transpose(const v1::TransposeReply& reply, const RunSummary& summary, bool json,
+                     std::ostream& out);
 
 // Resident matrices: `upload`, `download` (the matrix's header; data only goes to --out),
 // `release` and `resident`.
-void PrintUpload(const v1::ResidentInfo& info, double rpc_us, bool json, std::ostream& out);
-void PrintDownload(const std::string& handle, const v1::Matrix& matrix, const std::string& out_path,
-                   double rpc_us, bool json, std::ostream& out);
-void PrintRelease(const std::string& handle, const v1::ReleaseReply& reply, bool json,
-                  std::ostream& out);
-void PrintResidentList(const v1::ListResidentReply& reply, bool json, std::ostream& out);
+void print_upload(const v1::ResidentInfo& info, double rpc_us, bool json, std::ostream& out);
+void print_download(const std::string& handle, const v1::Matrix& matrix,
+                    const std::string& out_path, double rpc_us, bool json, std::ostream& out);
+void print_release(const std::string& handle, const v1::ReleaseReply& reply, bool json,
+                   std::ostream& out);
+void print_resident_list(const v1::ListResidentReply& reply, bool json, std::ostream& out);
 
 }  // namespace matserve::client::cli

@@ -19,7 +19,7 @@ class ShmTransport {
  public:
   // Copies each operand's bytes into one new region (4 KiB aligned places), replaces them with
   // Matrix.shm, and points `output` at a place for `result_bytes`. Registers the region.
-  static absl::StatusOr<ShmTransport> Create(Client& client,
+  static absl::StatusOr<ShmTransport> create(Client& client,
                                              const std::vector<v1::Matrix*>& operands,
                                              std::int64_t result_bytes,
                                              v1::SharedMemoryRef* output);
@@ -33,7 +33,7 @@ class ShmTransport {
   ~ShmTransport();  // unregisters (the object itself goes with `object_`)
 
   // The result's bytes, copied out of the region into `m.data` (m keeps its shape).
-  void FetchResult(v1::Matrix& m) const;
+  void fetch_result(v1::Matrix& m) const;
 
  private:
   ShmTransport(Client& client, SharedMemoryObject object, std::string name)

@@ -14,20 +14,20 @@ namespace matserve::client::cli {
 
 namespace v1 = ::matserve::v1;
 
-int RunTranspose(const Env& env, const TransposeOptions& opt) {
+int run_transpose(const Env& env, const TransposeOptions& opt) {
   v1::TransposeRequest request;
   if (opt.a_handle.empty()) {
     NpyArray a;
     if (opt.random) {
-      a = RandomMatrix((*opt.random)[0], (*opt.random)[1], opt.dtype.value_or(kernels::DType::kF32),
-                       opt.layout, opt.seed);
+      a = random_matrix((*opt.random)[0], (*opt.random)[1],
+                        opt.dtype.value_or(kernels::DType::kF32), opt.layout, opt.seed);
     } else {
-      absl::StatusOr<NpyArray> la = LoadInput(opt.a, opt.dtype);
-      if (!la.ok()) return InputError(env.err, la.status());
+      absl::StatusOr<NpyArray> la = load_input(opt.a, opt.dtype);
+      if (!la.ok()) return input_error(env.err, la.status());
       a = *std::move(la);
     }
-    absl::StatusOr<v1::Matrix> ma = MatrixFromNpy(std::move(a));
-    if (!ma.ok()) return InputError(env.err, ma.status());
+    absl::StatusOr<v1::Matrix> ma = matrix_from_npy(std::move(a));
+    if (!ma.ok()) return input_error(env.err, ma.status());
     *request.mutable_a() = *std::move(ma);
   }
   request.set_a_handle(opt.a_handle);
@@ -37,25 +37,25 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
   request.set_keep_result(opt.keep_result);
   request.set_in_place(opt.in_place);
 
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(env.global);
-  if (!client.ok()) return InputError(env.err, client.status());
+  absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
+  if (!client.ok()) return input_error(env.err, client.status());
   const v1::TransposeRequest sent = request;  // the bytes the client-side check reads
   std::optional<ShmTransport> shm;
   if (opt.shm) {
     const auto bytes = static_cast<std::int64_t>(request.a().data().size());
     absl::StatusOr<ShmTransport> t =
-        ShmTransport::Create(**client, {request.mutable_a()}, bytes, request.mutable_output_shm());
-    if (!t.ok()) return RpcError(env.err, t.status());
+        ShmTransport::create(**client, {request.mutable_a()}, bytes, request.mutable_output_shm());
+    if (!t.ok()) return rpc_error(env.err, t.status());
     shm.emplace(*std::move(t));
   }
   double gb_per_s = 0, rpc_us = 0;
   absl::StatusOr<v1::TransposeReply> reply =
-      CallRepeated<v1::TransposeReply>([&] { return (*client)->Transpose(request); },
-                                       [](const v1::TransposeReply& r) { return r.gb_per_s(); },
-                                       opt.warmup, opt.repeat, gb_per_s, rpc_us);
-  if (!reply.ok()) return RpcError(env.err, reply.status());
+      call_repeated<v1::TransposeReply>([&] { return (*client)->transpose(request); },
+                                        [](const v1::TransposeReply& r) { return r.gb_per_s(); },
+                                        opt.warmup, opt.repeat, gb_per_s, rpc_us);
+  if (!reply.ok()) return rpc_error(env.err, reply.status());
   reply->set_gb_per_s(gb_per_s);
-  if (shm) shm->FetchResult(*reply->mutable_b());
+  if (shm) shm->fetch_result(*reply->mutable_b());
 
   RunSummary summary;
   summary.target = env.global.target;
@@ -72,18 +72,18 @@ int RunTranspose(const Env& env, const TransposeOptions& opt) {
   summary.warmup = opt.warmup;
   summary.runs = opt.repeat;
   if (opt.check) {
-    absl::StatusOr<kernels::ErrorStats> check = VerifyTranspose(sent, reply->b());
-    if (!check.ok()) return RpcError(env.err, check.status());
+    absl::StatusOr<kernels::ErrorStats> check = verify_transpose(sent, reply->b());
+    if (!check.ok()) return rpc_error(env.err, check.status());
     summary.client_check = *check;
   }
   if (!opt.out.empty()) {
-    if (int rc = WriteOut(env, opt.out, std::move(*reply->mutable_b())); rc != kExitOk) return rc;
+    if (int rc = write_out(env, opt.out, std::move(*reply->mutable_b())); rc != kExitOk) return rc;
     summary.out_path = opt.out;
   }
-  PrintTranspose(*reply, summary, env.global.json, env.out);
-  return ToleranceExit(env, opt.tolerance,
-                       reply->has_verification() ? &reply->verification() : nullptr,
-                       summary.client_check);
+  print_transpose(*reply, summary, env.global.json, env.out);
+  return tolerance_exit(env, opt.tolerance,
+                        reply->has_verification() ? &reply->verification() : nullptr,
+                        summary.client_check);
 }
 
 }  // namespace matserve::client::cli

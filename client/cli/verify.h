@@ -10,11 +10,11 @@ namespace matserve::client::cli {
 
 // max-abs and relative-L2 error of `c` (the reply's C) against alpha*op(A)*op(B) + beta*C0 from
 // `request`. DATA_LOSS when the reply's shape or byte length does not match the request.
-absl::StatusOr<kernels::ErrorStats> VerifyMultiply(const matserve::v1::MultiplyRequest& request,
-                                                   const matserve::v1::Matrix& c);
+absl::StatusOr<kernels::ErrorStats> verify_multiply(const matserve::v1::MultiplyRequest& request,
+                                                    const matserve::v1::Matrix& c);
 
 // Same for `b` = scale * A^T.
-absl::StatusOr<kernels::ErrorStats> VerifyTranspose(const matserve::v1::TransposeRequest& request,
-                                                    const matserve::v1::Matrix& b);
+absl::StatusOr<kernels::ErrorStats> verify_transpose(const matserve::v1::TransposeRequest& request,
+                                                     const matserve::v1::Matrix& b);
 
 }  // namespace matserve::client::cli

@@ -15,17 +15,17 @@
 
 namespace matserve::client {
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
+absl::Status from_grpc_status(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::string StatusCodeName(absl::StatusCode code) {
+std::string status_code_name(absl::StatusCode code) {
   std::string name = absl::StatusCodeToString(code);  // empty for a code Abseil does not know
   return name.empty() ? absl::StrCat("CODE_", static_cast<int>(code)) : name;
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
+absl::StatusOr<std::unique_ptr<Client>> Client::connect(const std::string& target,
                                                         ClientOptions options) {
   if (target.empty()) return absl::InvalidArgumentError("empty target");
   if (options.max_message_bytes <= 0 ||
@@ -64,7 +64,7 @@ Client::Client(Key, std::string target, ClientOptions options,
       stub_(v1::MatrixService::NewStub(channel_)),
       health_stub_(::grpc::health::v1::Health::NewStub(channel_)) {}
 
-void Client::PrepareContext(grpc::ClientContext& context) const {
+void Client::prepare_context(grpc::ClientContext& context) const {
   if (options_.deadline.count() > 0) {
     context.set_deadline(std::chrono::system_clock::now() + options_.deadline);
   }
@@ -73,83 +73,84 @@ void Client::PrepareContext(grpc::ClientContext& context) const {
   }
 }
 
-absl::StatusOr<v1::MultiplyReply> Client::Multiply(const v1::MultiplyRequest& request) {
+absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& request) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::MultiplyReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->Multiply(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->Multiply(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::MultiplyBatchedReply> Client::MultiplyBatched(
+absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     const v1::MultiplyBatchedRequest& request) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::MultiplyBatchedReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->MultiplyBatched(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->MultiplyBatched(&context, request, &reply));
+      !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::TransposeReply> Client::Transpose(const v1::TransposeRequest& request) {
+absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest& request) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::TransposeReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->Transpose(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->Transpose(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::ListKernelsReply> Client::ListKernels() {
+absl::StatusOr<v1::ListKernelsReply> Client::list_kernels() {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::ListKernelsReply reply;
   const v1::ListKernelsRequest request;
-  if (absl::Status s = FromGrpcStatus(stub_->ListKernels(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->ListKernels(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<std::string> Client::Health(const std::string& service) {
+absl::StatusOr<std::string> Client::health(const std::string& service) {
   namespace health = ::grpc::health::v1;
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   health::HealthCheckRequest request;
   request.set_service(service);
   health::HealthCheckResponse reply;
-  if (absl::Status s = FromGrpcStatus(health_stub_->Check(&context, request, &reply)); !s.ok())
+  if (absl::Status s = from_grpc_status(health_stub_->Check(&context, request, &reply)); !s.ok())
     return s;
   return health::HealthCheckResponse::ServingStatus_Name(reply.status());
 }
 
-absl::StatusOr<v1::GetServerInfoReply> Client::GetServerInfo() {
+absl::StatusOr<v1::GetServerInfoReply> Client::get_server_info() {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::GetServerInfoReply reply;
   const v1::GetServerInfoRequest request;
-  if (absl::Status s = FromGrpcStatus(stub_->GetServerInfo(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->GetServerInfo(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
+absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
                                                 const std::string& colocate_with) {
   constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;  // header fields, framing
   const auto size = static_cast<std::int64_t>(matrix.data().size());
   if (chunk_bytes <= 0 && size + kHeadroom <= options_.max_message_bytes) {
     grpc::ClientContext context;
-    PrepareContext(context);
+    prepare_context(context);
     v1::UploadRequest request;
     *request.mutable_matrix() = matrix;
     request.set_colocate_with(colocate_with);
     v1::UploadReply reply;
-    if (absl::Status s = FromGrpcStatus(stub_->Upload(&context, request, &reply)); !s.ok()) {
+    if (absl::Status s = from_grpc_status(stub_->Upload(&context, request, &reply)); !s.ok()) {
       return s;
     }
     return reply.resident();
@@ -157,18 +158,18 @@ absl::StatusOr<v1::ResidentInfo> Client::Upload(const v1::Matrix& matrix, std::i
   if (chunk_bytes <= 0)
     chunk_bytes =
         std::min<std::int64_t>(std::int64_t{4} << 20, options_.max_message_bytes - kHeadroom);
-  return UploadStream(matrix, chunk_bytes, colocate_with);
+  return upload_stream(matrix, chunk_bytes, colocate_with);
 }
 
-absl::StatusOr<v1::ResidentInfo> Client::UploadStream(const v1::Matrix& matrix,
-                                                      std::int64_t chunk_bytes,
-                                                      const std::string& colocate_with) {
+absl::StatusOr<v1::ResidentInfo> Client::upload_stream(const v1::Matrix& matrix,
+                                                       std::int64_t chunk_bytes,
+                                                       const std::string& colocate_with) {
   if (chunk_bytes <= 0 || chunk_bytes > options_.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_bytes ", chunk_bytes, " is outside 1 .. max_message_bytes"));
   }
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::UploadReply reply;
   std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
       stub_->UploadStream(&context, &reply);
@@ -195,26 +196,26 @@ absl::StatusOr<v1::ResidentInfo> Client::UploadStream(const v1::Matrix& matrix,
     open = writer->Write(chunk);  // false: the server ended the call; Finish says why
   }
   writer->WritesDone();
-  if (absl::Status s = FromGrpcStatus(writer->Finish()); !s.ok()) return s;
+  if (absl::Status s = from_grpc_status(writer->Finish()); !s.ok()) return s;
   return reply.resident();
 }
 
-absl::StatusOr<v1::Matrix> Client::Download(const std::string& handle) {
+absl::StatusOr<v1::Matrix> Client::download(const std::string& handle) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::DownloadRequest request;
   request.set_handle(handle);
   v1::DownloadReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->Download(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->Download(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return std::move(*reply.mutable_matrix());
 }
 
-absl::StatusOr<v1::Matrix> Client::DownloadStream(const std::string& handle,
-                                                  std::int64_t chunk_bytes) {
+absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
+                                                   std::int64_t chunk_bytes) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::DownloadRequest request;
   request.set_handle(handle);
   request.set_chunk_bytes(chunk_bytes);
@@ -233,96 +234,96 @@ absl::StatusOr<v1::Matrix> Client::DownloadStream(const std::string& handle,
     }
     out.mutable_data()->append(chunk.data());
   }
-  if (absl::Status s = FromGrpcStatus(reader->Finish()); !s.ok()) return s;
+  if (absl::Status s = from_grpc_status(reader->Finish()); !s.ok()) return s;
   if (!have_header) return absl::DataLossError("DownloadStream sent no header");
   return out;
 }
 
-absl::StatusOr<v1::ReleaseReply> Client::Release(const std::string& handle) {
+absl::StatusOr<v1::ReleaseReply> Client::release(const std::string& handle) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::ReleaseRequest request;
   request.set_handle(handle);
   v1::ReleaseReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->Release(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->Release(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::ReleaseReply> Client::Release(const std::vector<std::string>& handles) {
+absl::StatusOr<v1::ReleaseReply> Client::release(const std::vector<std::string>& handles) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::ReleaseRequest request;
   for (const std::string& h : handles) request.add_handles(h);
   v1::ReleaseReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->Release(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->Release(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::ListResidentReply> Client::ListResident() {
+absl::StatusOr<v1::ListResidentReply> Client::list_resident() {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::ListResidentReply reply;
   const v1::ListResidentRequest request;
-  if (absl::Status s = FromGrpcStatus(stub_->ListResident(&context, request, &reply)); !s.ok()) {
+  if (absl::Status s = from_grpc_status(stub_->ListResident(&context, request, &reply)); !s.ok()) {
     return s;
   }
   return reply;
 }
 
-absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterSharedMemory(const std::string& name,
-                                                                    const std::string& key,
-                                                                    std::int64_t byte_size,
-                                                                    std::int64_t offset) {
+absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std::string& name,
+                                                                      const std::string& key,
+                                                                      std::int64_t byte_size,
+                                                                      std::int64_t offset) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::RegisterSharedMemoryRequest request;
   request.set_name(name);
   request.set_key(key);
   request.set_byte_size(byte_size);
   request.set_offset(offset);
   v1::RegisterSharedMemoryReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->RegisterSharedMemory(&context, request, &reply));
+  if (absl::Status s = from_grpc_status(stub_->RegisterSharedMemory(&context, request, &reply));
       !s.ok()) {
     return s;
   }
   return reply.region();
 }
 
-absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterCudaMemory(
+absl::StatusOr<v1::SharedMemoryRegion> Client::register_cuda_memory(
     const v1::RegisterCudaMemoryRequest& request) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::RegisterSharedMemoryReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->RegisterCudaMemory(&context, request, &reply));
+  if (absl::Status s = from_grpc_status(stub_->RegisterCudaMemory(&context, request, &reply));
       !s.ok()) {
     return s;
   }
   return reply.region();
 }
 
-absl::StatusOr<int> Client::UnregisterSharedMemory(const std::string& name) {
+absl::StatusOr<int> Client::unregister_shared_memory(const std::string& name) {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::UnregisterSharedMemoryRequest request;
   request.set_name(name);
   v1::UnregisterSharedMemoryReply reply;
-  if (absl::Status s = FromGrpcStatus(stub_->UnregisterSharedMemory(&context, request, &reply));
+  if (absl::Status s = from_grpc_status(stub_->UnregisterSharedMemory(&context, request, &reply));
       !s.ok()) {
     return s;
   }
   return reply.unregistered();
 }
 
-absl::StatusOr<v1::ListSharedMemoryReply> Client::ListSharedMemory() {
+absl::StatusOr<v1::ListSharedMemoryReply> Client::list_shared_memory() {
   grpc::ClientContext context;
-  PrepareContext(context);
+  prepare_context(context);
   v1::ListSharedMemoryReply reply;
-  if (absl::Status s =
-          FromGrpcStatus(stub_->ListSharedMemory(&context, v1::ListSharedMemoryRequest(), &reply));
+  if (absl::Status s = from_grpc_status(
+          stub_->ListSharedMemory(&context, v1::ListSharedMemoryRequest(), &reply));
       !s.ok()) {
     return s;
   }

@@ -43,7 +43,7 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on every call when not empty (servers started with
   // --auth_tokens_file require it; the health service does not).
   std::string bearer_token;
-  // When positive, Connect waits this long for the channel to become ready and returns
+  // When positive, connect() waits this long for the channel to become ready and returns
   // UNAVAILABLE if it does not; otherwise the channel connects lazily on the first call.
   std::chrono::milliseconds connect_timeout{0};
   // More integer gRPC channel arguments (name, value), e.g. {"grpc.http2.max_frame_size", 1 << 20}:
@@ -52,63 +52,63 @@ struct ClientOptions {
 };
 
 // grpc::Status -> absl::Status: the code numbers agree, the message is kept.
-absl::Status FromGrpcStatus(const grpc::Status& status);
+absl::Status from_grpc_status(const grpc::Status& status);
 
 // The canonical upper-case name of a status code ("INVALID_ARGUMENT", "UNAVAILABLE", ...).
-std::string StatusCodeName(absl::StatusCode code);
+std::string status_code_name(absl::StatusCode code);
 
 // One Client may be shared by threads: every call makes its own context on the shared channel.
 class Client {
  public:
   // `target` is any gRPC target: "host:port", "dns:///host:port", "unix:/path", ...
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
+  static absl::StatusOr<std::unique_ptr<Client>> connect(const std::string& target,
                                                          ClientOptions options = {});
 
-  absl::StatusOr<v1::MultiplyReply> Multiply(const v1::MultiplyRequest& request);
+  absl::StatusOr<v1::MultiplyReply> multiply(const v1::MultiplyRequest& request);
   // `request.batch` products of one shape in one call: operands stacked inline (Matrix.batch) or
   // as handle lists; the reply's c stacks the results (or `results` lists them with keep_result).
-  absl::StatusOr<v1::MultiplyBatchedReply> MultiplyBatched(
+  absl::StatusOr<v1::MultiplyBatchedReply> multiply_batched(
       const v1::MultiplyBatchedRequest& request);
-  absl::StatusOr<v1::TransposeReply> Transpose(const v1::TransposeRequest& request);
-  absl::StatusOr<v1::ListKernelsReply> ListKernels();
-  absl::StatusOr<v1::GetServerInfoReply> GetServerInfo();
+  absl::StatusOr<v1::TransposeReply> transpose(const v1::TransposeRequest& request);
+  absl::StatusOr<v1::ListKernelsReply> list_kernels();
+  absl::StatusOr<v1::GetServerInfoReply> get_server_info();
   // grpc.health.v1.Health/Check for `service` ("" = the whole server): the status's name,
   // e.g. "SERVING" or "NOT_SERVING".
-  absl::StatusOr<std::string> Health(const std::string& service = {});
+  absl::StatusOr<std::string> health(const std::string& service = {});
 
   // Resident matrices (kept in device memory between calls; name the handle in Multiply or
   // Transpose requests). Upload sends one message when the matrix fits in max_message_bytes (less
   // 1 MiB of headroom) and streams it in `chunk_bytes` pieces otherwise, or always when
   // `chunk_bytes` > 0. `colocate_with`: a resident handle whose device the new matrix goes to
   // (operands of one request must share a device); empty: the server's least-loaded device.
-  absl::StatusOr<v1::ResidentInfo> Upload(const v1::Matrix& matrix, std::int64_t chunk_bytes = 0,
+  absl::StatusOr<v1::ResidentInfo> upload(const v1::Matrix& matrix, std::int64_t chunk_bytes = 0,
                                           const std::string& colocate_with = {});
   // One message (the matrix must fit in max_message_bytes), or streamed in chunks of
   // `chunk_bytes` (> 0; the server's default when 0 is passed to DownloadStream).
-  absl::StatusOr<v1::Matrix> Download(const std::string& handle);
-  absl::StatusOr<v1::Matrix> DownloadStream(const std::string& handle,
-                                            std::int64_t chunk_bytes = 0);
-  absl::StatusOr<v1::ReleaseReply> Release(const std::string& handle);
+  absl::StatusOr<v1::Matrix> download(const std::string& handle);
+  absl::StatusOr<v1::Matrix> download_stream(const std::string& handle,
+                                             std::int64_t chunk_bytes = 0);
+  absl::StatusOr<v1::ReleaseReply> release(const std::string& handle);
   // Several handles in one call (e.g. a batch's results).
-  absl::StatusOr<v1::ReleaseReply> Release(const std::vector<std::string>& handles);
-  absl::StatusOr<v1::ListResidentReply> ListResident();
+  absl::StatusOr<v1::ReleaseReply> release(const std::vector<std::string>& handles);
+  absl::StatusOr<v1::ListResidentReply> list_resident();
 
   // Shared-memory regions (a server on this node): register `key` (e.g. a SharedMemoryObject's)
   // as `name`, then name region + offset in Matrix.shm and output_shm. Unregister "" = all.
-  absl::StatusOr<v1::SharedMemoryRegion> RegisterSharedMemory(const std::string& name,
-                                                              const std::string& key,
-                                                              std::int64_t byte_size,
-                                                              std::int64_t offset = 0);
+  absl::StatusOr<v1::SharedMemoryRegion> register_shared_memory(const std::string& name,
+                                                                const std::string& key,
+                                                                std::int64_t byte_size,
+                                                                std::int64_t offset = 0);
   // GPU memory of this process exported by CUDA IPC (request.ipc_handle: a cudaIpcMemHandle_t).
-  absl::StatusOr<v1::SharedMemoryRegion> RegisterCudaMemory(
+  absl::StatusOr<v1::SharedMemoryRegion> register_cuda_memory(
       const v1::RegisterCudaMemoryRequest& request);
-  absl::StatusOr<int> UnregisterSharedMemory(const std::string& name);
-  absl::StatusOr<v1::ListSharedMemoryReply> ListSharedMemory();
+  absl::StatusOr<int> unregister_shared_memory(const std::string& name);
+  absl::StatusOr<v1::ListSharedMemoryReply> list_shared_memory();
 
   const std::string& target() const { return target_; }
   const ClientOptions& options() const { return options_; }
 
-  // Only Connect can make the key (passkey idiom: std::make_unique, no raw new).
+  // Only connect() can make the key (passkey idiom: std::make_unique, no raw new).
   class Key {
     friend class Client;
     Key() = default;
@@ -116,9 +116,9 @@ class Client {
   Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
 
  private:
-  void PrepareContext(grpc::ClientContext& context) const;
-  absl::StatusOr<v1::ResidentInfo> UploadStream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
-                                                const std::string& colocate_with);
+  void prepare_context(grpc::ClientContext& context) const;
+  absl::StatusOr<v1::ResidentInfo> upload_stream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
+                                                 const std::string& colocate_with);
 
   std::string target_;
   ClientOptions options_;

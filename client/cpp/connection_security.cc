@@ -13,7 +13,7 @@
 
 namespace matserve::client {
 
-absl::Status CheckSecurityFiles(const SecurityFiles& files) {
+absl::Status check_security_files(const SecurityFiles& files) {
   if (files.tls_cert.empty() != files.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key go together (the client certificate and its key)");
@@ -25,19 +25,19 @@ absl::Status CheckSecurityFiles(const SecurityFiles& files) {
   return absl::OkStatus();
 }
 
-absl::Status ApplySecurityFiles(const SecurityFiles& files, ClientOptions& options) {
-  if (absl::Status s = CheckSecurityFiles(files); !s.ok()) return s;
+absl::Status apply_security_files(const SecurityFiles& files, ClientOptions& options) {
+  if (absl::Status s = check_security_files(files); !s.ok()) return s;
   if (!files.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTextFile("--token-file", files.token_file);
+    absl::StatusOr<std::string> token = read_text_file("--token-file", files.token_file);
     if (!token.ok()) return token.status();
-    options.bearer_token = FirstToken(*token);
+    options.bearer_token = first_token(*token);
     if (options.bearer_token.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--token-file: ", files.token_file,
                        " holds no token (its first line that is not blank or a '#' comment)"));
     }
   } else if (const char* env = std::getenv("MATSERVE_TOKEN"); env != nullptr) {
-    options.bearer_token = FirstToken(env);
+    options.bearer_token = first_token(env);
   }
   if (!files.tls_ca.empty()) {
     grpc::SslCredentialsOptions ssl;
@@ -45,7 +45,7 @@ absl::Status ApplySecurityFiles(const SecurityFiles& files, ClientOptions& optio
                                    std::tuple{"--tls-cert", &files.tls_cert, &ssl.pem_cert_chain},
                                    std::tuple{"--tls-key", &files.tls_key, &ssl.pem_private_key}}) {
       if (path->empty()) continue;
-      absl::StatusOr<std::string> text = ReadTextFile(flag, *path);
+      absl::StatusOr<std::string> text = read_text_file(flag, *path);
       if (!text.ok()) return text.status();
       *pem = *std::move(text);
     }
@@ -55,7 +55,7 @@ absl::Status ApplySecurityFiles(const SecurityFiles& files, ClientOptions& optio
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
+absl::StatusOr<std::string> read_text_file(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
   std::ostringstream text;
@@ -63,7 +63,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::str
   return text.str();
 }
 
-std::string FirstToken(const std::string& text) {
+std::string first_token(const std::string& text) {
   for (absl::string_view line : absl::StrSplit(text, absl::ByAnyChar("\r\n"))) {
     line = absl::StripAsciiWhitespace(line);
     if (!line.empty() && line[0] != '#') return std::string(line);

@@ -22,17 +22,17 @@ struct SecurityFiles {
 
 // INVALID_ARGUMENT naming the flags when the combination cannot work (a certificate without its
 // key, or a client certificate or server name without TLS roots).
-absl::Status CheckSecurityFiles(const SecurityFiles& files);
+absl::Status check_security_files(const SecurityFiles& files);
 
 // Reads the files into `options` (bearer_token, credentials, tls_server_name). Without a token
 // file, MATSERVE_TOKEN (when set) gives the token. NOT_FOUND naming the flag for an unreadable
 // file, INVALID_ARGUMENT for a token file without a token.
-absl::Status ApplySecurityFiles(const SecurityFiles& files, ClientOptions& options);
+absl::Status apply_security_files(const SecurityFiles& files, ClientOptions& options);
 
 // A file's whole text; NOT_FOUND naming `flag` when it cannot be read.
-absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path);
+absl::StatusOr<std::string> read_text_file(const std::string& flag, const std::string& path);
 // The first line of `text` that is not blank or a '#' comment, without surrounding whitespace:
 // a token file read as the server reads its tokens file.
-std::string FirstToken(const std::string& text);
+std::string first_token(const std::string& text);
 
 }  // namespace matserve::client

@@ -12,7 +12,7 @@
 
 namespace matserve::client {
 
-v1::DataType ToProto(DType dtype) {
+v1::DataType to_proto(DType dtype) {
   switch (dtype) {
     case DType::kF64: return v1::FP64;
     case DType::kF32: return v1::FP32;
@@ -23,11 +23,11 @@ v1::DataType ToProto(DType dtype) {
   return v1::DATA_TYPE_UNSPECIFIED;
 }
 
-v1::Layout ToProto(Layout layout) {
+v1::Layout to_proto(Layout layout) {
   return layout == Layout::kColMajor ? v1::COL_MAJOR : v1::ROW_MAJOR;
 }
 
-absl::StatusOr<DType> FromProto(v1::DataType dtype) {
+absl::StatusOr<DType> from_proto(v1::DataType dtype) {
   switch (dtype) {
     case v1::FP64: return DType::kF64;
     case v1::FP32: return DType::kF32;
@@ -39,11 +39,11 @@ absl::StatusOr<DType> FromProto(v1::DataType dtype) {
   return absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(dtype)));
 }
 
-Layout FromProto(v1::Layout layout) {
+Layout from_proto(v1::Layout layout) {
   return layout == v1::COL_MAJOR ? Layout::kColMajor : Layout::kRowMajor;
 }
 
-absl::StatusOr<DType> ParseDType(std::string_view name) {
+absl::StatusOr<DType> parse_dtype(std::string_view name) {
   if (name == "fp64") return DType::kF64;
   if (name == "fp32") return DType::kF32;
   if (name == "fp16") return DType::kF16;
@@ -52,14 +52,14 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
       absl::StrCat("unknown dtype '", std::string(name), "' (expected fp64, fp32, fp16 or bf16)"));
 }
 
-absl::StatusOr<Layout> ParseLayout(std::string_view name) {
+absl::StatusOr<Layout> parse_layout(std::string_view name) {
   if (name == "row") return Layout::kRowMajor;
   if (name == "col") return Layout::kColMajor;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown layout '", std::string(name), "' (expected row or col)"));
 }
 
-absl::StatusOr<v1::ComputeMode> ParseComputeMode(std::string_view name) {
+absl::StatusOr<v1::ComputeMode> parse_compute_mode(std::string_view name) {
   if (name == "default") return v1::COMPUTE_DEFAULT;
   if (name == "fp64") return v1::COMPUTE_FP64;
   if (name == "fp32") return v1::COMPUTE_FP32;
@@ -83,7 +83,7 @@ std::string_view DTypeName(v1::DataType dtype) {
   }
 }
 
-std::string_view ComputeModeName(v1::ComputeMode mode) {
+std::string_view compute_mode_name(v1::ComputeMode mode) {
   switch (mode) {
     case v1::COMPUTE_FP64: return "fp64";
     case v1::COMPUTE_FP32: return "fp32";
@@ -95,7 +95,7 @@ std::string_view ComputeModeName(v1::ComputeMode mode) {
   }
 }
 
-std::string_view OperationName(v1::Operation op) {
+std::string_view operation_name(v1::Operation op) {
   switch (op) {
     case v1::GEMM: return "gemm";
     case v1::TRANSPOSE: return "transpose";
@@ -103,8 +103,8 @@ std::string_view OperationName(v1::Operation op) {
   }
 }
 
-absl::StatusOr<v1::Matrix> MakeMatrix(std::int64_t rows, std::int64_t cols, DType dtype,
-                                      Layout layout, std::string bytes) {
+absl::StatusOr<v1::Matrix> make_matrix(std::int64_t rows, std::int64_t cols, DType dtype,
+                                       Layout layout, std::string bytes) {
   const auto esize = static_cast<std::int64_t>(kernels::dtype_size(dtype));
   if (rows < 0 || cols < 0) {
     return absl::InvalidArgumentError(absl::StrCat("negative shape ", rows, " x ", cols));
@@ -117,23 +117,23 @@ absl::StatusOr<v1::Matrix> MakeMatrix(std::int64_t rows, std::int64_t cols, DTyp
   v1::Matrix m;
   m.set_rows(rows);
   m.set_cols(cols);
-  m.set_dtype(ToProto(dtype));
-  m.set_layout(ToProto(layout));
+  m.set_dtype(to_proto(dtype));
+  m.set_layout(to_proto(layout));
   m.set_data(std::move(bytes));
   return m;
 }
 
-absl::StatusOr<v1::Matrix> MakeMatrix(std::int64_t rows, std::int64_t cols, DType dtype,
-                                      Layout layout, const void* data, std::size_t size) {
-  return MakeMatrix(rows, cols, dtype, layout, std::string(static_cast<const char*>(data), size));
+absl::StatusOr<v1::Matrix> make_matrix(std::int64_t rows, std::int64_t cols, DType dtype,
+                                       Layout layout, const void* data, std::size_t size) {
+  return make_matrix(rows, cols, dtype, layout, std::string(static_cast<const char*>(data), size));
 }
 
-absl::StatusOr<v1::Matrix> MatrixFromNpy(NpyArray array) {
-  return MakeMatrix(array.rows, array.cols, array.dtype, array.layout, std::move(array.bytes));
+absl::StatusOr<v1::Matrix> matrix_from_npy(NpyArray array) {
+  return make_matrix(array.rows, array.cols, array.dtype, array.layout, std::move(array.bytes));
 }
 
-absl::StatusOr<NpyArray> NpyFromMatrix(v1::Matrix matrix) {
-  absl::StatusOr<DType> dtype = FromProto(matrix.dtype());
+absl::StatusOr<NpyArray> npy_from_matrix(v1::Matrix matrix) {
+  absl::StatusOr<DType> dtype = from_proto(matrix.dtype());
   if (!dtype.ok()) return dtype.status();
   const auto esize = static_cast<std::int64_t>(kernels::dtype_size(*dtype));
   if (matrix.rows() < 0 || matrix.cols() < 0 ||
@@ -146,12 +146,12 @@ absl::StatusOr<NpyArray> NpyFromMatrix(v1::Matrix matrix) {
   out.rows = matrix.rows();
   out.cols = matrix.cols();
   out.dtype = *dtype;
-  out.layout = FromProto(matrix.layout());
+  out.layout = from_proto(matrix.layout());
   out.bytes = std::move(*matrix.mutable_data());
   return out;
 }
 
-std::string ConvertElements(std::string_view bytes, DType from, DType to) {
+std::string convert_elements(std::string_view bytes, DType from, DType to) {
   if (from == to) return std::string(bytes);
   const auto n = static_cast<std::int64_t>(bytes.size() / kernels::dtype_size(from));
   std::string out(static_cast<std::size_t>(n) * kernels::dtype_size(to), '\0');
@@ -161,8 +161,8 @@ std::string ConvertElements(std::string_view bytes, DType from, DType to) {
   return out;
 }
 
-std::string ToLayout(std::string_view bytes, std::int64_t rows, std::int64_t cols, DType dtype,
-                     Layout from, Layout to) {
+std::string to_layout(std::string_view bytes, std::int64_t rows, std::int64_t cols, DType dtype,
+                      Layout from, Layout to) {
   if (from == to) return std::string(bytes);
   // Stored as `from`, the data is an r x c row-major array with (r, c) = (rows, cols) for
   // row-major and (cols, rows) for column-major; the other layout is its transpose.
@@ -178,8 +178,8 @@ std::string ToLayout(std::string_view bytes, std::int64_t rows, std::int64_t col
   return out;
 }
 
-NpyArray RandomMatrix(std::int64_t rows, std::int64_t cols, DType dtype, Layout layout,
-                      std::uint64_t seed) {
+NpyArray random_matrix(std::int64_t rows, std::int64_t cols, DType dtype, Layout layout,
+                       std::uint64_t seed) {
   std::mt19937_64 engine(seed);
   NpyArray out;
   out.rows = rows;
@@ -196,7 +196,7 @@ NpyArray RandomMatrix(std::int64_t rows, std::int64_t cols, DType dtype, Layout 
     kernels::store_element(out.bytes.data(), dtype, i, v);
   }
   if (layout != Layout::kRowMajor) {
-    out.bytes = ToLayout(out.bytes, rows, cols, dtype, Layout::kRowMajor, layout);
+    out.bytes = to_layout(out.bytes, rows, cols, dtype, Layout::kRowMajor, layout);
     out.layout = layout;
   }
   return out;

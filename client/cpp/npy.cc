@@ -24,15 +24,15 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr std::string_view kMagic = "\x93NUMPY";
 
-absl::Status Invalid(std::string_view what) {
+absl::Status invalid(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(".npy: ", std::string(what)));
 }
 
-std::string Quote(std::string_view s) {
+std::string quote(std::string_view s) {
   return absl::StrCat("'", std::string(s), "'");
 }
 
-std::string ShapeString(const std::vector<std::int64_t>& shape) {
+std::string shape_string(const std::vector<std::int64_t>& shape) {
   if (shape.size() == 1) return absl::StrCat("(", shape[0], ",)");
   return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
 }
@@ -50,17 +50,17 @@ class HeaderParser {
  public:
   explicit HeaderParser(std::string_view text) : text_(text) {}
 
-  absl::Status Parse(std::optional<HeaderValue>& descr, std::optional<HeaderValue>& fortran,
+  absl::Status parse(std::optional<HeaderValue>& descr, std::optional<HeaderValue>& fortran,
                      std::optional<HeaderValue>& shape) {
-    SkipSpace();
-    if (!Consume('{')) return Error("header is not a dict (expected '{')");
+    skip_space();
+    if (!consume('{')) return error("header is not a dict (expected '{')");
     while (true) {
-      SkipSpace();
-      if (Consume('}')) break;
+      skip_space();
+      if (consume('}')) break;
       std::string key;
-      if (absl::Status s = ParseString(key); !s.ok()) return s;
-      SkipSpace();
-      if (!Consume(':')) return Error(absl::StrCat("expected ':' after key ", Quote(key)));
+      if (absl::Status s = parse_string(key); !s.ok()) return s;
+      skip_space();
+      if (!consume(':')) return error(absl::StrCat("expected ':' after key ", quote(key)));
       std::optional<HeaderValue>* slot = nullptr;
       if (key == "descr") {
         slot = &descr;
@@ -69,75 +69,75 @@ class HeaderParser {
       } else if (key == "shape") {
         slot = &shape;
       } else {
-        return Error(absl::StrCat("unexpected header key ", Quote(key),
+        return error(absl::StrCat("unexpected header key ", quote(key),
                                   " (expected 'descr', 'fortran_order', 'shape')"));
       }
-      if (slot->has_value()) return Error(absl::StrCat("duplicate header key ", Quote(key)));
-      SkipSpace();
-      if (key == "descr" && Peek() == '[') {
-        return Invalid("structured dtype (descr is a list of fields) is not supported");
+      if (slot->has_value()) return error(absl::StrCat("duplicate header key ", quote(key)));
+      skip_space();
+      if (key == "descr" && peek() == '[') {
+        return invalid("structured dtype (descr is a list of fields) is not supported");
       }
       HeaderValue value;
-      if (absl::Status s = ParseValue(value); !s.ok()) return s;
+      if (absl::Status s = parse_value(value); !s.ok()) return s;
       *slot = std::move(value);
-      SkipSpace();
-      if (Consume(',')) continue;
-      SkipSpace();
-      if (Consume('}')) break;
-      return Error("expected ',' or '}' in the header dict");
+      skip_space();
+      if (consume(',')) continue;
+      skip_space();
+      if (consume('}')) break;
+      return error("expected ',' or '}' in the header dict");
     }
-    SkipSpace();
-    if (pos_ != text_.size()) return Error("unexpected text after the header dict");
+    skip_space();
+    if (pos_ != text_.size()) return error("unexpected text after the header dict");
     return absl::OkStatus();
   }
 
  private:
-  char Peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  bool Consume(char c) {
-    if (Peek() != c) return false;
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  bool consume(char c) {
+    if (peek() != c) return false;
     ++pos_;
     return true;
   }
-  void SkipSpace() {
+  void skip_space() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
-  absl::Status Error(std::string_view what) const {
-    return Invalid(absl::StrCat("malformed header at byte ", pos_, ": ", std::string(what)));
+  absl::Status error(std::string_view what) const {
+    return invalid(absl::StrCat("malformed header at byte ", pos_, ": ", std::string(what)));
   }
 
-  absl::Status ParseString(std::string& out) {
-    const char quote = Peek();
-    if (quote != '\'' && quote != '"') return Error("expected a quoted string");
+  absl::Status parse_string(std::string& out) {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') return error("expected a quoted string");
     ++pos_;
     const std::size_t end = text_.find(quote, pos_);
-    if (end == std::string_view::npos) return Error("unterminated string");
+    if (end == std::string_view::npos) return error("unterminated string");
     out = std::string(text_.substr(pos_, end - pos_));
     pos_ = end + 1;
     return absl::OkStatus();
   }
 
-  absl::Status ParseInt(std::int64_t& out) {
+  absl::Status parse_int(std::int64_t& out) {
     const std::size_t start = pos_;
-    if (Peek() == '-') return Error("negative dimension in shape");
+    if (peek() == '-') return error("negative dimension in shape");
     std::int64_t v = 0;
-    while (std::isdigit(static_cast<unsigned char>(Peek()))) {
+    while (std::isdigit(static_cast<unsigned char>(peek()))) {
       const int d = text_[pos_++] - '0';
       if (v > (std::numeric_limits<std::int64_t>::max() - d) / 10) {
-        return Error("dimension overflows int64");
+        return error("dimension overflows int64");
       }
       v = v * 10 + d;
     }
-    if (pos_ == start) return Error("expected an integer in shape");
-    Consume('L');  // Python 2 long suffix, written by very old NumPy
+    if (pos_ == start) return error("expected an integer in shape");
+    consume('L');  // Python 2 long suffix, written by very old NumPy
     out = v;
     return absl::OkStatus();
   }
 
-  absl::Status ParseValue(HeaderValue& out) {
-    const char c = Peek();
+  absl::Status parse_value(HeaderValue& out) {
+    const char c = peek();
     if (c == '\'' || c == '"') {
       out.kind = HeaderValue::Kind::kString;
-      return ParseString(out.text);
+      return parse_string(out.text);
     }
     if (text_.substr(pos_, 4) == "True") {
       pos_ += 4;
@@ -155,18 +155,18 @@ class HeaderParser {
       ++pos_;
       out.kind = HeaderValue::Kind::kTuple;
       while (true) {
-        SkipSpace();
-        if (Consume(')')) return absl::OkStatus();
+        skip_space();
+        if (consume(')')) return absl::OkStatus();
         std::int64_t v = 0;
-        if (absl::Status s = ParseInt(v); !s.ok()) return s;
+        if (absl::Status s = parse_int(v); !s.ok()) return s;
         out.ints.push_back(v);
-        SkipSpace();
-        if (Consume(',')) continue;
-        if (Consume(')')) return absl::OkStatus();
-        return Error("expected ',' or ')' in shape");
+        skip_space();
+        if (consume(',')) continue;
+        if (consume(')')) return absl::OkStatus();
+        return error("expected ',' or ')' in shape");
       }
     }
-    return Error("expected a string, True, False or a tuple");
+    return error("expected a string, True, False or a tuple");
   }
 
   std::string_view text_;
@@ -175,12 +175,12 @@ class HeaderParser {
 
 absl::StatusOr<DType> DTypeFromDescr(std::string_view descr, bool bf16) {
   if (descr.size() >= 2 && descr[0] == '>') {
-    return Invalid(absl::StrCat("big-endian dtype ", Quote(descr),
+    return invalid(absl::StrCat("big-endian dtype ", quote(descr),
                                 " is not supported; save it little-endian (a.astype('<",
                                 std::string(descr.substr(1)), "'))"));
   }
   if (descr == "O" || descr == "|O" || descr == "<O" || descr == "=O") {
-    return Invalid(absl::StrCat("object dtype ", Quote(descr),
+    return invalid(absl::StrCat("object dtype ", quote(descr),
                                 " holds Python objects, not numbers; convert with "
                                 "a.astype(np.float32) first"));
   }
@@ -195,21 +195,21 @@ absl::StatusOr<DType> DTypeFromDescr(std::string_view descr, bool bf16) {
   }
   if (body == "u2" || body == "V2") {
     if (bf16) return DType::kBF16;
-    return Invalid(absl::StrCat("dtype ", Quote(descr),
+    return invalid(absl::StrCat("dtype ", quote(descr),
                                 " is not a floating-point type; if it holds bfloat16 bit patterns "
                                 "read it as bf16 (CLI: --dtype bf16; C++: NpyReadOptions::bf16)"));
   }
-  return Invalid(absl::StrCat("unsupported dtype ", Quote(descr),
+  return invalid(absl::StrCat("unsupported dtype ", quote(descr),
                               " (supported: '<f8', '<f4', '<f2', and bfloat16 as '<u2' or '<V2')"));
 }
 
-std::uint32_t LoadLe(std::string_view bytes, std::size_t offset, int n) {
+std::uint32_t load_le(std::string_view bytes, std::size_t offset, int n) {
   std::uint32_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[offset + i]);
   return v;
 }
 
-absl::Status ErrnoStatus(std::string_view what, const std::string& path, int err) {
+absl::Status errno_status(std::string_view what, const std::string& path, int err) {
   std::string msg = absl::StrCat(std::string(what), " '", path, "': ", std::strerror(err));
   if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
@@ -218,7 +218,7 @@ absl::Status ErrnoStatus(std::string_view what, const std::string& path, int err
 
 }  // namespace
 
-std::string_view NpyDescr(DType dtype) {
+std::string_view npy_descr(DType dtype) {
   switch (dtype) {
     case DType::kF64: return "<f8";
     case DType::kF32: return "<f4";
@@ -229,48 +229,48 @@ std::string_view NpyDescr(DType dtype) {
   return "";
 }
 
-absl::StatusOr<NpyArray> ParseNpy(std::string_view file, const NpyReadOptions& options) {
+absl::StatusOr<NpyArray> parse_npy(std::string_view file, const NpyReadOptions& options) {
   if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic) {
-    return Invalid("not a .npy file: bad magic (expected \\x93NUMPY)");
+    return invalid("not a .npy file: bad magic (expected \\x93NUMPY)");
   }
-  if (file.size() < 8) return Invalid("truncated header: the file ends inside the version bytes");
+  if (file.size() < 8) return invalid("truncated header: the file ends inside the version bytes");
   const int major = static_cast<unsigned char>(file[6]);
   const int minor = static_cast<unsigned char>(file[7]);
   if (major < 1 || major > 3 || minor != 0) {
-    return Invalid(absl::StrCat("unsupported format version ", major, ".", minor,
+    return invalid(absl::StrCat("unsupported format version ", major, ".", minor,
                                 " (supported: 1.0, 2.0, 3.0)"));
   }
   const std::size_t len_bytes = major == 1 ? 2 : 4;
   const std::size_t preamble = 8 + len_bytes;
   if (file.size() < preamble) {
-    return Invalid(absl::StrCat("truncated header: the file has ", file.size(),
+    return invalid(absl::StrCat("truncated header: the file has ", file.size(),
                                 " bytes, the version ", major, ".0 preamble needs ", preamble));
   }
-  const std::uint64_t header_len = LoadLe(file, 8, static_cast<int>(len_bytes));
+  const std::uint64_t header_len = load_le(file, 8, static_cast<int>(len_bytes));
   if (preamble + header_len > file.size()) {
-    return Invalid(absl::StrCat("header length ", header_len, " runs past the end of the file (",
+    return invalid(absl::StrCat("header length ", header_len, " runs past the end of the file (",
                                 file.size() - preamble, " bytes after the preamble)"));
   }
   const std::string_view header = file.substr(preamble, header_len);
 
   std::optional<HeaderValue> descr, fortran, shape;
-  if (absl::Status s = HeaderParser(header).Parse(descr, fortran, shape); !s.ok()) return s;
-  if (!descr) return Invalid("header has no 'descr'");
-  if (!fortran) return Invalid("header has no 'fortran_order'");
-  if (!shape) return Invalid("header has no 'shape'");
-  if (descr->kind != HeaderValue::Kind::kString) return Invalid("'descr' is not a string");
+  if (absl::Status s = HeaderParser(header).parse(descr, fortran, shape); !s.ok()) return s;
+  if (!descr) return invalid("header has no 'descr'");
+  if (!fortran) return invalid("header has no 'fortran_order'");
+  if (!shape) return invalid("header has no 'shape'");
+  if (descr->kind != HeaderValue::Kind::kString) return invalid("'descr' is not a string");
   if (fortran->kind != HeaderValue::Kind::kBool) {
-    return Invalid("'fortran_order' is not True or False");
+    return invalid("'fortran_order' is not True or False");
   }
-  if (shape->kind != HeaderValue::Kind::kTuple) return Invalid("'shape' is not a tuple");
+  if (shape->kind != HeaderValue::Kind::kTuple) return invalid("'shape' is not a tuple");
 
   absl::StatusOr<DType> dtype = DTypeFromDescr(descr->text, options.bf16);
   if (!dtype.ok()) return dtype.status();
 
   const std::vector<std::int64_t>& dims = shape->ints;
-  if (dims.empty()) return Invalid("0-D array (a scalar) is not a matrix; need 1-D or 2-D");
+  if (dims.empty()) return invalid("0-D array (a scalar) is not a matrix; need 1-D or 2-D");
   if (dims.size() > 2) {
-    return Invalid(absl::StrCat(dims.size(), "-D shape ", ShapeString(dims),
+    return invalid(absl::StrCat(dims.size(), "-D shape ", shape_string(dims),
                                 " is not supported: only 1-D and 2-D arrays"));
   }
   NpyArray out;
@@ -282,31 +282,31 @@ absl::StatusOr<NpyArray> ParseNpy(std::string_view file, const NpyReadOptions& o
   const auto esize = static_cast<std::int64_t>(kernels::dtype_size(out.dtype));
   const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / esize;
   if (out.cols != 0 && out.rows > limit / out.cols) {
-    return Invalid(absl::StrCat("shape ", ShapeString(dims), " is too large"));
+    return invalid(absl::StrCat("shape ", shape_string(dims), " is too large"));
   }
   const std::uint64_t expected = static_cast<std::uint64_t>(out.rows * out.cols * esize);
   const std::uint64_t available = file.size() - preamble - header_len;
   if (available < expected) {
-    return Invalid(absl::StrCat("truncated data: shape ", ShapeString(dims), " of ",
-                                Quote(descr->text), " needs ", expected, " bytes, the file has ",
+    return invalid(absl::StrCat("truncated data: shape ", shape_string(dims), " of ",
+                                quote(descr->text), " needs ", expected, " bytes, the file has ",
                                 available));
   }
   if (available > expected) {
-    return Invalid(absl::StrCat(available - expected, " unexpected bytes after the data (shape ",
-                                ShapeString(dims), " of ", Quote(descr->text), " needs ", expected,
+    return invalid(absl::StrCat(available - expected, " unexpected bytes after the data (shape ",
+                                shape_string(dims), " of ", quote(descr->text), " needs ", expected,
                                 " bytes); is the header length wrong?"));
   }
   out.bytes = std::string(file.substr(preamble + header_len));
   return out;
 }
 
-absl::StatusOr<NpyArray> ReadNpy(const std::string& path, const NpyReadOptions& options) {
+absl::StatusOr<NpyArray> read_npy(const std::string& path, const NpyReadOptions& options) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("cannot open", path, errno);
+  if (!in) return errno_status("cannot open", path, errno);
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) return ErrnoStatus("cannot read", path, errno);
-  absl::StatusOr<NpyArray> array = ParseNpy(buffer.view(), options);
+  if (in.bad()) return errno_status("cannot read", path, errno);
+  absl::StatusOr<NpyArray> array = parse_npy(buffer.view(), options);
   if (!array.ok()) {
     return absl::Status(array.status().code(),
                         absl::StrCat(path, ": ", std::string(array.status().message())));
@@ -314,8 +314,8 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path, const NpyReadOptions& 
   return array;
 }
 
-absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
-  if (NpyDescr(array.dtype).empty()) {
+absl::StatusOr<std::string> serialize_npy(const NpyArray& array) {
+  if (npy_descr(array.dtype).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(".npy: no descr for dtype ", std::string(kernels::dtype_name(array.dtype))));
   }
@@ -324,10 +324,10 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
       static_cast<std::int64_t>(array.bytes.size()) != array.rows * array.cols * esize) {
     return absl::InvalidArgumentError(
         absl::StrCat(".npy: ", array.bytes.size(), " data bytes do not match shape (", array.rows,
-                     ", ", array.cols, ") of ", std::string(NpyDescr(array.dtype))));
+                     ", ", array.cols, ") of ", std::string(npy_descr(array.dtype))));
   }
   std::string header =
-      absl::StrCat("{'descr': '", std::string(NpyDescr(array.dtype)),
+      absl::StrCat("{'descr': '", std::string(npy_descr(array.dtype)),
                    "', 'fortran_order': ", array.layout == Layout::kColMajor ? "True" : "False",
                    ", 'shape': (", array.rows, ", ", array.cols, "), }");
   // NumPy pads with spaces and a final newline so that the data starts 64-byte aligned.
@@ -346,14 +346,14 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
   return out;
 }
 
-absl::Status WriteNpy(const std::string& path, const NpyArray& array) {
-  absl::StatusOr<std::string> file = SerializeNpy(array);
+absl::Status write_npy(const std::string& path, const NpyArray& array) {
+  absl::StatusOr<std::string> file = serialize_npy(array);
   if (!file.ok()) return file.status();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return ErrnoStatus("cannot create", path, errno);
+  if (!out) return errno_status("cannot create", path, errno);
   out.write(file->data(), static_cast<std::streamsize>(file->size()));
   out.close();
-  if (!out) return ErrnoStatus("cannot write", path, errno);
+  if (!out) return errno_status("cannot write", path, errno);
   return absl::OkStatus();
 }
 

@@ -35,21 +35,21 @@ struct NpyReadOptions {
 
 // Parses the whole contents of a .npy file. Every malformed input is INVALID_ARGUMENT with a
 // message naming the problem (magic, version, header, descr, shape, data length).
-absl::StatusOr<NpyArray> ParseNpy(std::string_view file, const NpyReadOptions& options = {});
+absl::StatusOr<NpyArray> parse_npy(std::string_view file, const NpyReadOptions& options = {});
 
 // Reads `path` (NOT_FOUND when it cannot be opened) and parses it.
-absl::StatusOr<NpyArray> ReadNpy(const std::string& path, const NpyReadOptions& options = {});
+absl::StatusOr<NpyArray> read_npy(const std::string& path, const NpyReadOptions& options = {});
 
 // Serializes `array` as a version 1.0 .npy file: descr '<f8' '<f4' '<f2' or '<u2' (bfloat16),
 // fortran_order True for column-major, shape (rows, cols). INVALID_ARGUMENT when the byte length
 // does not match the shape.
-absl::StatusOr<std::string> SerializeNpy(const NpyArray& array);
+absl::StatusOr<std::string> serialize_npy(const NpyArray& array);
 
 // Serializes and writes to `path`.
-absl::Status WriteNpy(const std::string& path, const NpyArray& array);
+absl::Status write_npy(const std::string& path, const NpyArray& array);
 
-// The descr string WriteNpy uses for `dtype` ("<f4", ..., "<u2" for bfloat16); empty for types
-// with no .npy mapping (which SerializeNpy refuses).
-std::string_view NpyDescr(DType dtype);
+// The descr string write_npy uses for `dtype` ("<f4", ..., "<u2" for bfloat16); empty for types
+// with no .npy mapping (which serialize_npy refuses).
+std::string_view npy_descr(DType dtype);
 
 }  // namespace matserve::client

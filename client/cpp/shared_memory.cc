@@ -15,7 +15,7 @@
 namespace matserve::client {
 namespace {
 
-std::string UniqueKey() {
+std::string unique_key() {
   static std::atomic<unsigned> serial{0};
   std::random_device random;
   return absl::StrCat("/matserve-", ::getpid(), "-", serial++, "-", random());
@@ -23,10 +23,10 @@ std::string UniqueKey() {
 
 }  // namespace
 
-absl::StatusOr<SharedMemoryObject> SharedMemoryObject::Create(std::size_t bytes, std::string key) {
+absl::StatusOr<SharedMemoryObject> SharedMemoryObject::create(std::size_t bytes, std::string key) {
   if (bytes == 0) return absl::InvalidArgumentError("shared memory: size must be >= 1 byte");
   SharedMemoryObject o;
-  o.key_ = key.empty() ? UniqueKey() : std::move(key);
+  o.key_ = key.empty() ? unique_key() : std::move(key);
   o.fd_ = ::shm_open(o.key_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (o.fd_ < 0) {
     const int err = errno;
@@ -51,7 +51,7 @@ absl::StatusOr<SharedMemoryObject> SharedMemoryObject::Create(std::size_t bytes,
 
 SharedMemoryObject& SharedMemoryObject::operator=(SharedMemoryObject&& o) noexcept {
   if (this != &o) {
-    Reset();
+    reset();
     key_ = std::move(o.key_);
     fd_ = o.fd_;
     data_ = o.data_;
@@ -65,10 +65,10 @@ SharedMemoryObject& SharedMemoryObject::operator=(SharedMemoryObject&& o) noexce
 }
 
 SharedMemoryObject::~SharedMemoryObject() {
-  Reset();
+  reset();
 }
 
-void SharedMemoryObject::Reset() {
+void SharedMemoryObject::reset() {
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
   if (!key_.empty()) ::shm_unlink(key_.c_str());

@@ -16,7 +16,7 @@ class SharedMemoryObject {
  public:
   // Creates a new object of `bytes` (zero-filled). `key` ("/name"); empty: a fresh unique name.
   // ALREADY_EXISTS when `key` exists, other errors with the system's reason.
-  static absl::StatusOr<SharedMemoryObject> Create(std::size_t bytes, std::string key = {});
+  static absl::StatusOr<SharedMemoryObject> create(std::size_t bytes, std::string key = {});
 
   SharedMemoryObject() = default;
   SharedMemoryObject(SharedMemoryObject&& o) noexcept { *this = std::move(o); }
@@ -29,7 +29,7 @@ class SharedMemoryObject {
   std::span<std::byte> bytes() const { return {data_, size_}; }
 
  private:
-  void Reset();
+  void reset();
 
   std::string key_;
   int fd_ = -1;

@@ -1,4 +1,4 @@
-// The whole CLI run in-process (RunCli) against FakeMatrixService: output formats, exit codes,
+// The whole CLI run in-process (run_cli) against FakeMatrixService: output formats, exit codes,
 // error lines, .npy in and out, client-side verification, messages above gRPC's 4 MiB default,
 // and batched multiplies (multiply --batch, Client::MultiplyBatched).
 #include <cstdio>
@@ -36,20 +36,20 @@ struct Result {
 
 class CliRun : public ::testing::Test {
  protected:
-  Result Run(std::vector<std::string> args, bool with_target = true) {
+  Result run(std::vector<std::string> args, bool with_target = true) {
     if (with_target) args.insert(args.begin(), {"--target", server_.target()});
     std::ostringstream out, err;
-    const int code = RunCli(args, out, err);
+    const int code = run_cli(args, out, err);
     return {code, out.str(), err.str()};
   }
-  std::string Temp(const std::string& name) { return temp_.path(name); }
+  std::string temp(const std::string& name) { return temp_.path(name); }
 
   testing::FakeServer server_;
   matserve::testing::TestTempDir temp_;
 };
 
 TEST_F(CliRun, InfoPrintsAnAlignedBlock) {
-  const Result r = Run({"info"});
+  const Result r = run({"info"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("version               0.0.0-fake\n"));
   EXPECT_THAT(r.out, HasSubstr("backend               cpu\n"));
@@ -60,7 +60,7 @@ TEST_F(CliRun, InfoPrintsAnAlignedBlock) {
 }
 
 TEST_F(CliRun, InfoJsonIsOneObject) {
-  const Result r = Run({"info", "--json"});
+  const Result r = run({"info", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, StartsWith("{\"command\": \"info\", \"target\": \"127.0.0.1:"));
   EXPECT_THAT(r.out, HasSubstr("\"name\": \"Fake \\\"GPU\\\"\""));
@@ -71,12 +71,12 @@ TEST_F(CliRun, InfoJsonIsOneObject) {
 }
 
 TEST_F(CliRun, KernelsTableAndFilter) {
-  const Result r = Run({"kernels"});
+  const Result r = run({"kernels"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, StartsWith("NAME            FAMILY  OP         PRECISIONS  BACKEND  "
                                 "CONSTRAINTS   DESCRIPTION\n"));
   EXPECT_THAT(r.out, HasSubstr("fake_gemm       cpu     gemm       fp64,fp32   cpu      -"));
-  const Result t = Run({"kernels", "--op", "transpose", "--json"});
+  const Result t = run({"kernels", "--op", "transpose", "--json"});
   ASSERT_EQ(t.code, kExitOk) << t.err;
   EXPECT_THAT(t.out, HasSubstr("\"name\": \"fake_transpose\""));
   EXPECT_THAT(t.out, HasSubstr("\"precisions\": [\"fp32\"]"));
@@ -85,7 +85,7 @@ TEST_F(CliRun, KernelsTableAndFilter) {
 
 TEST_F(CliRun, MultiplyRandomWithServerVerifyAndClientCheck) {
   const Result r =
-      Run({"multiply", "--random", "33x17x29", "--dtype", "fp64", "--verify", "--check", "--json"});
+      run({"multiply", "--random", "33x17x29", "--dtype", "fp64", "--verify", "--check", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"variant\": \"fake_gemm\", \"variant_requested\": \"auto\""));
   EXPECT_THAT(r.out, HasSubstr("\"m\": 33, \"n\": 17, \"k\": 29, \"dtype\": \"fp64\", "
@@ -111,7 +111,7 @@ TEST_F(CliRun, MultiplyRandomWithServerVerifyAndClientCheck) {
 }
 
 TEST_F(CliRun, MultiplyHumanOutput) {
-  const Result r = Run({"multiply", "--random", "8x8x8", "--check"});
+  const Result r = run({"multiply", "--random", "8x8x8", "--check"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_FALSE(server_.service().last_multiply().verify());  // --check asks the server nothing
   EXPECT_THAT(r.out, HasSubstr("variant               fake_gemm (asked: auto)\n"));
@@ -128,20 +128,20 @@ TEST_F(CliRun, MultiplyHumanOutput) {
 TEST_F(CliRun, MultiplyFilesEveryLayoutTransposeAndBeta) {
   // op(A) 6 x 5 from a Fortran-order A^T, op(B) 5 x 4 from B^T, C column-major, fp64 so that the
   // fake's exact result matches the client's reference exactly.
-  const NpyArray at = RandomMatrix(5, 6, DType::kF64, Layout::kColMajor, 1);
-  const NpyArray bt = RandomMatrix(4, 5, DType::kF64, Layout::kRowMajor, 2);
-  const NpyArray c = RandomMatrix(6, 4, DType::kF64, Layout::kColMajor, 3);
-  ASSERT_TRUE(WriteNpy(Temp("a.npy"), at).ok());
-  ASSERT_TRUE(WriteNpy(Temp("b.npy"), bt).ok());
-  ASSERT_TRUE(WriteNpy(Temp("c.npy"), c).ok());
+  const NpyArray at = random_matrix(5, 6, DType::kF64, Layout::kColMajor, 1);
+  const NpyArray bt = random_matrix(4, 5, DType::kF64, Layout::kRowMajor, 2);
+  const NpyArray c = random_matrix(6, 4, DType::kF64, Layout::kColMajor, 3);
+  ASSERT_TRUE(write_npy(temp("a.npy"), at).ok());
+  ASSERT_TRUE(write_npy(temp("b.npy"), bt).ok());
+  ASSERT_TRUE(write_npy(temp("c.npy"), c).ok());
   for (const char* layout : {"row", "col"}) {
-    const Result r = Run({"multiply",
+    const Result r = run({"multiply",
                           "--a",
-                          Temp("a.npy"),
+                          temp("a.npy"),
                           "--b",
-                          Temp("b.npy"),
+                          temp("b.npy"),
                           "--c",
-                          Temp("c.npy"),
+                          temp("c.npy"),
                           "--transpose-a",
                           "--transpose-b",
                           "--alpha",
@@ -154,11 +154,11 @@ TEST_F(CliRun, MultiplyFilesEveryLayoutTransposeAndBeta) {
                           "--tolerance",
                           "1e-12",
                           "--out",
-                          Temp("out.npy"),
+                          temp("out.npy"),
                           "--json"});
     ASSERT_EQ(r.code, kExitOk) << layout << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("\"client_check\": {\"max_abs_error\": 0,")) << layout;
-    absl::StatusOr<NpyArray> out = ReadNpy(Temp("out.npy"));
+    absl::StatusOr<NpyArray> out = read_npy(temp("out.npy"));
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->rows, 6);
     EXPECT_EQ(out->cols, 4);
@@ -168,38 +168,38 @@ TEST_F(CliRun, MultiplyFilesEveryLayoutTransposeAndBeta) {
 
 TEST_F(CliRun, MultiplyConvertsFilesToDtype) {
   ASSERT_TRUE(
-      WriteNpy(Temp("a64.npy"), RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 1)).ok());
+      write_npy(temp("a64.npy"), random_matrix(3, 4, DType::kF64, Layout::kRowMajor, 1)).ok());
   ASSERT_TRUE(
-      WriteNpy(Temp("b32.npy"), RandomMatrix(4, 2, DType::kF32, Layout::kRowMajor, 2)).ok());
-  const Result mixed = Run({"multiply", "--a", Temp("a64.npy"), "--b", Temp("b32.npy")});
+      write_npy(temp("b32.npy"), random_matrix(4, 2, DType::kF32, Layout::kRowMajor, 2)).ok());
+  const Result mixed = run({"multiply", "--a", temp("a64.npy"), "--b", temp("b32.npy")});
   EXPECT_EQ(mixed.code, kExitUsage);
   EXPECT_THAT(mixed.err, HasSubstr("pass --dtype"));
-  const Result r = Run({"multiply", "--a", Temp("a64.npy"), "--b", Temp("b32.npy"), "--dtype",
-                        "bf16", "--output-dtype", "fp32", "--check", "--out", Temp("c.npy")});
+  const Result r = run({"multiply", "--a", temp("a64.npy"), "--b", temp("b32.npy"), "--dtype",
+                        "bf16", "--output-dtype", "fp32", "--check", "--out", temp("c.npy")});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(server_.service().last_multiply().a().dtype(), v1::BF16);
   EXPECT_EQ(server_.service().last_multiply().output_dtype(), v1::FP32);
-  absl::StatusOr<NpyArray> out = ReadNpy(Temp("c.npy"));
+  absl::StatusOr<NpyArray> out = read_npy(temp("c.npy"));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->dtype, DType::kF32);
 }
 
 TEST_F(CliRun, RepeatReportsMediansAfterWarmup) {
-  const Result r = Run({"multiply", "--random", "16x16x16", "--warmup", "2", "--repeat", "5"});
+  const Result r = run({"multiply", "--random", "16x16x16", "--warmup", "2", "--repeat", "5"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(server_.service().multiply_calls(), 7);
   EXPECT_THAT(r.out,
               HasSubstr("runs                  5 measured after 2 warm-up (medians below)\n"));
   EXPECT_THAT(r.out, ContainsRegex("\nkernel_us +100\\.0\n"));
-  const Result j = Run({"transpose", "--random", "4x4", "--repeat", "3", "--json"});
+  const Result j = run({"transpose", "--random", "4x4", "--repeat", "3", "--json"});
   ASSERT_EQ(j.code, kExitOk) << j.err;
   EXPECT_THAT(j.out, HasSubstr("\"gb_per_s\": 42, \"runs\": 3, \"warmup\": 0"));
 }
 
 TEST(CliUtil, MediansPerStage) {
-  EXPECT_EQ(Median({}), 0.0);
-  EXPECT_EQ(Median({3, 1, 2}), 2.0);
-  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
   std::vector<v1::Timing> t(3);
   for (int i = 0; i < 3; ++i) {
     t[i].set_kernel_us(10.0 * (3 - i));
@@ -209,7 +209,7 @@ TEST(CliUtil, MediansPerStage) {
   t[1].set_merged_requests(1);
   t[2].set_merged_requests(2);
   t[2].set_batch_wait_us(7);
-  const v1::Timing m = MedianTiming(t);
+  const v1::Timing m = median_timing(t);
   EXPECT_EQ(m.kernel_us(), 20.0);
   EXPECT_EQ(m.queue_us(), 1.0);
   EXPECT_EQ(m.merged_requests(), 2);
@@ -218,7 +218,7 @@ TEST(CliUtil, MediansPerStage) {
 
 TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
   const Result r =
-      Run({"multiply", "--random", "6x5x4", "--batch", "3", "--dtype", "fp64", "--beta", "1",
+      run({"multiply", "--random", "6x5x4", "--batch", "3", "--dtype", "fp64", "--beta", "1",
            "--transpose-b", "--verify", "--tolerance", "1e-12", "--warmup", "1", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(server_.service().multiply_batched_calls(), 2);
@@ -235,9 +235,9 @@ TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
     EXPECT_EQ(m->data().size(), 3u * rows * cols * sizeof(double));
   }
   // Product i's A, B and C from seeds 1 + 3i, 2 + 3i, 3 + 3i: product 0 is multiply --random's.
-  const std::string a0 = RandomMatrix(6, 4, DType::kF64, Layout::kRowMajor, 1).bytes;
-  const std::string a1 = RandomMatrix(6, 4, DType::kF64, Layout::kRowMajor, 4).bytes;
-  const std::string b2 = RandomMatrix(5, 4, DType::kF64, Layout::kRowMajor, 8).bytes;
+  const std::string a0 = random_matrix(6, 4, DType::kF64, Layout::kRowMajor, 1).bytes;
+  const std::string a1 = random_matrix(6, 4, DType::kF64, Layout::kRowMajor, 4).bytes;
+  const std::string b2 = random_matrix(5, 4, DType::kF64, Layout::kRowMajor, 8).bytes;
   EXPECT_EQ(sent.a().data().substr(0, a0.size()), a0);
   EXPECT_EQ(sent.a().data().substr(a0.size(), a1.size()), a1);
   EXPECT_EQ(sent.b().data().substr(2 * b2.size()), b2);
@@ -247,36 +247,36 @@ TEST_F(CliRun, MultiplyBatchedSendsStackedRandomOperands) {
   EXPECT_THAT(r.out, HasSubstr("\"runs\": 1, \"warmup\": 1, \"server_verification\": "
                                "{\"max_abs_error\": 0, \"rel_l2_error\": 0}"));
 
-  const Result human = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--layout", "col"});
+  const Result human = run({"multiply", "--random", "4x4x4", "--batch", "2", "--layout", "col"});
   ASSERT_EQ(human.code, kExitOk) << human.err;
   EXPECT_THAT(human.out, HasSubstr("shape                 m=4 n=4 k=4\n"
                                    "batch                 2 products in one MultiplyBatched call"));
   EXPECT_THAT(human.out, HasSubstr("\nmerged_requests       1\n"));
   EXPECT_EQ(server_.service().last_multiply_batched().a().layout(), v1::COL_MAJOR);
   // The server's check covers every product: one broken product fails the tolerance.
-  const Result broken = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "broken",
+  const Result broken = run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "broken",
                              "--verify", "--tolerance", "1e-3"});
   EXPECT_EQ(broken.code, kExitVerify);
   EXPECT_THAT(broken.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
-  const Result unknown = Run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "x"});
+  const Result unknown = run({"multiply", "--random", "4x4x4", "--batch", "2", "--variant", "x"});
   EXPECT_EQ(unknown.code, kExitRpc);
   EXPECT_EQ(unknown.err, "error: INVALID_ARGUMENT: unknown variant 'x'\n");
 }
 
 TEST_F(CliRun, ClientMultiplyBatchedInlineAndResident) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(server_.target());
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::connect(server_.target());
   ASSERT_TRUE(client.ok()) << client.status();
   // Two products: A stacked two deep, B one matrix for both (broadcast).
-  const NpyArray a0 = RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 1);
-  const NpyArray a1 = RandomMatrix(3, 4, DType::kF64, Layout::kRowMajor, 2);
-  const NpyArray b = RandomMatrix(4, 2, DType::kF64, Layout::kRowMajor, 3);
+  const NpyArray a0 = random_matrix(3, 4, DType::kF64, Layout::kRowMajor, 1);
+  const NpyArray a1 = random_matrix(3, 4, DType::kF64, Layout::kRowMajor, 2);
+  const NpyArray b = random_matrix(4, 2, DType::kF64, Layout::kRowMajor, 3);
   v1::MultiplyBatchedRequest request;
   request.set_batch(2);
-  *request.mutable_a() = *MatrixFromNpy(a0);
+  *request.mutable_a() = *matrix_from_npy(a0);
   request.mutable_a()->mutable_data()->append(a1.bytes);
   request.mutable_a()->set_batch(2);
-  *request.mutable_b() = *MatrixFromNpy(b);
-  absl::StatusOr<v1::MultiplyBatchedReply> reply = (*client)->MultiplyBatched(request);
+  *request.mutable_b() = *matrix_from_npy(b);
+  absl::StatusOr<v1::MultiplyBatchedReply> reply = (*client)->multiply_batched(request);
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->c().batch(), 2);
   EXPECT_EQ(reply->c().rows(), 3);
@@ -284,9 +284,9 @@ TEST_F(CliRun, ClientMultiplyBatchedInlineAndResident) {
   // Product i equals a Multiply of A_i and B.
   for (const auto& [i, ai] : {std::pair{0, &a0}, std::pair{1, &a1}}) {
     v1::MultiplyRequest one;
-    *one.mutable_a() = *MatrixFromNpy(*ai);
-    *one.mutable_b() = *MatrixFromNpy(b);
-    absl::StatusOr<v1::MultiplyReply> single = (*client)->Multiply(one);
+    *one.mutable_a() = *matrix_from_npy(*ai);
+    *one.mutable_b() = *matrix_from_npy(b);
+    absl::StatusOr<v1::MultiplyReply> single = (*client)->multiply(one);
     ASSERT_TRUE(single.ok()) << single.status();
     const std::size_t size = single->c().data().size();
     EXPECT_EQ(reply->c().data().substr(i * size, size), single->c().data()) << i;
@@ -295,57 +295,57 @@ TEST_F(CliRun, ClientMultiplyBatchedInlineAndResident) {
   v1::MultiplyBatchedRequest resident;
   resident.set_batch(2);
   for (const NpyArray* m : {&a0, &a1, &b}) {
-    absl::StatusOr<v1::ResidentInfo> up = (*client)->Upload(*MatrixFromNpy(*m));
+    absl::StatusOr<v1::ResidentInfo> up = (*client)->upload(*matrix_from_npy(*m));
     ASSERT_TRUE(up.ok()) << up.status();
     resident.add_a_handles(up->handle());
   }
   resident.add_b_handles(resident.a_handles(2));
   resident.mutable_a_handles()->RemoveLast();
   resident.set_keep_result(true);
-  absl::StatusOr<v1::MultiplyBatchedReply> kept = (*client)->MultiplyBatched(resident);
+  absl::StatusOr<v1::MultiplyBatchedReply> kept = (*client)->multiply_batched(resident);
   ASSERT_TRUE(kept.ok()) << kept.status();
   ASSERT_EQ(kept->results_size(), 2);
   EXPECT_TRUE(kept->c().data().empty());
-  absl::StatusOr<v1::Matrix> c1 = (*client)->Download(kept->results(1).handle());
+  absl::StatusOr<v1::Matrix> c1 = (*client)->download(kept->results(1).handle());
   ASSERT_TRUE(c1.ok()) << c1.status();
   EXPECT_EQ(c1->data(), reply->c().data().substr(c1->data().size()));
   resident.set_batch(3);  // 2 A handles for 3 products
-  EXPECT_EQ((*client)->MultiplyBatched(resident).status().code(),
+  EXPECT_EQ((*client)->multiply_batched(resident).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CliRun, RpcErrorsPrintCodeAndMessage) {
-  const Result r = Run({"multiply", "--random", "2x2x2", "--variant", "nope"});
+  const Result r = run({"multiply", "--random", "2x2x2", "--variant", "nope"});
   EXPECT_EQ(r.code, kExitRpc);
   EXPECT_EQ(r.err, "error: INVALID_ARGUMENT: unknown variant 'nope'\n");
   EXPECT_TRUE(r.out.empty());
   ASSERT_TRUE(
-      WriteNpy(Temp("a23.npy"), RandomMatrix(2, 3, DType::kF32, Layout::kRowMajor, 1)).ok());
-  const Result shapes = Run({"multiply", "--a", Temp("a23.npy"), "--b", Temp("a23.npy")});
+      write_npy(temp("a23.npy"), random_matrix(2, 3, DType::kF32, Layout::kRowMajor, 1)).ok());
+  const Result shapes = run({"multiply", "--a", temp("a23.npy"), "--b", temp("a23.npy")});
   EXPECT_EQ(shapes.code, kExitRpc);
   EXPECT_EQ(shapes.err, "error: INVALID_ARGUMENT: inner dimensions differ: 3 vs 2\n");
 }
 
 TEST_F(CliRun, UnreachableServerIsUnavailable) {
-  const Result r = Run({"--target", "127.0.0.1:1", "--deadline-ms", "5000", "info"}, false);
+  const Result r = run({"--target", "127.0.0.1:1", "--deadline-ms", "5000", "info"}, false);
   EXPECT_EQ(r.code, kExitRpc);
   EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: "));
 }
 
 TEST_F(CliRun, VerificationAboveToleranceExitsThree) {
-  const Result r = Run(
+  const Result r = run(
       {"multiply", "--random", "4x4x4", "--variant", "broken", "--check", "--tolerance", "1e-3"});
   EXPECT_EQ(r.code, kExitVerify);
   EXPECT_THAT(r.out, HasSubstr("client_max_abs_error  1.000e+00"));
   EXPECT_THAT(r.err, HasSubstr("error: verification failed: client rel_l2_error"));
-  const Result s = Run(
+  const Result s = run(
       {"multiply", "--random", "4x4x4", "--variant", "broken", "--verify", "--tolerance", "1e-3"});
   EXPECT_EQ(s.code, kExitVerify);
   EXPECT_THAT(s.out, HasSubstr("server_rel_l2_error   1.000e+00"));
   EXPECT_THAT(s.out, Not(HasSubstr("client_max_abs_error")));
   EXPECT_THAT(s.err, HasSubstr("server rel_l2_error 1 exceeds tolerance 0.001"));
   // --server-verify, the former name of --verify: the same request, and a warning on stderr.
-  const Result old = Run({"multiply", "--random", "4x4x4", "--variant", "broken", "--server-verify",
+  const Result old = run({"multiply", "--random", "4x4x4", "--variant", "broken", "--server-verify",
                           "--tolerance", "1e-3"});
   EXPECT_EQ(old.code, kExitVerify);
   EXPECT_TRUE(server_.service().last_multiply().verify());
@@ -356,49 +356,49 @@ TEST_F(CliRun, VerificationAboveToleranceExitsThree) {
 
 TEST_F(CliRun, MessagesAboveFourMiBPass) {
   // C is 1100 x 1100 fp32 = 4.6 MiB, over gRPC's default receive limit.
-  const Result r = Run({"multiply", "--random", "1100x1100x1", "--json"});
+  const Result r = run({"multiply", "--random", "1100x1100x1", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   // A client limited to 4 MiB refuses it.
-  const Result small = Run({"--max-message-mb", "4", "multiply", "--random", "1100x1100x1"});
+  const Result small = run({"--max-message-mb", "4", "multiply", "--random", "1100x1100x1"});
   EXPECT_EQ(small.code, kExitRpc);
   EXPECT_THAT(small.err, StartsWith("error: RESOURCE_EXHAUSTED: "));
 }
 
 TEST_F(CliRun, TransposeColumnMajorWithScale) {
-  const Result r = Run({"transpose", "--random", "7x13", "--layout", "col", "--scale", "2",
-                        "--check", "--tolerance", "0", "--out", Temp("t.npy"), "--json"});
+  const Result r = run({"transpose", "--random", "7x13", "--layout", "col", "--scale", "2",
+                        "--check", "--tolerance", "0", "--out", temp("t.npy"), "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out,
               HasSubstr("\"rows\": 7, \"cols\": 13, \"dtype\": \"fp32\", \"layout\": \"col\""));
   EXPECT_THAT(r.out, HasSubstr("\"gb_per_s\": 42"));
-  absl::StatusOr<NpyArray> out = ReadNpy(Temp("t.npy"));
+  absl::StatusOr<NpyArray> out = read_npy(temp("t.npy"));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->rows, 13);
   EXPECT_EQ(out->cols, 7);
   EXPECT_EQ(out->layout, Layout::kColMajor);
   // B(j, i) = 2 * A(i, j).
-  const NpyArray a = RandomMatrix(7, 13, DType::kF32, Layout::kColMajor, 1);
+  const NpyArray a = random_matrix(7, 13, DType::kF32, Layout::kColMajor, 1);
   EXPECT_EQ(kernels::load_element(out->bytes.data(), DType::kF32, 2 * 13 + 5),
             2 * kernels::load_element(a.bytes.data(), DType::kF32, 5 * 7 + 2));
 }
 
 TEST_F(CliRun, BadInputFilesAreUsageErrors) {
   {
-    std::FILE* f = std::fopen(Temp("bad.npy").c_str(), "wb");
+    std::FILE* f = std::fopen(temp("bad.npy").c_str(), "wb");
     ASSERT_NE(f, nullptr);
     std::fputs("not numpy", f);
     std::fclose(f);
   }
-  const Result r = Run({"transpose", "--a", Temp("bad.npy")});
+  const Result r = run({"transpose", "--a", temp("bad.npy")});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("bad.npy: .npy: not a .npy file: bad magic"));
-  const Result missing = Run({"transpose", "--a", Temp("missing.npy")});
+  const Result missing = run({"transpose", "--a", temp("missing.npy")});
   EXPECT_EQ(missing.code, kExitUsage);
   EXPECT_THAT(missing.err, HasSubstr("cannot open"));
 }
 
 TEST_F(CliRun, UsageErrorsExitOne) {
-  const Result r = Run({"multiply", "--random", "2x2"});
+  const Result r = run({"multiply", "--random", "2x2"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_EQ(r.err,
             "error: --random: '2x2' is not of the form MxNxK\n"
@@ -406,31 +406,31 @@ TEST_F(CliRun, UsageErrorsExitOne) {
 }
 
 TEST_F(CliRun, HelpListsTheServersKernels) {
-  const Result r = Run({"multiply", "--help"});
+  const Result r = run({"multiply", "--help"});
   ASSERT_EQ(r.code, kExitOk);
   EXPECT_THAT(r.out, HasSubstr("kernels on the server (--variant NAME):\n"
                                "  fake_gemm  fp64,fp32  float64 reference, rounded once\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("fake_transpose")));
-  const Result offline = Run({"--target", "127.0.0.1:1", "help", "transpose"}, false);
+  const Result offline = run({"--target", "127.0.0.1:1", "help", "transpose"}, false);
   ASSERT_EQ(offline.code, kExitOk);
   EXPECT_THAT(offline.out, HasSubstr("see `matserve-cli kernels`"));
-  const Result general = Run({"--help"});
+  const Result general = run({"--help"});
   EXPECT_THAT(general.out, HasSubstr("exit codes: 0 ok, 1 usage"));
 }
 
 TEST_F(CliRun, ResidentMatricesRoundTrip) {
   // Upload A (20 x 30) and B (30 x 10); multiply them on the server, keep C there.
-  const Result a = Run({"upload", "--random", "20x30", "--seed", "5", "--json"});
+  const Result a = run({"upload", "--random", "20x30", "--seed", "5", "--json"});
   ASSERT_EQ(a.code, kExitOk) << a.err;
   EXPECT_THAT(a.out, HasSubstr("{\"command\": \"upload\", \"resident\": {\"handle\": \"h1\", "
                                "\"rows\": 20, \"cols\": 30, \"dtype\": \"fp32\", "
                                "\"layout\": \"row\", \"bytes\": 2400, \"device\": \"cpu\""));
   ASSERT_TRUE(
-      WriteNpy(Temp("rb.npy"), RandomMatrix(30, 10, DType::kF32, Layout::kRowMajor, 6)).ok());
-  const Result b = Run({"upload", "--a", Temp("rb.npy")});
+      write_npy(temp("rb.npy"), random_matrix(30, 10, DType::kF32, Layout::kRowMajor, 6)).ok());
+  const Result b = run({"upload", "--a", temp("rb.npy")});
   ASSERT_EQ(b.code, kExitOk) << b.err;
   EXPECT_THAT(b.out, HasSubstr("handle                h2\n"));
-  const Result m = Run(
+  const Result m = run(
       {"multiply", "--a-handle", "h1", "--b-handle", "h2", "--verify", "--keep-result", "--json"});
   ASSERT_EQ(m.code, kExitOk) << m.err;
   EXPECT_THAT(m.out, HasSubstr("\"m\": 20, \"n\": 10, \"k\": null, \"dtype\": \"resident\""));
@@ -439,19 +439,19 @@ TEST_F(CliRun, ResidentMatricesRoundTrip) {
   EXPECT_FALSE(server_.service().last_multiply().has_a());
   // Mixed: A from a file, B resident; k comes from A.
   ASSERT_TRUE(
-      WriteNpy(Temp("ra.npy"), RandomMatrix(20, 30, DType::kF32, Layout::kRowMajor, 5)).ok());
-  const Result mixed = Run({"multiply", "--a", Temp("ra.npy"), "--b-handle", "h2"});
+      write_npy(temp("ra.npy"), random_matrix(20, 30, DType::kF32, Layout::kRowMajor, 5)).ok());
+  const Result mixed = run({"multiply", "--a", temp("ra.npy"), "--b-handle", "h2"});
   ASSERT_EQ(mixed.code, kExitOk) << mixed.err;
   EXPECT_THAT(mixed.out, HasSubstr("shape                 m=20 n=10 k=30\n"));
 
   // Download C in 512-byte chunks and compare with the product computed here.
-  const Result d = Run({"download", "--handle", "h3", "--out", Temp("rc.npy"), "--chunk-mb", "1"});
+  const Result d = run({"download", "--handle", "h3", "--out", temp("rc.npy"), "--chunk-mb", "1"});
   ASSERT_EQ(d.code, kExitOk) << d.err;
   EXPECT_THAT(d.out, HasSubstr("shape                 20 x 10 fp32 (row-major)\n"));
-  absl::StatusOr<NpyArray> c = ReadNpy(Temp("rc.npy"));
+  absl::StatusOr<NpyArray> c = read_npy(temp("rc.npy"));
   ASSERT_TRUE(c.ok()) << c.status();
-  const NpyArray ah = RandomMatrix(20, 30, DType::kF32, Layout::kRowMajor, 5);
-  const NpyArray bh = RandomMatrix(30, 10, DType::kF32, Layout::kRowMajor, 6);
+  const NpyArray ah = random_matrix(20, 30, DType::kF32, Layout::kRowMajor, 5);
+  const NpyArray bh = random_matrix(30, 10, DType::kF32, Layout::kRowMajor, 6);
   double c00 = 0;
   for (int p = 0; p < 30; ++p) {
     c00 += kernels::load_element(ah.bytes.data(), DType::kF32, p) *
@@ -461,42 +461,42 @@ TEST_F(CliRun, ResidentMatricesRoundTrip) {
   EXPECT_EQ(server_.service().download_stream_chunks(), 2);  // header + 800 bytes
 
   // Transpose A in place: the handle now names a 30 x 20 matrix.
-  const Result t = Run({"transpose", "--a-handle", "h1", "--in-place"});
+  const Result t = run({"transpose", "--a-handle", "h1", "--in-place"});
   ASSERT_EQ(t.code, kExitOk) << t.err;
   EXPECT_THAT(t.out, HasSubstr("result_handle         h1\n"));
   EXPECT_THAT(t.out, HasSubstr("result_shape          30 x 20 fp32 (row-major)\n"));
 
-  const Result list = Run({"resident"});
+  const Result list = run({"resident"});
   ASSERT_EQ(list.code, kExitOk) << list.err;
   EXPECT_THAT(list.out, StartsWith("HANDLE  ROWS  COLS  DTYPE  LAYOUT  BYTES  DEVICE  EXPIRES_MS\n"
                                    "h1      30    20    fp32   row     2400   cpu     60000\n"));
   EXPECT_THAT(list.out, HasSubstr("total_bytes 4400\n"));
-  const Result r = Run({"release", "--handle", "h1", "--json"});
+  const Result r = run({"release", "--handle", "h1", "--json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(r.out, "{\"command\": \"release\", \"handle\": \"h1\", \"bytes_freed\": 2400}\n");
-  const Result again = Run({"release", "--handle", "h1"});
+  const Result again = run({"release", "--handle", "h1"});
   EXPECT_EQ(again.code, kExitRpc);
   EXPECT_EQ(again.err, "error: NOT_FOUND: no resident matrix 'h1'\n");
 }
 
 TEST_F(CliRun, UploadStreamsWhenAskedOrTooLargeForOneMessage) {
   // 600 x 600 fp32 = 1.37 MiB in 1 MiB chunks: two chunks.
-  const Result asked = Run({"upload", "--random", "600x600", "--chunk-mb", "1"});
+  const Result asked = run({"upload", "--random", "600x600", "--chunk-mb", "1"});
   ASSERT_EQ(asked.code, kExitOk) << asked.err;
   EXPECT_EQ(server_.service().upload_stream_chunks(), 2);
   // 1200 x 1200 fp32 = 5.5 MiB with 4 MiB messages: streamed without being asked.
-  const Result big = Run({"--max-message-mb", "4", "upload", "--random", "1200x1200", "--json"});
+  const Result big = run({"--max-message-mb", "4", "upload", "--random", "1200x1200", "--json"});
   ASSERT_EQ(big.code, kExitOk) << big.err;
   EXPECT_THAT(big.out, HasSubstr("\"bytes\": 5760000"));
   EXPECT_EQ(server_.service().upload_stream_chunks(), 2);
   // Unary download of it fails at 4 MiB; streaming works.
-  const Result unary = Run({"--max-message-mb", "4", "download", "--handle", "h2"});
+  const Result unary = run({"--max-message-mb", "4", "download", "--handle", "h2"});
   EXPECT_EQ(unary.code, kExitRpc);
   EXPECT_THAT(unary.err, StartsWith("error: RESOURCE_EXHAUSTED: "));
   EXPECT_THAT(unary.err,
               HasSubstr("\nhint: a matrix larger than one message downloads with --chunk-mb N\n"));
   const Result streamed =
-      Run({"--max-message-mb", "4", "download", "--handle", "h2", "--chunk-mb", "2"});
+      run({"--max-message-mb", "4", "download", "--handle", "h2", "--chunk-mb", "2"});
   ASSERT_EQ(streamed.code, kExitOk) << streamed.err;
   EXPECT_THAT(streamed.out, HasSubstr("bytes                 5760000\n"));
 }
@@ -504,25 +504,25 @@ TEST_F(CliRun, UploadStreamsWhenAskedOrTooLargeForOneMessage) {
 TEST(ClientLibrary, MapsStatusCodesOneToOne) {
   for (int c = 0; c <= 16; ++c) {
     const grpc::Status g(static_cast<grpc::StatusCode>(c), c == 0 ? "" : "msg");
-    const absl::Status a = FromGrpcStatus(g);
+    const absl::Status a = from_grpc_status(g);
     EXPECT_EQ(static_cast<int>(a.code()), c);
     if (c != 0) {
       EXPECT_EQ(a.message(), "msg");
     }
   }
-  EXPECT_EQ(StatusCodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
-  EXPECT_EQ(StatusCodeName(absl::StatusCode::kUnauthenticated), "UNAUTHENTICATED");
-  EXPECT_EQ(StatusCodeName(static_cast<absl::StatusCode>(99)), "CODE_99");
-  EXPECT_FALSE(Client::Connect("").ok());
+  EXPECT_EQ(status_code_name(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(status_code_name(absl::StatusCode::kUnauthenticated), "UNAUTHENTICATED");
+  EXPECT_EQ(status_code_name(static_cast<absl::StatusCode>(99)), "CODE_99");
+  EXPECT_FALSE(Client::connect("").ok());
   ClientOptions too_big;
   too_big.max_message_bytes = std::int64_t{4} << 30;
-  EXPECT_FALSE(Client::Connect("localhost:1", too_big).ok());
+  EXPECT_FALSE(Client::connect("localhost:1", too_big).ok());
 }
 
 TEST(ClientLibrary, ConnectTimeoutReportsUnavailable) {
   ClientOptions options;
   options.connect_timeout = std::chrono::milliseconds(300);
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect("127.0.0.1:1", options);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::connect("127.0.0.1:1", options);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
 }
 

@@ -22,11 +22,11 @@ namespace {
 
 namespace v1 = ::matserve::v1;
 
-grpc::Status Invalid(const std::string& msg) {
+grpc::Status invalid(const std::string& msg) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
 }
 
-void FillTiming(v1::Timing* t) {
+void fill_timing(v1::Timing* t) {
   t->set_queue_us(1.5);
   t->set_host_to_device_us(20.25);
   t->set_kernel_us(100.0);
@@ -35,13 +35,13 @@ void FillTiming(v1::Timing* t) {
 }
 
 // Checks the variant name; "" and "auto" pick `fallback`.
-grpc::Status PickVariant(const std::string& asked, const std::string& fallback, std::string* out) {
+grpc::Status pick_variant(const std::string& asked, const std::string& fallback, std::string* out) {
   if (asked.empty() || asked == "auto") {
     *out = fallback;
   } else if (asked == fallback || asked == "broken") {
     *out = asked;
   } else {
-    return Invalid(absl::StrCat("unknown variant '", asked, "'"));
+    return invalid(absl::StrCat("unknown variant '", asked, "'"));
   }
   return grpc::Status::OK;
 }
@@ -49,13 +49,13 @@ grpc::Status PickVariant(const std::string& asked, const std::string& fallback, 
 // Product i's operand of a batch: `handle` from the handle list (one handle: every product's), or
 // `matrix` cut from the inline stack (one matrix: every product's); neither when the batch has no
 // such operand.
-grpc::Status ProductOperand(const std::string& field, bool has_inline, const v1::Matrix& stack,
-                            const google::protobuf::RepeatedPtrField<std::string>& handles,
-                            std::int64_t i, std::int64_t count, std::optional<v1::Matrix>& matrix,
-                            std::string& handle) {
+grpc::Status product_operand(const std::string& field, bool has_inline, const v1::Matrix& stack,
+                             const google::protobuf::RepeatedPtrField<std::string>& handles,
+                             std::int64_t i, std::int64_t count, std::optional<v1::Matrix>& matrix,
+                             std::string& handle) {
   if (!handles.empty()) {
     if (handles.size() != 1 && handles.size() != count) {
-      return Invalid(
+      return invalid(
           absl::StrCat(field, "_handles: ", handles.size(), " handles, expected 1 or ", count));
     }
     handle = handles[handles.size() == 1 ? 0 : static_cast<int>(i)];
@@ -64,7 +64,7 @@ grpc::Status ProductOperand(const std::string& field, bool has_inline, const v1:
   if (!has_inline) return grpc::Status::OK;
   const std::int64_t stacked = std::max<std::int64_t>(stack.batch(), 1);
   if (stacked != 1 && stacked != count) {
-    return Invalid(absl::StrCat(field, ".batch: ", stacked, " matrices, expected 1 or ", count));
+    return invalid(absl::StrCat(field, ".batch: ", stacked, " matrices, expected 1 or ", count));
   }
   const std::size_t one = stack.data().size() / static_cast<std::size_t>(stacked);
   matrix.emplace();
@@ -78,7 +78,7 @@ grpc::Status ProductOperand(const std::string& field, bool has_inline, const v1:
 
 }  // namespace
 
-v1::ResidentInfo FakeMatrixService::Keep(v1::Matrix m, std::string handle) {
+v1::ResidentInfo FakeMatrixService::keep(v1::Matrix m, std::string handle) {
   std::lock_guard<std::mutex> lock(mu_);
   if (handle.empty()) handle = absl::StrCat("h", next_handle_++);
   v1::ResidentInfo info;
@@ -94,7 +94,7 @@ v1::ResidentInfo FakeMatrixService::Keep(v1::Matrix m, std::string handle) {
   return info;
 }
 
-grpc::Status FakeMatrixService::Resolve(const std::string& handle, v1::Matrix* m) const {
+grpc::Status FakeMatrixService::resolve(const std::string& handle, v1::Matrix* m) const {
   if (handle.empty()) return grpc::Status::OK;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = resident_.find(handle);
@@ -106,14 +106,14 @@ grpc::Status FakeMatrixService::Resolve(const std::string& handle, v1::Matrix* m
   return grpc::Status::OK;
 }
 
-grpc::Status FakeMatrixService::ResolveHandles(v1::MultiplyRequest& request) const {
+grpc::Status FakeMatrixService::resolve_handles(v1::MultiplyRequest& request) const {
   for (auto [handle, m] : {std::pair{request.mutable_a_handle(), request.mutable_a()},
                            std::pair{request.mutable_b_handle(), request.mutable_b()}}) {
-    if (grpc::Status s = Resolve(*handle, m); !s.ok()) return s;
+    if (grpc::Status s = resolve(*handle, m); !s.ok()) return s;
     handle->clear();
   }
   if (!request.c_handle().empty()) {
-    if (grpc::Status s = Resolve(request.c_handle(), request.mutable_c()); !s.ok()) return s;
+    if (grpc::Status s = resolve(request.c_handle(), request.mutable_c()); !s.ok()) return s;
     request.clear_c_handle();
   }
   return grpc::Status::OK;
@@ -127,7 +127,7 @@ grpc::Status FakeMatrixService::Multiply(grpc::ServerContext*, const v1::Multipl
     ++multiply_calls_;
   }
   v1::MultiplyRequest resolved = *given;
-  if (grpc::Status s = ResolveHandles(resolved); !s.ok()) return s;
+  if (grpc::Status s = resolve_handles(resolved); !s.ok()) return s;
   if (grpc::Status s = Compute(resolved, reply); !s.ok()) return s;
   // As from a server with dynamic batching: the launch computed this request and another.
   reply->mutable_timing()->set_batch_wait_us(0.75);
@@ -144,7 +144,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
     ++multiply_batched_calls_;
   }
   const std::int64_t count = request->batch();
-  if (count < 1) return Invalid(absl::StrCat("batch: ", count, " products, must be >= 1"));
+  if (count < 1) return invalid(absl::StrCat("batch: ", count, " products, must be >= 1"));
   std::string results;
   v1::MultiplyReply product;
   v1::Verification worst;
@@ -159,7 +159,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
           std::tuple{"c", request->has_c(), &request->c(), &request->c_handles(), &c,
                      one.mutable_c_handle()}}) {
       if (grpc::Status s =
-              ProductOperand(field, has_inline, *stack, *handles, i, count, *matrix, *handle);
+              product_operand(field, has_inline, *stack, *handles, i, count, *matrix, *handle);
           !s.ok()) {
         return s;
       }
@@ -177,7 +177,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
     one.set_output_layout(request->output_layout());
     one.set_verify(request->verify());
     one.set_keep_result(request->keep_result());
-    if (grpc::Status s = ResolveHandles(one); !s.ok()) return s;
+    if (grpc::Status s = resolve_handles(one); !s.ok()) return s;
     product.Clear();
     if (grpc::Status s = Compute(one, &product); !s.ok()) return s;
     results.append(product.c().data());
@@ -196,7 +196,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
   reply->set_variant(product.variant());
   reply->set_device(product.device());
   reply->set_precision(product.precision());
-  FillTiming(reply->mutable_timing());
+  fill_timing(reply->mutable_timing());
   reply->mutable_timing()->set_merged_requests(1);
   reply->set_gflops(123.5);
   if (request->verify()) *reply->mutable_verification() = worst;
@@ -206,18 +206,18 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
 grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
                                         v1::MultiplyReply* reply) {
   std::string variant;
-  if (grpc::Status s = PickVariant(request.variant(), "fake_gemm", &variant); !s.ok()) return s;
+  if (grpc::Status s = pick_variant(request.variant(), "fake_gemm", &variant); !s.ok()) return s;
   const v1::Matrix& a = request.a();
   const v1::Matrix& b = request.b();
-  absl::StatusOr<kernels::DType> in_type = FromProto(a.dtype());
-  if (!in_type.ok() || b.dtype() != a.dtype()) return Invalid("A and B need one dtype");
+  absl::StatusOr<kernels::DType> in_type = from_proto(a.dtype());
+  if (!in_type.ok() || b.dtype() != a.dtype()) return invalid("A and B need one dtype");
   const kernels::DType out_type = request.output_dtype() == v1::DATA_TYPE_UNSPECIFIED
                                       ? *in_type
-                                      : *FromProto(request.output_dtype());
+                                      : *from_proto(request.output_dtype());
   kernels::GemmRequestDesc desc;
-  desc.a = {a.rows(), a.cols(), FromProto(a.layout()), request.transpose_a(), a.data().data()};
-  desc.b = {b.rows(), b.cols(), FromProto(b.layout()), request.transpose_b(), b.data().data()};
-  desc.c_layout = FromProto(request.output_layout());
+  desc.a = {a.rows(), a.cols(), from_proto(a.layout()), request.transpose_a(), a.data().data()};
+  desc.b = {b.rows(), b.cols(), from_proto(b.layout()), request.transpose_b(), b.data().data()};
+  desc.c_layout = from_proto(request.output_layout());
   desc.in_type = *in_type;
   desc.out_type = out_type;
   desc.alpha = request.has_alpha() ? request.alpha() : 1.0;
@@ -226,14 +226,14 @@ grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
   const std::int64_t k = request.transpose_a() ? a.rows() : a.cols();
   const std::int64_t kb = request.transpose_b() ? b.cols() : b.rows();
   const std::int64_t n = request.transpose_b() ? b.rows() : b.cols();
-  if (k != kb) return Invalid(absl::StrCat("inner dimensions differ: ", k, " vs ", kb));
+  if (k != kb) return invalid(absl::StrCat("inner dimensions differ: ", k, " vs ", kb));
   const kernels::GemmProblem p = kernels::canonicalize_gemm(desc);
   std::string c0;
   if (request.has_c() && desc.beta != 0.0) {
     const v1::Matrix& c = request.c();
-    const kernels::DType c_type = *FromProto(c.dtype());
-    c0 = ConvertElements(ToLayout(c.data(), m, n, c_type, FromProto(c.layout()), desc.c_layout),
-                         c_type, out_type);
+    const kernels::DType c_type = *from_proto(c.dtype());
+    c0 = convert_elements(to_layout(c.data(), m, n, c_type, from_proto(c.layout()), desc.c_layout),
+                          c_type, out_type);
   }
   const std::vector<double> ref = kernels::reference_gemm(p, c0.empty() ? nullptr : c0.data());
   std::string out(ref.size() * kernels::dtype_size(out_type), '\0');
@@ -243,15 +243,15 @@ grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
   if (variant == "broken" && !ref.empty()) {
     kernels::store_element(out.data(), out_type, 0, ref[0] + 1.0);
   }
-  *reply->mutable_c() = *MakeMatrix(m, n, out_type, desc.c_layout, std::move(out));
+  *reply->mutable_c() = *make_matrix(m, n, out_type, desc.c_layout, std::move(out));
   reply->set_variant(variant);
   reply->set_device("cpu (fake)");
   reply->set_precision(std::string(kernels::dtype_name(*in_type)));
-  FillTiming(reply->mutable_timing());
+  fill_timing(reply->mutable_timing());
   reply->set_gflops(123.5);
   if (request.verify()) reply->mutable_verification()->set_rel_l2_error(variant == "broken");
   if (request.keep_result()) {
-    *reply->mutable_result() = Keep(reply->c());
+    *reply->mutable_result() = keep(reply->c());
     reply->mutable_c()->clear_data();
   }
   return grpc::Status::OK;
@@ -260,15 +260,15 @@ grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
 grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::TransposeRequest* request,
                                           v1::TransposeReply* reply) {
   std::string variant;
-  if (grpc::Status s = PickVariant(request->variant(), "fake_transpose", &variant); !s.ok()) {
+  if (grpc::Status s = pick_variant(request->variant(), "fake_transpose", &variant); !s.ok()) {
     return s;
   }
   v1::Matrix a = request->a();
-  if (grpc::Status s = Resolve(request->a_handle(), &a); !s.ok()) return s;
-  absl::StatusOr<kernels::DType> dtype = FromProto(a.dtype());
-  if (!dtype.ok()) return Invalid("no dtype");
+  if (grpc::Status s = resolve(request->a_handle(), &a); !s.ok()) return s;
+  absl::StatusOr<kernels::DType> dtype = from_proto(a.dtype());
+  if (!dtype.ok()) return invalid("no dtype");
   const kernels::TransposeProblem p = kernels::canonicalize_transpose(
-      a.rows(), a.cols(), FromProto(a.layout()), *dtype, a.data().data(), nullptr,
+      a.rows(), a.cols(), from_proto(a.layout()), *dtype, a.data().data(), nullptr,
       request->has_scale() ? request->scale() : 1.0);
   const std::vector<double> ref = kernels::reference_transpose(p);
   std::string out(ref.size() * kernels::dtype_size(*dtype), '\0');
@@ -276,15 +276,15 @@ grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::Transp
     kernels::store_element(out.data(), *dtype, static_cast<std::int64_t>(i), ref[i]);
   }
   *reply->mutable_b() =
-      *MakeMatrix(a.cols(), a.rows(), *dtype, FromProto(a.layout()), std::move(out));
+      *make_matrix(a.cols(), a.rows(), *dtype, from_proto(a.layout()), std::move(out));
   reply->set_variant(variant);
   reply->set_device("cpu (fake)");
-  FillTiming(reply->mutable_timing());
+  fill_timing(reply->mutable_timing());
   reply->set_gb_per_s(42.0);
   if (request->verify()) reply->mutable_verification()->set_max_abs_error(0.0);
   if (request->keep_result() || request->in_place()) {
     *reply->mutable_result() =
-        Keep(reply->b(), request->in_place() ? request->a_handle() : std::string());
+        keep(reply->b(), request->in_place() ? request->a_handle() : std::string());
     reply->mutable_b()->clear_data();
   }
   return grpc::Status::OK;
@@ -292,7 +292,7 @@ grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::Transp
 
 grpc::Status FakeMatrixService::Upload(grpc::ServerContext*, const v1::UploadRequest* request,
                                        v1::UploadReply* reply) {
-  *reply->mutable_resident() = Keep(request->matrix());
+  *reply->mutable_resident() = keep(request->matrix());
   return grpc::Status::OK;
 }
 
@@ -304,7 +304,7 @@ grpc::Status FakeMatrixService::UploadStream(grpc::ServerContext*,
   int chunks = 0;
   while (reader->Read(&chunk)) {
     if (chunks++ == 0) {
-      if (!chunk.has_header()) return Invalid("the first chunk needs the header");
+      if (!chunk.has_header()) return invalid("the first chunk needs the header");
       m = chunk.header();
     }
     m.mutable_data()->append(chunk.data());
@@ -313,20 +313,20 @@ grpc::Status FakeMatrixService::UploadStream(grpc::ServerContext*,
     std::lock_guard<std::mutex> lock(mu_);
     upload_stream_chunks_ = chunks;
   }
-  *reply->mutable_resident() = Keep(std::move(m));
+  *reply->mutable_resident() = keep(std::move(m));
   return grpc::Status::OK;
 }
 
 grpc::Status FakeMatrixService::Download(grpc::ServerContext*, const v1::DownloadRequest* request,
                                          v1::DownloadReply* reply) {
-  return Resolve(request->handle().empty() ? "-" : request->handle(), reply->mutable_matrix());
+  return resolve(request->handle().empty() ? "-" : request->handle(), reply->mutable_matrix());
 }
 
 grpc::Status FakeMatrixService::DownloadStream(grpc::ServerContext*,
                                                const v1::DownloadRequest* request,
                                                grpc::ServerWriter<v1::DownloadChunk>* writer) {
   v1::Matrix m;
-  if (grpc::Status s = Resolve(request->handle().empty() ? "-" : request->handle(), &m); !s.ok()) {
+  if (grpc::Status s = resolve(request->handle().empty() ? "-" : request->handle(), &m); !s.ok()) {
     return s;
   }
   const std::size_t step =

@@ -79,11 +79,11 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
 
  private:
   // Stores `m` as a resident matrix under `handle` (a new one when empty); returns its info.
-  matserve::v1::ResidentInfo Keep(matserve::v1::Matrix m, std::string handle = "");
+  matserve::v1::ResidentInfo keep(matserve::v1::Matrix m, std::string handle = "");
   // Replaces `*m` (when `handle` is set) by the stored matrix; NOT_FOUND for unknown handles.
-  grpc::Status Resolve(const std::string& handle, matserve::v1::Matrix* m) const;
+  grpc::Status resolve(const std::string& handle, matserve::v1::Matrix* m) const;
   // Replaces the request's handles by the stored matrices; NOT_FOUND for unknown handles.
-  grpc::Status ResolveHandles(matserve::v1::MultiplyRequest& request) const;
+  grpc::Status resolve_handles(matserve::v1::MultiplyRequest& request) const;
   // One product of inline operands (handles already resolved): the reply with C, or kept.
   grpc::Status Compute(const matserve::v1::MultiplyRequest& request,
                        matserve::v1::MultiplyReply* reply);

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 
 // A .npy file with the given version and header text (padded like NumPy: the data starts at a
 // multiple of 64 bytes) followed by `data`.
-std::string MakeNpy(int major, std::string header, const std::string& data) {
+std::string make_npy(int major, std::string header, const std::string& data) {
   const std::size_t pre = major == 1 ? 10 : 12;
   const std::size_t total = pre + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -38,7 +38,7 @@ std::string MakeNpy(int major, std::string header, const std::string& data) {
   return out + header + data;
 }
 
-std::string Floats(std::vector<float> v) {
+std::string floats(std::vector<float> v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
@@ -55,8 +55,8 @@ NpyArray Sample(DType dtype, Layout layout, std::int64_t rows, std::int64_t cols
   return a;
 }
 
-absl::Status ParseError(const std::string& file, NpyReadOptions options = {}) {
-  return ParseNpy(file, options).status();
+absl::Status parse_error(const std::string& file, NpyReadOptions options = {}) {
+  return parse_npy(file, options).status();
 }
 
 class NpyRoundTrip : public ::testing::TestWithParam<std::tuple<DType, Layout>> {};
@@ -64,12 +64,12 @@ class NpyRoundTrip : public ::testing::TestWithParam<std::tuple<DType, Layout>> 
 TEST_P(NpyRoundTrip, SerializeThenParseGivesTheSameMatrix) {
   const auto [dtype, layout] = GetParam();
   const NpyArray in = Sample(dtype, layout, 3, 5);
-  absl::StatusOr<std::string> file = SerializeNpy(in);
+  absl::StatusOr<std::string> file = serialize_npy(in);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(file->size() % 64, in.bytes.size() % 64);  // data starts 64-byte aligned
   NpyReadOptions options;
   options.bf16 = dtype == DType::kBF16;
-  absl::StatusOr<NpyArray> out = ParseNpy(*file, options);
+  absl::StatusOr<NpyArray> out = parse_npy(*file, options);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->rows, 3);
   EXPECT_EQ(out->cols, 5);
@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Npy, WritesTheHeaderNumPyWrites) {
-  absl::StatusOr<std::string> file = SerializeNpy(Sample(DType::kF32, Layout::kRowMajor, 2, 3));
+  absl::StatusOr<std::string> file = serialize_npy(Sample(DType::kF32, Layout::kRowMajor, 2, 3));
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(file->substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
   EXPECT_THAT(*file, HasSubstr("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"));
@@ -96,7 +96,7 @@ TEST(Npy, WritesTheHeaderNumPyWrites) {
 }
 
 TEST(Npy, WritesBf16AsUint16AndFortranOrderForColumnMajor) {
-  absl::StatusOr<std::string> file = SerializeNpy(Sample(DType::kBF16, Layout::kColMajor, 2, 2));
+  absl::StatusOr<std::string> file = serialize_npy(Sample(DType::kBF16, Layout::kColMajor, 2, 2));
   ASSERT_TRUE(file.ok());
   EXPECT_THAT(*file, HasSubstr("'descr': '<u2', 'fortran_order': True"));
 }
@@ -104,13 +104,13 @@ TEST(Npy, WritesBf16AsUint16AndFortranOrderForColumnMajor) {
 TEST(Npy, RejectsWritingBytesThatDoNotMatchTheShape) {
   NpyArray a = Sample(DType::kF32, Layout::kRowMajor, 2, 2);
   a.bytes.pop_back();
-  EXPECT_THAT(SerializeNpy(a).status().message(), HasSubstr("do not match shape (2, 2)"));
+  EXPECT_THAT(serialize_npy(a).status().message(), HasSubstr("do not match shape (2, 2)"));
 }
 
 TEST(Npy, ReadsFortranOrderAsColumnMajorWithoutReordering) {
-  const std::string data = Floats({1, 2, 3, 4, 5, 6});
+  const std::string data = floats({1, 2, 3, 4, 5, 6});
   absl::StatusOr<NpyArray> a =
-      ParseNpy(MakeNpy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", data));
+      parse_npy(make_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", data));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->layout, Layout::kColMajor);
   EXPECT_EQ(a->rows, 2);
@@ -121,8 +121,8 @@ TEST(Npy, ReadsFortranOrderAsColumnMajorWithoutReordering) {
 TEST(Npy, ReadsVersion2And3Headers) {
   for (int major : {2, 3}) {
     absl::StatusOr<NpyArray> a =
-        ParseNpy(MakeNpy(major, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }",
-                         std::string(16, '\0')));
+        parse_npy(make_npy(major, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }",
+                           std::string(16, '\0')));
     ASSERT_TRUE(a.ok()) << "version " << major << ": " << a.status();
     EXPECT_EQ(a->dtype, DType::kF64);
     EXPECT_EQ(a->cols, 2);
@@ -130,8 +130,8 @@ TEST(Npy, ReadsVersion2And3Headers) {
 }
 
 TEST(Npy, ReadsOneDimensionalArraysAsOneRow) {
-  absl::StatusOr<NpyArray> a = ParseNpy(
-      MakeNpy(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", std::string(8, 'x')));
+  absl::StatusOr<NpyArray> a = parse_npy(make_npy(
+      1, "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", std::string(8, 'x')));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->rows, 1);
   EXPECT_EQ(a->cols, 4);
@@ -140,15 +140,15 @@ TEST(Npy, ReadsOneDimensionalArraysAsOneRow) {
 }
 
 TEST(Npy, AcceptsKeysInAnyOrderDoubleQuotesAndNativeOrder) {
-  absl::StatusOr<NpyArray> a = ParseNpy(
-      MakeNpy(1, "{\"shape\": (1,1), \"fortran_order\": False, \"descr\": \"=f4\"}", Floats({7})));
+  absl::StatusOr<NpyArray> a = parse_npy(
+      make_npy(1, "{\"shape\": (1,1), \"fortran_order\": False, \"descr\": \"=f4\"}", floats({7})));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->dtype, DType::kF32);
 }
 
 TEST(Npy, ReadsEmptyMatrices) {
   absl::StatusOr<NpyArray> a =
-      ParseNpy(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", ""));
+      parse_npy(make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", ""));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->rows, 0);
   EXPECT_TRUE(a->bytes.empty());
@@ -156,13 +156,13 @@ TEST(Npy, ReadsEmptyMatrices) {
 
 TEST(Npy, ReadsBf16OnlyWhenAsked) {
   for (const char* descr : {"<u2", "<V2", "|V2"}) {
-    const std::string file = MakeNpy(
+    const std::string file = make_npy(
         1, absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (1, 1), }"),
         std::string("\x80\x3f", 2));
-    EXPECT_THAT(ParseError(file).message(), HasSubstr("read it as bf16")) << descr;
+    EXPECT_THAT(parse_error(file).message(), HasSubstr("read it as bf16")) << descr;
     NpyReadOptions options;
     options.bf16 = true;
-    absl::StatusOr<NpyArray> a = ParseNpy(file, options);
+    absl::StatusOr<NpyArray> a = parse_npy(file, options);
     ASSERT_TRUE(a.ok()) << descr << ": " << a.status();
     EXPECT_EQ(a->dtype, DType::kBF16);
     EXPECT_EQ(kernels::load_element(a->bytes.data(), DType::kBF16, 0), 1.0);
@@ -172,8 +172,8 @@ TEST(Npy, ReadsBf16OnlyWhenAsked) {
 TEST(Npy, AskingForBf16StillReadsFloatFiles) {
   NpyReadOptions options;
   options.bf16 = true;
-  absl::StatusOr<NpyArray> a = ParseNpy(
-      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), }", Floats({1})),
+  absl::StatusOr<NpyArray> a = parse_npy(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), }", floats({1})),
       options);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->dtype, DType::kF32);
@@ -183,13 +183,13 @@ TEST(Npy, FileRoundTripAndMissingFile) {
   const matserve::testing::TestTempDir temp;
   const std::string path = temp.path("roundtrip.npy");
   const NpyArray in = Sample(DType::kF64, Layout::kColMajor, 4, 2);
-  ASSERT_TRUE(WriteNpy(path, in).ok());
-  absl::StatusOr<NpyArray> out = ReadNpy(path);
+  ASSERT_TRUE(write_npy(path, in).ok());
+  absl::StatusOr<NpyArray> out = read_npy(path);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->bytes, in.bytes);
   EXPECT_EQ(out->layout, Layout::kColMajor);
   std::remove(path.c_str());
-  absl::Status missing = ReadNpy(path).status();
+  absl::Status missing = read_npy(path).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr(path));
 }
@@ -198,129 +198,131 @@ TEST(Npy, FileRoundTripAndMissingFile) {
 
 const char* kGoodHeader = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
 
-void ExpectRejected(const std::string& file, const std::string& needle) {
-  const absl::Status s = ParseError(file);
+void expect_rejected(const std::string& file, const std::string& needle) {
+  const absl::Status s = parse_error(file);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr(needle));
 }
 
 TEST(NpyMalformed, BadMagic) {
-  std::string file = MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4}));
+  std::string file = make_npy(1, kGoodHeader, floats({1, 2, 3, 4}));
   file[1] = 'n';
-  ExpectRejected(file, "bad magic");
-  ExpectRejected("", "bad magic");
+  expect_rejected(file, "bad magic");
+  expect_rejected("", "bad magic");
 }
 
 TEST(NpyMalformed, UnsupportedVersion) {
-  std::string file = MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4}));
+  std::string file = make_npy(1, kGoodHeader, floats({1, 2, 3, 4}));
   file[6] = 4;
-  ExpectRejected(file, "unsupported format version 4.0");
+  expect_rejected(file, "unsupported format version 4.0");
 }
 
 TEST(NpyMalformed, TruncatedPreamble) {
-  ExpectRejected(std::string("\x93NUMPY\x02\x00\x10", 9), "truncated header");
-  ExpectRejected(std::string("\x93NUMPY\x01", 7), "truncated header");
+  expect_rejected(std::string("\x93NUMPY\x02\x00\x10", 9), "truncated header");
+  expect_rejected(std::string("\x93NUMPY\x01", 7), "truncated header");
 }
 
 TEST(NpyMalformed, TruncatedHeader) {
-  const std::string file = MakeNpy(1, kGoodHeader, "");
-  ExpectRejected(file.substr(0, 40), "header length 118 runs past the end of the file");
+  const std::string file = make_npy(1, kGoodHeader, "");
+  expect_rejected(file.substr(0, 40), "header length 118 runs past the end of the file");
 }
 
 TEST(NpyMalformed, TruncatedData) {
-  const std::string file = MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4}));
-  ExpectRejected(file.substr(0, file.size() - 3),
-                 "truncated data: shape (2, 2) of '<f4' needs 16 bytes, the file has 13");
+  const std::string file = make_npy(1, kGoodHeader, floats({1, 2, 3, 4}));
+  expect_rejected(file.substr(0, file.size() - 3),
+                  "truncated data: shape (2, 2) of '<f4' needs 16 bytes, the file has 13");
 }
 
 TEST(NpyMalformed, TrailingBytes) {
-  ExpectRejected(MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4, 5})),
-                 "4 unexpected bytes after the data");
+  expect_rejected(make_npy(1, kGoodHeader, floats({1, 2, 3, 4, 5})),
+                  "4 unexpected bytes after the data");
 }
 
 TEST(NpyMalformed, UnknownDescr) {
-  ExpectRejected(MakeNpy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1), }",
-                         std::string(4, '\0')),
-                 "unsupported dtype '<i4'");
-  ExpectRejected(MakeNpy(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1, 1), }",
-                         std::string(8, '\0')),
-                 "unsupported dtype '<c8'");
+  expect_rejected(make_npy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1), }",
+                           std::string(4, '\0')),
+                  "unsupported dtype '<i4'");
+  expect_rejected(make_npy(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1, 1), }",
+                           std::string(8, '\0')),
+                  "unsupported dtype '<c8'");
 }
 
 TEST(NpyMalformed, BigEndian) {
-  ExpectRejected(MakeNpy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }",
-                         Floats({1, 2, 3, 4})),
-                 "big-endian dtype '>f4' is not supported");
+  expect_rejected(make_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }",
+                           floats({1, 2, 3, 4})),
+                  "big-endian dtype '>f4' is not supported");
 }
 
 TEST(NpyMalformed, ThreeDimensionalShape) {
-  ExpectRejected(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }",
-                         std::string(96, '\0')),
-                 "3-D shape (2, 3, 4) is not supported");
+  expect_rejected(make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }",
+                           std::string(96, '\0')),
+                  "3-D shape (2, 3, 4) is not supported");
 }
 
 TEST(NpyMalformed, ZeroDimensionalShape) {
-  ExpectRejected(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", Floats({1})),
-                 "0-D array");
+  expect_rejected(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", floats({1})),
+      "0-D array");
 }
 
 TEST(NpyMalformed, ObjectDtype) {
-  ExpectRejected(
-      MakeNpy(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", std::string(16, '\0')),
-      "object dtype '|O'");
+  expect_rejected(make_npy(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }",
+                           std::string(16, '\0')),
+                  "object dtype '|O'");
 }
 
 TEST(NpyMalformed, StructuredDtype) {
-  ExpectRejected(
-      MakeNpy(1, "{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (1,), }", Floats({1})),
-      "structured dtype");
+  expect_rejected(make_npy(1, "{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+                           floats({1})),
+                  "structured dtype");
 }
 
 TEST(NpyMalformed, HeaderLengthLiesShort) {
   // The length field says 20 bytes: the dict is cut off in the middle of a string.
-  std::string file = MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4}));
+  std::string file = make_npy(1, kGoodHeader, floats({1, 2, 3, 4}));
   file[8] = 20;
   file[9] = 0;
-  ExpectRejected(file, "malformed header");
+  expect_rejected(file, "malformed header");
 }
 
 TEST(NpyMalformed, HeaderLengthLiesLong) {
   // The length field claims 16 more bytes than the header has: they are taken from the data.
-  std::string file = MakeNpy(1, kGoodHeader, Floats({1, 2, 3, 4}));
+  std::string file = make_npy(1, kGoodHeader, floats({1, 2, 3, 4}));
   file[8] = static_cast<char>(static_cast<unsigned char>(file[8]) + 16);
-  ExpectRejected(file, "malformed header");
+  expect_rejected(file, "malformed header");
   // ...and past the end of the file.
   file[9] = 0x10;
-  ExpectRejected(file, "runs past the end of the file");
+  expect_rejected(file, "runs past the end of the file");
 }
 
 TEST(NpyMalformed, MissingAndUnknownKeys) {
-  ExpectRejected(MakeNpy(1, "{'descr': '<f4', 'shape': (1, 1), }", Floats({1})),
-                 "no 'fortran_order'");
-  ExpectRejected(
-      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}", Floats({1})),
+  expect_rejected(make_npy(1, "{'descr': '<f4', 'shape': (1, 1), }", floats({1})),
+                  "no 'fortran_order'");
+  expect_rejected(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}", floats({1})),
       "unexpected header key 'x'");
-  ExpectRejected(MakeNpy(1,
-                         "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, "
-                         "'shape': (1, 1)}",
-                         Floats({1})),
-                 "duplicate header key 'descr'");
+  expect_rejected(make_npy(1,
+                           "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, "
+                           "'shape': (1, 1)}",
+                           floats({1})),
+                  "duplicate header key 'descr'");
 }
 
 TEST(NpyMalformed, BadValues) {
-  ExpectRejected(MakeNpy(1, "{'descr': '<f4', 'fortran_order': 0, 'shape': (1, 1), }", Floats({1})),
-                 "expected a string, True, False or a tuple");
-  ExpectRejected(
-      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 1), }", Floats({1})),
+  expect_rejected(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': 0, 'shape': (1, 1), }", floats({1})),
+      "expected a string, True, False or a tuple");
+  expect_rejected(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 1), }", floats({1})),
       "negative dimension");
-  ExpectRejected(
-      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': '1x1', }", Floats({1})),
+  expect_rejected(
+      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': '1x1', }", floats({1})),
       "'shape' is not a tuple");
-  ExpectRejected(MakeNpy(1,
-                         "{'descr': '<f4', 'fortran_order': False, "
-                         "'shape': (4611686018427387904, 4), }",
-                         Floats({1})),
-                 "is too large");
+  expect_rejected(make_npy(1,
+                           "{'descr': '<f4', 'fortran_order': False, "
+                           "'shape': (4611686018427387904, 4), }",
+                           floats({1})),
+                  "is too large");
 }
 
 }  // namespace

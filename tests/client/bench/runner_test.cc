@@ -23,13 +23,13 @@ class BenchRunner : public ::testing::Test {
  protected:
   // kRequests timed requests of kShape (fp32) from kWorkers workers sharing one client, each
   // worker warmed up by one request.
-  RunResult Run(Mode mode, std::int64_t batch, const FileOperands* files = nullptr) {
+  RunResult run(Mode mode, std::int64_t batch, const FileOperands* files = nullptr) {
     options_.target = server_.target();
     options_.requests = kRequests;
     options_.duration_s.reset();
     options_.warmup = 1;
     options_.batch = batch;
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options_.target);
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::connect(options_.target);
     EXPECT_TRUE(client.ok()) << client.status();
     if (!client.ok()) return {};
     const RunContext context{options_, client->get(), false, "test", files};
@@ -41,7 +41,7 @@ class BenchRunner : public ::testing::Test {
 };
 
 TEST_F(BenchRunner, PlainMultipliesRecordWhatDynamicBatchingReported) {
-  const RunResult result = Run(Mode::kInline, 1);
+  const RunResult result = run(Mode::kInline, 1);
   EXPECT_EQ(result.record.ok(), kRequests);
   EXPECT_EQ(result.record.errors(), 0);
   EXPECT_EQ(server_.service().multiply_calls(), kRequests + kWorkers);
@@ -53,13 +53,13 @@ TEST_F(BenchRunner, PlainMultipliesRecordWhatDynamicBatchingReported) {
   EXPECT_EQ(result.record.merged_requests, std::vector<double>(kRequests, 2.0));
   EXPECT_EQ(result.record.batch_wait_us, std::vector<double>(kRequests, 0.75));
   EXPECT_DOUBLE_EQ(result.record.kernel_us_sum, kRequests * 100.0 / 2);
-  const RunReport report = MakeReport(result, 1);
+  const RunReport report = make_report(result, 1);
   EXPECT_DOUBLE_EQ(report.merged_requests.mean, 2.0);
   EXPECT_DOUBLE_EQ(report.matrices_per_s, report.ok_per_s);
 }
 
 TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
-  const RunResult result = Run(Mode::kInline, 3);
+  const RunResult result = run(Mode::kInline, 3);
   EXPECT_EQ(result.record.ok(), kRequests);
   EXPECT_EQ(result.record.errors(), 0) << result.record.first_error;
   EXPECT_EQ(server_.service().multiply_batched_calls(), kRequests + kWorkers);
@@ -76,7 +76,7 @@ TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
   EXPECT_EQ(result.bytes_sent_per_request, 3 * (6 * 4 + 4 * 5) * 4);
   EXPECT_EQ(result.bytes_received_per_request, 3 * 6 * 5 * 4);
   EXPECT_EQ(result.record.merged_requests, std::vector<double>(kRequests, 1.0));
-  const RunReport report = MakeReport(result, 1);
+  const RunReport report = make_report(result, 1);
   EXPECT_EQ(report.spec.batch, 3);
   EXPECT_DOUBLE_EQ(report.matrices_per_s, 3 * report.ok_per_s);
   EXPECT_DOUBLE_EQ(report.gflops_per_s, report.ok_per_s * 3 * 2 * 6 * 5 * 4 / 1e9);
@@ -85,7 +85,7 @@ TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
 TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
   for (const bool release_inline : {false, true}) {
     options_.release_inline = release_inline;
-    const RunResult result = Run(Mode::kResident, 3);
+    const RunResult result = run(Mode::kResident, 3);
     EXPECT_EQ(result.record.ok(), kRequests) << release_inline;
     EXPECT_EQ(result.record.errors(), 0) << result.record.first_error;
     const v1::MultiplyBatchedRequest sent = server_.service().last_multiply_batched();
@@ -109,8 +109,8 @@ TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
 }
 
 TEST_F(BenchRunner, AMixedWorkloadRecordsEachOperationAndReleasesEverything) {
-  options_.workload = *ParseWorkload("multiply=1,transpose=1");
-  const RunResult result = Run(Mode::kResident, 1);
+  options_.workload = *parse_workload("multiply=1,transpose=1");
+  const RunResult result = run(Mode::kResident, 1);
   EXPECT_EQ(result.record.ok(), kRequests) << result.record.first_error;
   ASSERT_EQ(result.record.ops.size(), 2u);
   const OpRecord& multiply = result.record.ops.at("multiply");
@@ -119,7 +119,7 @@ TEST_F(BenchRunner, AMixedWorkloadRecordsEachOperationAndReleasesEverything) {
   EXPECT_EQ(multiply.errors + transpose.errors, 0);
   EXPECT_EQ(result.record.completions.size(), static_cast<std::size_t>(kRequests));
   EXPECT_EQ(result.workload, "multiply=1,transpose=1");
-  const RunReport report = MakeReport(result, 1);
+  const RunReport report = make_report(result, 1);
   ASSERT_EQ(report.ops.size(), 2u);
   EXPECT_EQ(report.ops[1].name, "transpose");
   EXPECT_EQ(report.ops[1].ok, transpose.ok());
@@ -130,11 +130,11 @@ TEST_F(BenchRunner, AMixedWorkloadRecordsEachOperationAndReleasesEverything) {
 
 TEST_F(BenchRunner, FileOperandsAreSentAsTheyWereRead) {
   FileOperands files;
-  files.a = RandomOperand(6, 4, 1, DType::kF64, 99);
-  files.b = RandomOperand(4, 5, 1, DType::kF64, 98);
+  files.a = random_operand(6, 4, 1, DType::kF64, 99);
+  files.b = random_operand(4, 5, 1, DType::kF64, 98);
   files.has_b = true;
   files.shape = kShape;
-  const RunResult result = Run(Mode::kInline, 1, &files);
+  const RunResult result = run(Mode::kInline, 1, &files);
   EXPECT_EQ(result.record.ok(), kRequests) << result.record.first_error;
   const v1::MultiplyRequest sent = server_.service().last_multiply();
   EXPECT_EQ(sent.a().data(), files.a.data());

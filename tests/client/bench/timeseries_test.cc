@@ -13,7 +13,7 @@ namespace {
 TEST(PerSecond, CountsEachRequestInTheSecondItFinished) {
   const std::vector<Completion> done = {
       {0.1, 100, true}, {0.9, 300, true}, {0.95, 0, false}, {2.2, 50, true}, {2.4, 70, true}};
-  const std::vector<SecondFigures> s = PerSecond(done, 2.5);
+  const std::vector<SecondFigures> s = per_second(done, 2.5);
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[0].second, 0);
   EXPECT_EQ(s[0].completed, 3);
@@ -31,7 +31,7 @@ TEST(PerSecond, CountsEachRequestInTheSecondItFinished) {
 }
 
 TEST(PerSecond, ANoRequestRunIsOneEmptySecond) {
-  const std::vector<SecondFigures> s = PerSecond({}, 0.3);
+  const std::vector<SecondFigures> s = per_second({}, 0.3);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].completed, 0);
 }
