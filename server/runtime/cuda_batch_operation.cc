@@ -89,12 +89,9 @@ class CudaGemmBatch : public CudaOperation {
     if (absl::Status s = bind_slot(memory); !s.ok()) return s;
     a_where_ = place(job_.a, memory.data(inline_a_));
     b_where_ = place(job_.b, memory.data(inline_b_));
-    ptrs_.a = a_where_;
-    ptrs_.b = b_where_;
-    if (convert_) {  // the kernel reads the converted stacks, one matrix after another
-      ptrs_.a = stacked(memory.data(*converted_a_), job_.a.size(), na_);
-      ptrs_.b = stacked(memory.data(*converted_b_), job_.b.size(), nb_);
-    }
+    // Converted, the kernel reads the converted stacks, one matrix after another.
+    ptrs_.a = convert_ ? stacked(memory.data(*converted_a_), job_.a.size(), na_) : a_where_;
+    ptrs_.b = convert_ ? stacked(memory.data(*converted_b_), job_.b.size(), nb_) : b_where_;
     for (std::size_t i = 0; i < count_; ++i) {
       void* c = shape_.keep_result
                     ? memory.data(kept_[i])
@@ -157,7 +154,7 @@ class CudaGemmBatch : public CudaOperation {
       }
       return variant_->launch(problem_, slot_->resources.context());
     };
-    return launch_device_work(kernels::LaunchKey{}, /*capturable=*/false, work, outcome);
+    return launch_device_work(/*graph_key=*/nullptr, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {

@@ -110,10 +110,11 @@ class CudaGemm : public CudaOperation {
       }
       return variant_->launch(problem_, slot_->resources.context());
     };
+    if (!variant_->capturable) return launch_device_work(/*graph_key=*/nullptr, work, outcome);
     kernels::LaunchKey key;
     key.add(variant_->name).add(problem_).add(convert_);
     if (convert_) key.add(a_).add(b_).add(job_.a.dtype).add(job_.b.dtype).add(na_).add(nb_);
-    return launch_device_work(key, variant_->capturable, work, outcome);
+    return launch_device_work(&key, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {

@@ -30,9 +30,10 @@ absl::Status CudaOperation::bind_slot(const AdmittedMemory& memory) {
   return absl::OkStatus();
 }
 
-absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey& key, bool capturable,
+absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey* graph_key,
                                                absl::FunctionRef<absl::Status()> work,
                                                Outcome& outcome) {
+  const bool capturable = graph_key != nullptr;
   // Under capture an event is recorded as an external node; outside one, a plain record costs
   // one call less.
   const auto record = [this, capturable](cudaEvent_t event) {
@@ -46,7 +47,8 @@ absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey& key, bo
   };
   const absl::Time start = absl::Now();
   absl::StatusOr<kernels::LaunchGraphs::Prepared> graph =
-      capturable ? slot_->graphs.prepare(key, stream_, enqueue) : kernels::LaunchGraphs::Prepared{};
+      capturable ? slot_->graphs.prepare(*graph_key, stream_, enqueue)
+                 : kernels::LaunchGraphs::Prepared{};
   if (!graph.ok()) return graph.status();
   if (capturable) outcome.marks.mark(graph->captured_now ? "graph_capture" : "graph_lookup");
   if (graph->exec != nullptr) {

@@ -55,10 +55,11 @@ class CudaOperation {
   // Takes the admitted stream slot on the picked device.
   absl::Status bind_slot(const AdmittedMemory& memory);
   // Launch: enqueues `work` (conversions, the kernels) between the kernel events. Through the
-  // slot's graph for `key` when the work is `capturable` and the slot has or can capture one, so
-  // the device runs it without waiting for the host's per-kernel setup; directly otherwise. Sets
-  // the launch stage's host time (a capture included) and path.
-  absl::Status launch_device_work(const kernels::LaunchKey& key, bool capturable,
+  // slot's graph for `graph_key` when there is one (work that can be captured) and the slot has or
+  // can capture it, so the device runs it without waiting for the host's per-kernel setup;
+  // directly otherwise, and always when `graph_key` is null. Sets the launch stage's host time (a
+  // capture included) and path.
+  absl::Status launch_device_work(const kernels::LaunchKey* graph_key,
                                   absl::FunctionRef<absl::Status()> work, Outcome& outcome);
   // Stage out: the result (`bytes` at `result`) into the caller's CUDA memory when `device_out`
   // is set, else into `host` through the staging ring when `to_host`; then waits for the stream.

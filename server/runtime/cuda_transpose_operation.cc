@@ -94,7 +94,7 @@ class CudaTranspose : public CudaOperation {
         .add(problem_)
         .add(context_exec_.workspace)
         .add(context_exec_.workspace_bytes);
-    return launch_device_work(key, /*capturable=*/true, work, outcome);
+    return launch_device_work(&key, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {
