@@ -15,12 +15,15 @@ What is compared (docs/benchmarks.md, "Service against PyTorch"):
   the host's time to enqueue that work is `timing.launch_us`, reported beside it). The
   client-observed round trip of each Multiply (gRPC on loopback, the server's own work) is reported
   beside it for information.
-- torch: one torch.matmul(A, B, out=C) per measurement, an event recorded before and after it and
-  the end event waited for, so the GPU is idle when each call starts, as it is for a service
-  request: on both sides the interval includes whatever part of the host's launch work the device
-  waits for (the server reports its host enqueue time as launch_us). The same events around `reps`
-  calls in a row (launches queued back to back) are reported as `baseline_stream_us` for
-  information.
+- torch: one torch.matmul(A, B, out=C) per measurement, as device time: a spin kernel
+  (torch.cuda._sleep) holds torch's stream busy while the start event, the matmul and the end event
+  are enqueued, so the interval between the events holds the GPU work only, as the service's
+  kernel_us (replayed from a CUDA graph) does. A sample whose enqueue outlasted the spin is counted
+  (`baseline_late`). torch's wall time of one synchronized call (host launch included) is reported
+  beside it (`baseline_wall_us`), and the same events around `reps` calls in a row as
+  `baseline_stream_us`, both for information.
+- MultiplyBatched (--batched): one resident handle per product, keep_result, against torch.bmm on
+  the same values, timed the same way.
 - Inputs are not rotated on either side: the service's resident operands are the same device buffers
   on every call, so torch reuses its A and B too (equal L2 conditions on both sides).
 - Precisions: fp32 = IEEE fp32 on both sides (service COMPUTE_FP32; torch with TF32 off);
@@ -55,6 +58,7 @@ import socket
 import statistics
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,6 +74,10 @@ SHAPE_GROUPS = {
 }
 SHAPE_GROUPS["all"] = [s for g in ("square", "output", "reduction", "tall", "wide", "odd")
                        for s in SHAPE_GROUPS[g]]
+# MultiplyBatched against torch.bmm: batch x (m x k x n).
+BATCHED_SHAPES = [(1000, 64, 64, 64), (256, 128, 128, 128), (256, 256, 256, 256),
+                  (64, 512, 512, 512), (16, 1024, 1024, 1024), (8, 2048, 2048, 2048)]
+BATCHED_PRECISIONS = ("fp32", "fp16", "bf16")
 TRANSPOSE_SHAPES = [(8192, 8192), (4096, 12288), (8191, 8193), (16384, 1024)]
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
 # Relative L2 error allowed against the float64 product of the (rounded) inputs.
@@ -144,12 +152,20 @@ def parse_args(argv):
     p.add_argument("--transpose-variants", default="auto",
                    help="service transpose variants, out of place (default auto)")
     p.add_argument("--no-in-place", action="store_true", help="skip in-place transposes")
-    p.add_argument("--no-gemm", action="store_true", help="transposes only")
+    p.add_argument("--no-gemm", action="store_true", help="no single GEMMs")
+    p.add_argument("--batched", default="none",
+                   help="MultiplyBatched against torch.bmm: comma list of BxMxKxN, 'default' ("
+                   + ",".join("x".join(map(str, b)) for b in BATCHED_SHAPES)
+                   + ") or 'none' (default); precisions: those of --precisions among "
+                   + ", ".join(BATCHED_PRECISIONS))
     p.add_argument("--no-torch", action="store_true",
                    help="baseline NumPy on the host CPU (automatic when torch is missing)")
     p.add_argument("--torch-device", default="cuda:0",
                    help="the GPU torch uses: the one the server runs on (default cuda:0)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    p.add_argument("--torch-graph", action="store_true",
+                   help="also time torch.matmul captured in a CUDA graph (as the service "
+                   "replays its launches), reported beside torch's direct call")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--stubs", help="directory holding matserve/v1/matrix_service_pb2.py")
     p.add_argument("--token", default=os.environ.get("MATSERVE_TOKEN", ""),
@@ -170,6 +186,15 @@ def parse_args(argv):
         if bad:
             raise ValueError(f"unknown precision(s) {bad}; known: {PRECISIONS}")
         a.variant_list = [v.strip() for v in a.variants.split(",") if v.strip()]
+        if a.batched == "default":
+            a.batched_list = list(BATCHED_SHAPES)
+        elif a.batched == "none":
+            a.batched_list = []
+        else:
+            a.batched_list = [tuple(int(d) for d in t.split("x")) for t in a.batched.split(",")
+                              if t.strip()]
+            if any(len(b) != 4 or min(b) < 1 for b in a.batched_list):
+                raise ValueError(f"--batched {a.batched!r}: want BxMxKxN, each >= 1")
         ts = a.transpose_shapes or ",".join(f"{r}x{c}" for r, c in TRANSPOSE_SHAPES)
         a.transpose_list = [] if ts == "none" else parse_2d(ts)
         a.transpose_variant_list = [v.strip() for v in a.transpose_variants.split(",")
@@ -230,6 +255,15 @@ def random_matrix(rng, rows, cols, data):
 
 def as_f64(arr, data):
     return bf16_to_f32(arr).astype(np.float64) if data == "bf16" else arr.astype(np.float64)
+
+
+class Timed(NamedTuple):
+    """A baseline's timings of one case, in microseconds."""
+    samples: list      # one per timed call: device time (torch) or wall time (NumPy)
+    stream: float      # mean of the calls queued back to back
+    wall: float        # median wall time of one call, synchronized (what a caller waits for)
+    late: int          # torch: samples whose host enqueue outlasted the spin before them
+    graph: float = None  # torch: device time of the call captured in a CUDA graph (--torch-graph)
 
 
 def median(xs):
@@ -311,8 +345,11 @@ class Service:
         return arr.reshape(header.rows, header.cols)
 
     def release(self, handle):
+        """Releases one handle, or a list of them in one call."""
+        req = (self.pb.ReleaseRequest(handles=handle) if isinstance(handle, list)
+               else self.pb.ReleaseRequest(handle=handle))
         try:
-            self.stub.Release(self.pb.ReleaseRequest(handle=handle), timeout=60, metadata=self.md)
+            self.stub.Release(req, timeout=60, metadata=self.md)
         except self.grpc.RpcError:
             pass
 
@@ -324,6 +361,10 @@ class Service:
         release_each = request.keep_result
         rts, replies = [], []
 
+        def handles(reply):  # MultiplyBatched keeps one result per product
+            return ([r.handle for r in reply.results] if hasattr(reply, "results")
+                    else reply.result.handle)
+
         def one():
             t0 = time.perf_counter()
             reply = call(request, timeout=self.timeout, metadata=self.md)
@@ -334,7 +375,7 @@ class Service:
             reply, rt = one()
             warm.append(rt)
             if release_each:
-                self.release(reply.result.handle)
+                self.release(handles(reply))
         if warm and case_seconds > 0:
             reps = min(reps, max(min_reps, int(case_seconds * 1e6 / median(warm))))
         last = None
@@ -344,9 +385,9 @@ class Service:
             replies.append(reply)
             if release_each:
                 if keep_last and i == reps - 1:
-                    last = reply.result.handle
+                    last = handles(reply)
                 else:
-                    self.release(reply.result.handle)
+                    self.release(handles(reply))
         return replies, rts, last
 
 
@@ -378,6 +419,7 @@ class TorchBaseline:
         torch.cuda.set_device(self.dev)
         self.name = f"torch.matmul on {torch.cuda.get_device_name(self.dev)}"
         self.new_tf32_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+        self.cycles_per_us = None
 
     def describe(self):
         t = self.torch
@@ -390,8 +432,9 @@ class TorchBaseline:
                     getattr(m, "allow_fp16_reduced_precision_reduction", None),
                 "allow_bf16_reduced_precision_reduction":
                     getattr(m, "allow_bf16_reduced_precision_reduction", None),
-                "timing": "CUDA events around each call on an idle GPU, end event waited for; "
-                          "median"}
+                "timing": "device time: CUDA events around each call, enqueued while "
+                          "torch.cuda._sleep holds the stream busy (no host launch inside the "
+                          "interval); median. Wall time of one synchronized call beside it"}
 
     def label(self, precision):
         return {"fp32": "torch fp32 (TF32 off)", "tf32": "torch fp32 with TF32 on",
@@ -411,31 +454,65 @@ class TorchBaseline:
             return t.from_numpy(arr.view(np.int16)).to(self.dev).view(t.bfloat16)
         return t.from_numpy(np.ascontiguousarray(arr)).to(self.dev)
 
-    def _time(self, fn, warmup, reps, case_seconds, min_reps):
-        t = self.torch
-        for _ in range(warmup):
-            fn()
-        t.cuda.synchronize(self.dev)
-        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-        if warmup and case_seconds > 0:
+    def _sleep_cycles(self, us):
+        """Cycles of torch.cuda._sleep that keep this GPU busy for about `us` microseconds."""
+        if self.cycles_per_us is None:
+            t = self.torch
+            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            t.cuda._sleep(1_000_000)  # warm the spin kernel once
             s.record()
-            fn()
+            t.cuda._sleep(2_000_000)
             e.record()
             e.synchronize()
-            reps = min(reps, max(min_reps, int(case_seconds * 1e3 / max(s.elapsed_time(e), 1e-3))))
-        times = []
-        for _ in range(reps):
+            self.cycles_per_us = 2_000_000 / max(s.elapsed_time(e) * 1e3, 1.0)
+        return int(us * self.cycles_per_us)
+
+    def _time(self, fn, warmup, reps, case_seconds, min_reps):
+        """Times fn's GPU work as device time, as the service's kernel_us is: before each sample a
+        spin kernel (torch.cuda._sleep) holds the stream busy while the host enqueues the start
+        event, fn's launches and the end event, so the interval between the events holds no host
+        launch time. The spin lasts 4x the host's enqueue time seen in the warm-up, at least
+        200 us; a sample whose enqueue outlasted the spin is counted as `late` (its interval then
+        holds host time). Also returns the wall time of one call with a synchronize (what a
+        caller of torch waits for) and the mean of `reps` calls queued back to back."""
+        t = self.torch
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        enqueue = []
+        for _ in range(warmup):
+            t0 = time.perf_counter()
             s.record()
             fn()
             e.record()
+            enqueue.append((time.perf_counter() - t0) * 1e6)
+            e.synchronize()
+        t.cuda.synchronize(self.dev)
+        if warmup and case_seconds > 0:
+            reps = min(reps, max(min_reps, int(case_seconds * 1e3 / max(s.elapsed_time(e), 1e-3))))
+        spin_us = max(200.0, 4 * (median(enqueue) or 50.0))
+        cycles = self._sleep_cycles(spin_us)
+        times, late = [], 0
+        for _ in range(reps):
+            t.cuda._sleep(cycles)
+            t0 = time.perf_counter()
+            s.record()
+            fn()
+            e.record()
+            if (time.perf_counter() - t0) * 1e6 > spin_us:
+                late += 1
             e.synchronize()
             times.append(s.elapsed_time(e) * 1e3)
+        walls = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            t.cuda.synchronize(self.dev)
+            walls.append((time.perf_counter() - t0) * 1e6)
         s.record()
         for _ in range(reps):
             fn()
         e.record()
         e.synchronize()
-        return times, s.elapsed_time(e) * 1e3 / reps
+        return Timed(times, s.elapsed_time(e) * 1e3 / reps, median(walls), late)
 
     def prepare(self, a, b, data):
         A, B = self.to_device(a, data), self.to_device(b, data)
@@ -448,6 +525,39 @@ class TorchBaseline:
         return self._time(lambda: self.torch.matmul(A, B, out=C), warmup, reps, case_seconds,
                           min_reps)
 
+    def matmul_graph(self, ctx, precision, warmup, reps, case_seconds, min_reps):
+        """torch.matmul captured once in a CUDA graph and replayed, as the service replays its
+        launches: the same device-time method, so a difference from matmul() is what capture
+        changes (library choices, graph nodes)."""
+        t = self.torch
+        self.set_precision(precision)
+        A, B, C = ctx["A"], ctx["B"], ctx["C"]
+        side = t.cuda.Stream(self.dev)
+        side.wait_stream(t.cuda.current_stream(self.dev))
+        with t.cuda.stream(side):
+            t.matmul(A, B, out=C)  # warm the library's plan outside the capture
+        t.cuda.current_stream(self.dev).wait_stream(side)
+        graph = t.cuda.CUDAGraph()
+        with t.cuda.graph(graph):
+            t.matmul(A, B, out=C)
+        try:
+            return self._time(graph.replay, warmup, reps, case_seconds, min_reps)
+        finally:
+            del graph
+
+    def prepare_batched(self, a, b, data, batch):
+        """a: (batch*m) x k, b: (batch*k) x n host arrays, products stacked by rows."""
+        A = self.to_device(a, data).view(batch, a.shape[0] // batch, a.shape[1])
+        B = self.to_device(b, data).view(batch, b.shape[0] // batch, b.shape[1])
+        return {"A": A, "B": B, "C": self.torch.empty(batch, A.shape[1], B.shape[2],
+                                                      dtype=A.dtype, device=self.dev)}
+
+    def bmm(self, ctx, precision, warmup, reps, case_seconds, min_reps):
+        self.set_precision(precision)
+        A, B, C = ctx["A"], ctx["B"], ctx["C"]
+        return self._time(lambda: self.torch.bmm(A, B, out=C), warmup, reps, case_seconds,
+                          min_reps)
+
     def reference(self, ctx):
         t = self.torch
         ctx["ref"] = t.matmul(ctx["A"].double(), ctx["B"].double())
@@ -457,6 +567,7 @@ class TorchBaseline:
         """result: a host array (float64-convertible) or None for the baseline's own C."""
         t = self.torch
         got = ctx["C"].double() if result is None else t.from_numpy(result).to(self.dev).double()
+        got = got.reshape(ctx["ref"].shape)
         return t.linalg.vector_norm(got - ctx["ref"]).item() / ctx["ref_norm"]
 
     def transpose_prepare(self, a):
@@ -508,7 +619,7 @@ class NumpyBaseline:
         t0 = time.perf_counter()
         for _ in range(reps):
             fn()
-        return times, (time.perf_counter() - t0) * 1e6 / reps
+        return Timed(times, (time.perf_counter() - t0) * 1e6 / reps, median(times), 0)
 
     def prepare(self, a, b, data):
         if data == "fp64":
@@ -524,12 +635,22 @@ class NumpyBaseline:
         A, B, C = ctx["A"], ctx["B"], ctx["C"]
         return self._time(lambda: np.matmul(A, B, out=C), warmup, reps, case_seconds, min_reps)
 
+    def prepare_batched(self, a, b, data, batch):
+        ctx = self.prepare(a, b, data)
+        for key, x in (("A", ctx["A"]), ("B", ctx["B"]), ("a", a), ("b", b)):
+            ctx[key] = x.reshape(batch, x.shape[0] // batch, x.shape[1])
+        ctx["C"] = np.empty((batch, ctx["A"].shape[1], ctx["B"].shape[2]), ctx["A"].dtype)
+        return ctx
+
+    def bmm(self, ctx, precision, warmup, reps, case_seconds, min_reps):
+        return self.matmul(ctx, precision, warmup, reps, case_seconds, min_reps)
+
     def reference(self, ctx):
         ctx["ref"] = as_f64(ctx["a"], ctx["data"]) @ as_f64(ctx["b"], ctx["data"])
         ctx["ref_norm"] = float(np.linalg.norm(ctx["ref"]))
 
     def rel_err(self, ctx, result):
-        got = ctx["C"] if result is None else result
+        got = ctx["C"] if result is None else result.reshape(ctx["ref"].shape)
         return float(np.linalg.norm(got.astype(np.float64) - ctx["ref"])) / ctx["ref_norm"]
 
     def transpose_prepare(self, a):
@@ -617,14 +738,15 @@ class Run:
                     log(f"[{self.elapsed()}] {m}x{k}x{nn} {data}: inputs made, uploaded and "
                         f"referenced in {time.monotonic() - t0:.1f}s")
                     for p in precs:
-                        bt, bstream = base.matmul(ctx, p, a.warmup, a.reps, a.case_seconds,
-                                                  a.min_reps)
-                        b_med = median(bt)
+                        bt = base.matmul(ctx, p, a.warmup, a.reps, a.case_seconds, a.min_reps)
                         b_err = None if a.no_check else base.rel_err(ctx, None)
+                        if a.torch_graph and hasattr(base, "matmul_graph"):
+                            g = base.matmul_graph(ctx, p, a.warmup, a.reps, a.case_seconds,
+                                                  a.min_reps)
+                            bt = bt._replace(graph=median(g.samples))
                         for v in a.variant_list:
                             n += 1
-                            row = self.gemm_case(m, k, nn, p, v, ha, hb, ctx, b_med, bt, bstream,
-                                                 b_err)
+                            row = self.gemm_case(m, k, nn, p, v, ha, hb, ctx, bt, b_err)
                             self.doc["gemm"].append(row)
                             log(f"[{self.elapsed()}] [{n:3d}/{cases_total}] {case_line(row)}")
                 finally:
@@ -635,12 +757,14 @@ class Run:
                     base.release()
                 self.save()
 
-    def gemm_case(self, m, k, n, precision, variant, ha, hb, ctx, b_med, bt, bstream, b_err):
+    def gemm_case(self, m, k, n, precision, variant, ha, hb, ctx, bt, b_err):
         a, svc = self.args, self.svc
         pb = svc.pb
+        b_med = median(bt.samples)
         row = dict(m=m, k=k, n=n, precision=precision, variant_requested=variant,
                    baseline=self.base.label(precision), baseline_us=b_med,
-                   baseline_stream_us=bstream, baseline_samples_us=[round(x, 3) for x in bt],
+                   baseline_stream_us=bt.stream, baseline_wall_us=bt.wall,
+                   baseline_late=bt.late, baseline_graph_us=bt.graph, baseline_samples_us=[round(x, 3) for x in bt.samples],
                    baseline_rel_l2=b_err, tolerance=TOLERANCE[precision])
         req = pb.MultiplyRequest(a_handle=ha, b_handle=hb, variant=variant,
                                  compute=svc.compute_enum[precision], keep_result=True)
@@ -692,6 +816,88 @@ class Run:
                 svc.release(last)
         return row
 
+    # -- MultiplyBatched ----------------------------------------------------------------------
+
+    def batched(self):
+        """MultiplyBatched on resident operands (one handle per product, keep_result) against
+        torch.bmm on the same values, both as device time."""
+        a, svc, base = self.args, self.svc, self.base
+        pb = svc.pb
+        precs = [p for p in a.precision_list if p in BATCHED_PRECISIONS]
+        for (bt, m, k, n) in a.batched_list:
+            for data in dict.fromkeys(DATA_OF[p] for p in precs):
+                rng = np.random.default_rng([a.seed, bt, m, k, n, PRECISIONS.index(data), 7])
+                A = random_matrix(rng, bt * m, k, data)
+                B = random_matrix(rng, bt * k, n, data)
+                has, hbs, ctx = [], [], None
+                try:
+                    for i in range(bt):
+                        has.append(svc.upload(A[i * m:(i + 1) * m], data,
+                                              colocate_with=has[0] if has else ""))
+                        hbs.append(svc.upload(B[i * k:(i + 1) * k], data, colocate_with=has[0]))
+                    ctx = base.prepare_batched(A, B, data, bt)
+                    if not a.no_check:
+                        base.reference(ctx)
+                    for p in [x for x in precs if DATA_OF[x] == data]:
+                        timed = base.bmm(ctx, p, a.warmup, a.reps, a.case_seconds, a.min_reps)
+                        row = self.batched_case(bt, m, k, n, p, has, hbs, ctx, timed)
+                        self.doc["batched"].append(row)
+                        log(f"[{self.elapsed()}] {batched_line(row)}")
+                except svc.grpc.RpcError as e:
+                    f = rpc_failure(e)
+                    self.failures.append(f"batched {bt}x{m}x{k}x{n} {data}: {f['status']} "
+                                         f"{f['message']}")
+                    log(f"!!! {self.failures[-1]}")
+                finally:
+                    for h in has + hbs:
+                        svc.release(h)
+                    del ctx
+                    base.release()
+                self.save()
+
+    def batched_case(self, bt, m, k, n, precision, has, hbs, ctx, timed):
+        a, svc = self.args, self.svc
+        b_med = median(timed.samples)
+        row = dict(batch=bt, m=m, k=k, n=n, precision=precision, variant_requested="auto",
+                   baseline=self.base.label(precision).replace("torch", "torch.bmm", 1),
+                   baseline_us=b_med, baseline_stream_us=timed.stream,
+                   baseline_wall_us=timed.wall, baseline_late=timed.late,
+                   tolerance=TOLERANCE[precision])
+        req = svc.pb.MultiplyBatchedRequest(batch=bt, a_handles=has, b_handles=hbs,
+                                            compute=svc.compute_enum[precision], keep_result=True)
+        try:
+            replies, rts, last = svc.timed("MultiplyBatched", req, a.warmup, a.reps,
+                                           a.case_seconds, a.min_reps, keep_last=not a.no_check)
+        except svc.grpc.RpcError as e:
+            f = rpc_failure(e)
+            row.update(ran=False, **f)
+            self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: {f['status']} "
+                                 f"{f['message']}")
+            return row
+        tm = timing_medians(replies)
+        row.update(ran=True, status="OK", variant=",".join(sorted({r.variant for r in replies})),
+                   reps=len(replies), service_kernel_us=tm["kernel_us"], service_timing_us=tm,
+                   round_trip_us=median(rts))
+        if b_med and tm["kernel_us"]:
+            row["ratio"] = b_med / tm["kernel_us"]
+            row["service_tflops"] = 2.0 * bt * m * n * k / tm["kernel_us"] / 1e6
+        if last:
+            try:
+                res = np.stack([decode_result(svc.download(h)) for h in last])
+                err = self.base.rel_err(ctx, res)
+                row["rel_l2"] = err
+                row["check"] = "ok" if err <= TOLERANCE[precision] else "FAILED"
+                if row["check"] == "FAILED":
+                    self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: relative L2 "
+                                         f"error {err:.3g} > {TOLERANCE[precision]:g}")
+                    log(f"!!! CORRECTNESS FAILURE: {self.failures[-1]}")
+            except Exception as e:  # noqa: BLE001 - recorded and reported
+                row["check"] = f"error: {e}"
+                self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: check failed: {e}")
+            finally:
+                svc.release(last)
+        return row
+
     # -- Transposes ---------------------------------------------------------------------------
 
     def transposes(self):
@@ -704,9 +910,9 @@ class Run:
             rng = np.random.default_rng([a.seed, r, c, 99])
             A = random_matrix(rng, r, c, "fp32")
             ctx = base.transpose_prepare(A)
-            bt, _ = base.copy(ctx, a.warmup, a.reps, a.case_seconds, a.min_reps)
-            tt, _ = base.transpose(ctx, a.warmup, a.reps, a.case_seconds, a.min_reps)
-            copy_us, tr_us = median(bt), median(tt)
+            bt = base.copy(ctx, a.warmup, a.reps, a.case_seconds, a.min_reps)
+            tt = base.transpose(ctx, a.warmup, a.reps, a.case_seconds, a.min_reps)
+            copy_us, tr_us = median(bt.samples), median(tt.samples)
             nbytes = A.nbytes
             del ctx
             base.release()
@@ -785,6 +991,15 @@ def case_line(r):
             f"ratio {fmt(r.get('ratio'), 3)}, check {chk}")
 
 
+def batched_line(r):
+    head = f"batched {r['batch']} x {r['m']}x{r['k']}x{r['n']} {r['precision']}"
+    if not r.get("ran"):
+        return f"{head}: not run: {r.get('status')}: {r.get('message', '')[:160]}"
+    return (f"{head} -> {r['variant']}: service {fmt(r['service_kernel_us'])} us, torch.bmm "
+            f"{fmt(r['baseline_us'])} us (wall {fmt(r['baseline_wall_us'])}), ratio "
+            f"{fmt(r.get('ratio'), 3)}, check {r.get('check', 'unchecked')}")
+
+
 def transpose_line(r):
     head = f"transpose {r['rows']}x{r['cols']} fp32 {r['mode']} {r['variant_requested']}"
     if not r.get("ran"):
@@ -826,21 +1041,30 @@ def markdown(doc):
          "enqueue time is `launch_us`. The host clock on the CPU backend), resident operands, "
          "median of the timed calls. "
          f"{bname}: "
-         + ("CUDA events around each call, GPU idle at each start (the end event waited for)."
-            if is_torch else "wall time of each call.")
+         + ("device time: CUDA events around each call, enqueued while a spin kernel "
+            "(torch.cuda._sleep) holds the stream busy, so neither side's interval holds host "
+            "launch time; torch wall = one call with a synchronize, host launch included "
+            "(information)." if is_torch else "wall time of each call.")
          + " Round trip: client-observed Multiply over gRPC on loopback (information).",
          ""]
+    late = sum(r.get("baseline_late", 0) for r in doc["gemm"] + doc.get("batched", []))
+    if late:
+        L += [f"**{late} torch sample(s) were late** (their host enqueue outlasted the spin): "
+              "those intervals hold host time.", ""]
     if doc["gemm"]:
         L += ["## GEMM", "",
               f"| shape (m x k x n) | precision | asked | ran | service kernel us | {bname} us | "
-              "ratio | launch us | round trip us | service TFLOP/s | check (rel L2) |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+              f"ratio | launch us | round trip us | {bname} wall us | {bname} in a graph us | "
+              "service TFLOP/s | check (rel L2) |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for r in doc["gemm"]:
             shape = f"{r['m']}x{r['k']}x{r['n']}"
             if not r.get("ran"):
                 L.append(f"| {shape} | {r['precision']} | {r['variant_requested']} | "
                          f"refused: {r.get('status')} | - | {fmt(r.get('baseline_us'))} | - | - "
-                         f"| - | - | {md_escape(r.get('message', ''))[:120]} |")
+                         f"| - | {fmt(r.get('baseline_wall_us'))} | "
+                         f"{fmt(r.get('baseline_graph_us'))} | - | "
+                         f"{md_escape(r.get('message', ''))[:120]} |")
                 continue
             chk = r.get("check", "-")
             if "rel_l2" in r:
@@ -849,6 +1073,7 @@ def markdown(doc):
                      f"{fmt(r['service_kernel_us'])} | {fmt(r['baseline_us'])} | "
                      f"{fmt(r.get('ratio'), 3)} | "
                      f"{fmt(r['service_timing_us'].get('launch_us'))} | {fmt(r['round_trip_us'])} | "
+                     f"{fmt(r.get('baseline_wall_us'))} | {fmt(r.get('baseline_graph_us'))} | "
                      f"{fmt(r.get('service_tflops'), 2)} | {chk} |")
         summ = doc.get("summary", {})
         variants = list(dict.fromkeys(r["variant_requested"] for r in doc["gemm"]))
@@ -862,6 +1087,28 @@ def markdown(doc):
                     s = summ[p].get(v)
                     cells.append(f"{s['geomean_ratio']:.3f} ({s['cases']})" if s else "-")
                 L.append(f"| {p} | " + " | ".join(cells) + " |")
+        L.append("")
+    if doc.get("batched"):
+        bb = "torch.bmm" if is_torch else bname
+        L += [f"## MultiplyBatched (resident, one handle per product) against {bb}", "",
+              f"ratio = {bb} time / service kernel time of the whole batch.", "",
+              f"| batch x m x k x n | precision | ran | service kernel us | {bb} us | ratio | "
+              f"round trip us | {bb} wall us | service TFLOP/s | check (rel L2) |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        for r in doc["batched"]:
+            shape = f"{r['batch']} x {r['m']}x{r['k']}x{r['n']}"
+            if not r.get("ran"):
+                L.append(f"| {shape} | {r['precision']} | refused: {r.get('status')} | - | "
+                         f"{fmt(r.get('baseline_us'))} | - | - | - | - | "
+                         f"{md_escape(r.get('message', ''))[:120]} |")
+                continue
+            chk = r.get("check", "-")
+            if "rel_l2" in r:
+                chk = f"{chk} ({r['rel_l2']:.1e})"
+            L.append(f"| {shape} | {r['precision']} | {r['variant']} | "
+                     f"{fmt(r['service_kernel_us'])} | {fmt(r['baseline_us'])} | "
+                     f"{fmt(r.get('ratio'), 3)} | {fmt(r['round_trip_us'])} | "
+                     f"{fmt(r['baseline_wall_us'])} | {fmt(r.get('service_tflops'), 2)} | {chk} |")
         L.append("")
     if doc["transpose"]:
         L += ["## Transpose (fp32, resident)", "",
@@ -942,7 +1189,7 @@ def main(argv=None):
                         "same (rounded) inputs" + (" on the GPU (torch fp64)"
                                                    if base.kind == "torch-cuda" else
                                                    " on the host (NumPy)")},
-           "gemm": [], "transpose": []}
+           "gemm": [], "batched": [], "transpose": []}
     run = Run(a, svc, base, doc)
     log(f"service_vs_torch: {len(a.shape_list)} shapes x {len(a.precision_list)} precisions x "
         f"{len(a.variant_list)} variants, {len(a.transpose_list)} transpose shapes; warm-up "
@@ -951,6 +1198,8 @@ def main(argv=None):
     try:
         if a.shape_list:
             run.gemm()
+        if a.batched_list:
+            run.batched()
         if a.transpose_list:
             run.transposes()
     except KeyboardInterrupt:
