@@ -13,7 +13,12 @@ LaunchKey& LaunchKey::add(const GemmProblem& p) {
   add(p.b).add(p.ldb).add(p.b_trans);
   add(p.c).add(p.ldc);
   add(p.in_type).add(p.out_type).add(p.precision);
-  return add(p.alpha).add(p.beta);
+  add(p.alpha).add(p.beta);
+  // A batch: its count and strides, or where its pointer arrays are (their contents are staged
+  // on the device before each launch and read by the kernels, so a replay reads the new ones).
+  const GemmBatch& batch = p.batch;
+  add(batch.count).add(batch.stride_a).add(batch.stride_b).add(batch.stride_c);
+  return add(batch.a_array).add(batch.b_array).add(batch.c_array).add(batch.arrays_aligned16);
 }
 
 LaunchKey& LaunchKey::add(const TransposeProblem& p) {

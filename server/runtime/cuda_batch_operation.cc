@@ -140,8 +140,10 @@ class CudaGemmBatch : public CudaOperation {
     return absl::OkStatus();
   }
 
-  // Launched directly: batches vary in size and place, so a captured graph would rarely be
-  // replayed.
+  // A batch that repeats (the same shape, places and pointer-array block) is replayed as a
+  // graph, as a single GEMM is; one that does not costs a direct launch (graphs are captured on
+  // a key's second sighting). Batches whose operands are converted on the device first launch
+  // directly (their conversions read each product's own source).
   absl::Status launch(Outcome& outcome) {
     const auto work = [this]() -> absl::Status {
       if (convert_) {
@@ -154,7 +156,12 @@ class CudaGemmBatch : public CudaOperation {
       }
       return variant_->launch(problem_, slot_->resources.context());
     };
-    return launch_device_work(/*graph_key=*/nullptr, work, outcome);
+    if (convert_ || !variant_->capturable) {
+      return launch_device_work(/*graph_key=*/nullptr, work, outcome);
+    }
+    kernels::LaunchKey key;
+    key.add(variant_->name).add(problem_);
+    return launch_device_work(&key, work, outcome);
   }
 
   absl::Status stage_out(Outcome& outcome) {

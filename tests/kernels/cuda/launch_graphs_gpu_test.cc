@@ -366,5 +366,28 @@ TEST_F(LaunchGraphsGpu, CacheKeepsAtMostItsCapacityLeastRecentlyUsedOut) {
   EXPECT_EQ(off.stats().captures, 0);
 }
 
+// Keys need no GPU: a batch's count, strides and pointer arrays each make a key of its own, so a
+// replay never runs another batch's launch.
+TEST(LaunchKey, BatchesDifferingInCountStridesOrPointerArraysHaveDifferentKeys) {
+  GemmProblem base;
+  base.m = base.n = base.k = 64;
+  base.batch.count = 8;
+  base.batch.stride_a = base.batch.stride_b = base.batch.stride_c = 64 * 64;
+  std::array<void*, 3> arrays{};
+  std::vector<GemmProblem> variants(6, base);
+  variants[1].batch.count = 9;
+  variants[2].batch.stride_a += 1;
+  variants[3].batch.stride_c += 1;
+  variants[4].batch.a_array = reinterpret_cast<const void* const*>(&arrays[0]);
+  variants[5].batch.c_array = &arrays[2];
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    for (std::size_t j = i + 1; j < variants.size(); ++j) {
+      EXPECT_NE(LaunchKey().add(variants[i]).bytes(), LaunchKey().add(variants[j]).bytes())
+          << "variants " << i << " and " << j;
+    }
+  }
+  EXPECT_EQ(LaunchKey().add(base).bytes(), LaunchKey().add(variants[0]).bytes());
+}
+
 }  // namespace
 }  // namespace matserve::kernels
