@@ -110,17 +110,20 @@ TEST(AutotuneTable, BuiltInTablesParseAndNameEveryVariantTheyRecommend) {
 }
 
 TEST(AutotuneTable, BuiltInH100RowsPreferWhatTheServiceRanFastest) {
-  // kernels/autotune/h100-service.tsv: fp16/bf16/tf32 measured through the service (each launch
-  // replayed from its CUDA graph). Aligned 4096^3 bf16 goes to the wgmma kernel, small fp16 to
-  // cuBLAS; a shape the wgmma kernel cannot take falls to cuBLASLt.
+  // kernels/autotune/h100-service.tsv: every precision measured through the service (each launch
+  // replayed from its CUDA graph, device time). Small fp32 and fp64 products go to cuBLAS, not to
+  // a tile kernel whose kernel-level figure beat cuBLAS's launch-bound one; aligned 4096^3 bf16
+  // goes to the wgmma kernel; a shape the wgmma kernel cannot take falls to cuBLASLt; fp64 with a
+  // short k to the fp64 tensor-core kernel.
   absl::StatusOr<AutotuneTable> t = AutotuneTable::parse(builtin_autotune_tsv());
   ASSERT_TRUE(t.ok()) << t.status();
   const std::string h100 = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(t->choose(h100, Precision::kF32, 256, 256, 256), "cublas");
+  EXPECT_EQ(t->choose(h100, Precision::kF64, 256, 256, 256), "cublas");
   EXPECT_EQ(t->choose(h100, Precision::kBF16, 4096, 4096, 4096), "wgmma_tma_store");
-  EXPECT_EQ(t->choose(h100, Precision::kF16, 256, 256, 256), "cublas");
   const auto no_wgmma = [](std::string_view v) { return v != "wgmma_tma_store"; };
   EXPECT_EQ(t->choose(h100, Precision::kBF16, 4095, 4093, 4097, no_wgmma), "cublaslt");
-  EXPECT_EQ(t->choose(h100, Precision::kTF32, 8192, 8192, 8192), "cublaslt");
+  EXPECT_EQ(t->choose(h100, Precision::kF64, 10000, 10000, 25), "dmma");
 }
 
 TEST(AutotuneTable, LoadReportsMissingFile) {
