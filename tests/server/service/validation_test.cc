@@ -308,3 +308,63 @@ TEST(ValidateHeader, StreamedHeaderNeedsNoData) {
 
 }  // namespace
 }  // namespace matserve::server
+
+namespace matserve::server {
+namespace {
+
+// The stored shapes of A (m x k as op(A)) and B (k x n as op(B)) in a transpose state.
+v1::Matrix stored(std::int64_t rows, std::int64_t cols, bool transposed) {
+  return transposed ? matrix(cols, rows) : matrix(rows, cols);
+}
+
+// In every transpose state, op(A) is 2 x 3 and op(B) 3 x 5 (all sizes distinct, so a check that
+// reads the wrong dimension shows): accepted with m, n, k as op() gives them; an op(B) with 4
+// rows is refused, and so is a B whose stored rows match k only when transpose_b is ignored.
+TEST(ValidateMultiply, InnerDimensionsAreCheckedInEveryTransposeState) {
+  Resolver r;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+    const std::string state = std::string("transpose_a=") + (ta ? "true" : "false") +
+                              ", transpose_b=" + (tb ? "true" : "false");
+    v1::MultiplyRequest req;
+    *req.mutable_a() = stored(2, 3, ta);
+    *req.mutable_b() = stored(3, 5, tb);
+    req.set_transpose_a(ta);
+    req.set_transpose_b(tb);
+    auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(job.ok()) << state << ": " << job.status();
+    EXPECT_EQ(job->m(), 2) << state;
+    EXPECT_EQ(job->k(), 3) << state;
+    EXPECT_EQ(job->n(), 5) << state;
+
+    v1::MultiplyRequest wrong = req;
+    *wrong.mutable_b() = stored(4, 5, tb);
+    expect_error(validate_multiply(wrong, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "b: inner dimensions do not agree");
+    v1::MultiplyRequest ignored = req;  // agrees only read the other way round
+    *ignored.mutable_b() = stored(3, 5, !tb);
+    expect_error(validate_multiply(ignored, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, state);
+    v1::MultiplyRequest a_ignored = req;
+    *a_ignored.mutable_a() = stored(2, 3, !ta);
+    expect_error(validate_multiply(a_ignored, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "inner dimensions do not agree");
+
+    v1::MultiplyBatchedRequest batched;
+    batched.set_batch(2);
+    *batched.mutable_a() = req.a();
+    *batched.mutable_b() = ignored.b();
+    batched.set_transpose_a(ta);
+    batched.set_transpose_b(tb);
+    expect_error(validate_multiply_batched(batched, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "inner dimensions do not agree");
+    *batched.mutable_b() = req.b();
+    auto batch = validate_multiply_batched(batched, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(batch.ok()) << state << ": " << batch.status();
+    EXPECT_EQ(batch->shape.k(), 3) << state;
+    EXPECT_EQ(batch->shape.n(), 5) << state;
+  }
+}
+
+}  // namespace
+}  // namespace matserve::server
