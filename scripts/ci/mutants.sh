@@ -8,7 +8,7 @@
 set -euo pipefail
 repo=$(git -C "$(dirname "$0")/../.." rev-parse --show-toplevel)
 list=$repo/scripts/ci/mutants.txt
-only=${1:-.}
+only=${1:-.*}
 scratch=${MUTANTS_DIR:-/tmp/matserve-mutants}
 build=$scratch/build-mutants
 jobs=${JOBS:-2}
@@ -55,7 +55,7 @@ run_tests() {
   return 0
 }
 
-mapfile -t mutants < <(grep -E '^[A-Z][0-9]+ \| ' "$list" | grep -E "^($only) ")
+mapfile -t mutants < <(grep -E '^[A-Z][0-9]+ \| ' "$list" | awk -F' [|] ' -v re="^($only)\$" '$1 ~ re')
 all_targets=$(printf '%s\n' "${mutants[@]}" | awk -F' [|] ' '{print $6}' | tr ',' '\n' | sort -u |
               paste -sd, -)
 start=$(date +%s)
