@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+
+#include "server/service/proto_convert.h"
 
 namespace matserve::server {
 namespace {
@@ -363,6 +366,56 @@ TEST(ValidateMultiply, InnerDimensionsAreCheckedInEveryTransposeState) {
     ASSERT_TRUE(batch.ok()) << state << ": " << batch.status();
     EXPECT_EQ(batch->shape.k(), 3) << state;
     EXPECT_EQ(batch->shape.n(), 5) << state;
+  }
+}
+
+}  // namespace
+}  // namespace matserve::server
+
+namespace matserve::server {
+namespace {
+
+// --max_dimension is inclusive: a side equal to it passes, one more is refused, naming the field.
+TEST(ValidateMultiply, DimensionLimitIsInclusive) {
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_dimension = 8;
+  v1::MultiplyRequest req;
+  *req.mutable_a() = matrix(8, 2);
+  *req.mutable_b() = matrix(2, 8);
+  ASSERT_TRUE(validate_multiply(req, limits, r.fn()).ok());
+  *req.mutable_a() = matrix(9, 2);
+  expect_error(validate_multiply(req, limits, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "9 exceeds the limit of 8 (--max_dimension)");
+  *req.mutable_a() = matrix(8, 2);
+  *req.mutable_b() = matrix(2, 9);
+  expect_error(validate_multiply(req, limits, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "9 exceeds the limit of 8 (--max_dimension)");
+}
+
+// Each wire data type is the kernels' type of the same name, both ways, and an inline operand of
+// each is read as that type.
+TEST(ProtoConvert, DataTypesMapOneToOne) {
+  const std::pair<v1::DataType, kernels::DType> pairs[] = {{v1::FP64, kernels::DType::kF64},
+                                                           {v1::FP32, kernels::DType::kF32},
+                                                           {v1::FP16, kernels::DType::kF16},
+                                                           {v1::BF16, kernels::DType::kBF16},
+                                                           {v1::FP8_E4M3, kernels::DType::kF8E4M3}};
+  for (const auto& [wire, kernel] : pairs) {
+    EXPECT_EQ(from_proto(wire), kernel) << v1::DataType_Name(wire);
+    EXPECT_EQ(to_proto(kernel), wire) << v1::DataType_Name(wire);
+  }
+  EXPECT_FALSE(from_proto(v1::DATA_TYPE_UNSPECIFIED).has_value());
+  Resolver r;
+  for (const auto& [wire, kernel] : pairs) {
+    if (wire == v1::FP8_E4M3) continue;  // fp8 operands need compute=fp8
+    v1::MultiplyRequest req;
+    *req.mutable_a() = matrix(2, 3, wire);
+    *req.mutable_b() = matrix(3, 2, wire);
+    auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(job.ok()) << v1::DataType_Name(wire) << ": " << job.status();
+    EXPECT_EQ(job->a.dtype, kernel) << v1::DataType_Name(wire);
+    EXPECT_EQ(job->b.dtype, kernel) << v1::DataType_Name(wire);
   }
 }
 
