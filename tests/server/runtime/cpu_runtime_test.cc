@@ -10,6 +10,7 @@
 #include "kernels/cpu/reference.h"
 #include "server/runtime/cpu_backend.h"
 #include "server/runtime/runtime.h"
+#include "tests/support/gemm_bound.h"
 #include "tests/support/precision_probe.h"
 #include "tests/support/random_matrix.h"
 
@@ -61,7 +62,14 @@ TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
   Outcome o1;
   ASSERT_TRUE(f.runtime.multiply(inline_job, "auto", want, soon(), o1).ok());
   ASSERT_TRUE(o1.verification.has_value());
-  EXPECT_LT(o1.verification->rel_l2_error, 1e-6);
+  EXPECT_LT(o1.verification->rel_l2_error, 1e-6);  // the server's own figure
+  kernels::GemmProblem p;  // the same product, checked here element by element
+  p.m = 37, p.n = 41, p.k = 23;
+  p.lda = 23, p.ldb = 41, p.ldc = 41;
+  p.a = a.data(), p.b = b.data();
+  const testing::GemmCheck e = testing::check_gemm(
+      p, want.data(), 41, kernels::reference_gemm(p, nullptr), testing::gemm_magnitude(p, nullptr));
+  EXPECT_TRUE(e.ok()) << e.summary();
 
   auto ra = f.runtime.upload(inline_job.a, "", -1, soon());
   auto rb = f.runtime.upload(inline_job.b, "", -1, soon());
