@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU machine: runs every bundled GPU test binary (*_gpu_test) and prints one summary line
-# per binary and a total. Logs go to $OUT (or /tmp) as gpu-checks.log. Exit status 1 if any failed.
-# usage: build/device/run-gpu-checks.sh [GTEST_FILTER]
+# On the GPU machine: runs every bundled GPU test binary (*_gpu_test), whole (no filter, no quick
+# mode, every variant: MATSERVE_TEST_QUICK and MATSERVE_TEST_VARIANTS are cleared), and prints one
+# summary line per binary and a total. Logs go to $OUT (or /tmp) as gpu-checks.log. Exit status 1
+# if any failed. usage: build/device/run-gpu-checks.sh
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "${OUT:-/tmp}"
@@ -16,7 +17,8 @@ for t in "$dest"/bin/*_gpu_test; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
   start=$(date +%s)
-  "$here/with-env.sh" stdbuf -oL "$t" --gtest_brief=1 ${1:+--gtest_filter="$1"} >>"$log" 2>&1
+  env -u MATSERVE_TEST_QUICK -u MATSERVE_TEST_VARIANTS "$here/with-env.sh" stdbuf -oL "$t" \
+    --gtest_brief=1 >>"$log" 2>&1
   rc=$?
   line=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|SKIPPED \]' "$log" | tail -n 3 | tr '\n' ' ')
   summary+=("$(printf '%-36s rc=%d %4ds  %s' "$name" "$rc" "$(( $(date +%s) - start ))" "$line")")

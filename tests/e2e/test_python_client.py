@@ -38,12 +38,10 @@ class ClientTest(ClientServerTest):
     SERVER_ARGS = ("--max_matrix_bytes=67108864", "--max_dimension=100000")
     CLIENT_TIMEOUT = 120
 
-    def resident_or_skip(self):
-        """Skips (visibly) when this server build has no resident-matrix RPCs yet."""
-        try:
-            self.client.list_resident()
-        except mc.Unimplemented as e:
-            self.skipTest(f"server has no resident RPCs: {e}")
+    def assert_resident(self):
+        """The server has the resident-matrix RPCs: UNIMPLEMENTED (mc.Unimplemented) fails the
+        test, never skips it."""
+        self.client.list_resident()
 
     # --- results vs NumPy -----------------------------------------------------------------------
     def test_multiply_every_dtype_and_transpose_state_matches_numpy(self):
@@ -262,7 +260,7 @@ class ClientTest(ClientServerTest):
 
     # --- resident matrices and streaming --------------------------------------------------------
     def test_resident_upload_download_release(self):
-        self.resident_or_skip()
+        self.assert_resident()
         for dtype in (np.float64, np.float32, np.float16):
             for order in ("C", "F"):
                 a = np.asarray(rand(17, 29, dtype), order=order)
@@ -288,7 +286,7 @@ class ClientTest(ClientServerTest):
         self.assert_error(mc.NotFound, grpc.StatusCode.NOT_FOUND, "", ghost.download)
 
     def test_resident_operands_results_and_in_place_transpose(self):
-        self.resident_or_skip()
+        self.assert_resident()
         a, b, c = rand(30, 20), rand(20, 10), rand(30, 10)
         want = a.astype(np.float64) @ b
         with self.client.upload(a) as ha, self.client.upload(b, colocate_with=ha) as hb:
@@ -314,10 +312,7 @@ class ClientTest(ClientServerTest):
     def test_streamed_matrices_above_the_unary_limit(self):
         with ServerProcess("--max_message_bytes=1048576") as small:
             with Client(small.target, timeout=120, chunk_bytes=256 << 10) as client:
-                try:
-                    client.list_resident()
-                except mc.Unimplemented as e:
-                    self.skipTest(f"server has no resident RPCs: {e}")
+                client.list_resident()  # UNIMPLEMENTED fails: the server has them
                 self.assertLess(client.unary_limit_bytes(), 1 << 20)
                 a = rand(700, 600)  # 1.68 MB: above the 1 MiB message limit
                 with self.assertRaises(mc.ResourceExhausted):  # really above the unary limit

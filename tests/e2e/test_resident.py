@@ -249,6 +249,75 @@ class ResidentTest(unittest.TestCase):
         self.assertTrue(upload_stream(self.stub, a).resident.handle)
 
 
+class QuotaTest(unittest.TestCase):
+    """--max_resident_bytes_per_owner counts every way a resident matrix is made: a call that
+    would pass it is refused whole, whether it uploads or keeps a result."""
+    SIDE = 32  # 32 x 32 fp32: 4096 bytes, one pool size class; the quota holds four
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--max_resident_bytes_per_owner=%d" % (4 * 4096))
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def tearDown(self):
+        release_all(self.stub)
+
+    def upload(self):
+        a = rand(self.SIDE, self.SIDE)
+        return self.stub.Upload(pb.UploadRequest(matrix=matrix(a)), timeout=60).resident.handle
+
+    def assert_over_quota(self, call, request):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(request, timeout=60)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
+        self.assertIn("--max_resident_bytes_per_owner", ctx.exception.details())
+
+    def held(self):
+        return self.stub.ListResident(pb.ListResidentRequest(), timeout=30).total_bytes
+
+    def test_kept_multiply_results_count(self):
+        a, b = self.upload(), self.upload()
+        keep = pb.MultiplyRequest(a_handle=a, b_handle=b, keep_result=True)
+        for _ in range(2):
+            self.assertEqual(self.stub.Multiply(keep, timeout=60).result.bytes, 4096)
+        self.assertEqual(self.held(), 4 * 4096)
+        self.assert_over_quota(self.stub.Multiply, keep)
+        # Inline operands keep a result the same way.
+        self.assert_over_quota(self.stub.Multiply, pb.MultiplyRequest(
+            a=matrix(rand(self.SIDE, self.SIDE)), b=matrix(rand(self.SIDE, self.SIDE)), keep_result=True))
+        self.assertEqual(self.held(), 4 * 4096)
+
+    def test_kept_batch_results_count_every_product(self):
+        a = self.upload()
+        batch = lambda n: pb.MultiplyBatchedRequest(batch=n, a_handles=[a], b=matrix(rand(self.SIDE, self.SIDE)),
+                                                    keep_result=True)
+        self.assert_over_quota(self.stub.MultiplyBatched, batch(4))
+        self.assertEqual(len(self.stub.MultiplyBatched(batch(3), timeout=60).results), 3)
+        self.assert_over_quota(self.stub.MultiplyBatched, batch(1))
+        self.assertEqual(self.held(), 4 * 4096)
+
+    def test_kept_transpose_counts_and_in_place_takes_nothing(self):
+        handles = [self.upload() for _ in range(3)]
+        keep = pb.TransposeRequest(a_handle=handles[0], keep_result=True)
+        self.stub.Transpose(keep, timeout=60)
+        self.assert_over_quota(self.stub.Transpose, keep)
+        r = self.stub.Transpose(pb.TransposeRequest(a_handle=handles[1], in_place=True), timeout=60)
+        self.assertEqual(r.result.handle, handles[1])
+        self.assertEqual(self.held(), 4 * 4096)
+
+    def test_uploads_count(self):
+        for _ in range(4):
+            self.upload()
+        self.assert_over_quota(self.stub.Upload, pb.UploadRequest(matrix=matrix(rand(self.SIDE, self.SIDE))))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            upload_stream(self.stub, rand(self.SIDE, self.SIDE))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
 class ExpiryTest(unittest.TestCase):
     def test_idle_matrices_expire(self):
         with ServerProcess("--resident_ttl_seconds=1") as server:

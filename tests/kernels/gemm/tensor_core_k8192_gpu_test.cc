@@ -11,6 +11,7 @@
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
+#include "tests/support/gemm_bound.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::kernels {
@@ -73,6 +74,7 @@ TEST_P(TensorCoreDeepK, MatchesFloat64Reference) {
         host.a = a.data();
         host.b = b.data();
         const std::vector<double> ref = reference_gemm(host, nullptr);
+        const std::vector<double> magnitude = testing::gemm_magnitude(host, nullptr);
         p.a = da->data();
         p.b = db->data();
         p.c = dc->data();
@@ -87,9 +89,8 @@ TEST_P(TensorCoreDeepK, MatchesFloat64Reference) {
         std::vector<std::byte> out(c0.size());
         ASSERT_EQ(cudaMemcpy(out.data(), dc->data(), out.size(), cudaMemcpyDeviceToHost),
                   cudaSuccess);
-        const ErrorStats e = compare_with_reference(out.data(), out_type, c.m, c.n, c.n, ref);
-        EXPECT_EQ(e.nonfinite, 0) << what;
-        EXPECT_LT(e.rel_l2_error, prec == Precision::kTF32 ? 5e-3 : 1e-2) << what;
+        const testing::GemmCheck e = testing::check_gemm(host, out.data(), c.n, ref, magnitude);
+        EXPECT_TRUE(e.ok()) << what << ": " << e.summary();
         ++checked;
       }
     }

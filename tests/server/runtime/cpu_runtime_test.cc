@@ -10,6 +10,8 @@
 #include "kernels/cpu/reference.h"
 #include "server/runtime/cpu_backend.h"
 #include "server/runtime/runtime.h"
+#include "tests/support/gemm_bound.h"
+#include "tests/support/precision_probe.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::server {
@@ -60,7 +62,14 @@ TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
   Outcome o1;
   ASSERT_TRUE(f.runtime.multiply(inline_job, "auto", want, soon(), o1).ok());
   ASSERT_TRUE(o1.verification.has_value());
-  EXPECT_LT(o1.verification->rel_l2_error, 1e-6);
+  EXPECT_LT(o1.verification->rel_l2_error, 1e-6);  // the server's own figure
+  kernels::GemmProblem p;  // the same product, checked here element by element
+  p.m = 37, p.n = 41, p.k = 23;
+  p.lda = 23, p.ldb = 41, p.ldc = 41;
+  p.a = a.data(), p.b = b.data();
+  const testing::GemmCheck e = testing::check_gemm(
+      p, want.data(), 41, kernels::reference_gemm(p, nullptr), testing::gemm_magnitude(p, nullptr));
+  EXPECT_TRUE(e.ok()) << e.summary();
 
   auto ra = f.runtime.upload(inline_job.a, "", -1, soon());
   auto rb = f.runtime.upload(inline_job.b, "", -1, soon());
@@ -77,6 +86,103 @@ TEST(CpuRuntime, ResidentOperandsAndResidentResultMatchInline) {
   std::vector<std::byte> got(job.out_bytes());
   ASSERT_TRUE(f.runtime.read(*o2.result, 0, got, soon()).ok());
   EXPECT_EQ(got, want);  // same kernel, same data: bit-identical
+}
+
+// fp32 data with a reduced compute precision through the Runtime: each probe value comes out as
+// the requested format rounds it (fp16, bf16 and tf32 told apart; precision_probe.h).
+TEST(CpuRuntime, ComputePrecisionRoundsAsItsFormat) {
+  Fixture f;
+  const auto& probe = testing::precision_probe();
+  const auto rows = static_cast<std::int64_t>(probe.size());
+  std::vector<std::byte> a(probe.size() * sizeof(float));
+  for (std::size_t i = 0; i < probe.size(); ++i) {
+    std::memcpy(&a[i * sizeof(float)], &probe[i].in, sizeof(float));
+  }
+  const float one = 1.0f;
+  std::vector<std::byte> b(sizeof(float));
+  std::memcpy(b.data(), &one, sizeof(float));
+  for (kernels::Precision prec : {kernels::Precision::kF32, kernels::Precision::kTF32,
+                                  kernels::Precision::kF16, kernels::Precision::kBF16}) {
+    GemmJob job;
+    job.a = inline_operand(a, rows, 1);
+    job.b = inline_operand(b, 1, 1);
+    job.precision = prec;
+    std::vector<std::byte> out(job.out_bytes());
+    testing::poison(out.data(), out.size());
+    Outcome o;
+    ASSERT_TRUE(f.runtime.multiply(job, "auto", out, soon(), o).ok());
+    for (std::size_t i = 0; i < probe.size(); ++i) {
+      float got = 0.0f;
+      std::memcpy(&got, &out[i * sizeof(float)], sizeof(float));
+      EXPECT_EQ(got, testing::probe_expected(probe[i], prec))
+          << kernels::precision_name(prec) << " probe " << i;
+    }
+  }
+}
+
+// float (row-major) at index i of raw fp32 bytes.
+float f32_at(std::span<const std::byte> bytes, std::size_t i) {
+  float v = 0.0f;
+  std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof(float));
+  return v;
+}
+
+// A batch whose products each read their own A and C (B broadcast), with alpha and beta: every
+// product equals alpha A_z B + beta C_z, computed here by a plain triple loop. The operands sit
+// evenly spaced in one buffer (a strided batch) or in buffers of their own (pointer arrays).
+TEST(CpuRuntime, BatchedProductsReadTheirOwnOperandsAndC) {
+  constexpr std::int64_t kM = 5, kN = 4, kK = 3, kCount = 3;
+  constexpr std::size_t kA = kM * kK * 4, kC = kM * kN * 4;
+  Fixture f;
+  const auto b = testing::random_matrix(kK * kN, DType::kF32, 20);
+  for (const bool separate : {false, true}) {
+    const auto all_a = testing::random_matrix(kM * kK * kCount, DType::kF32, separate ? 21 : 22);
+    const auto all_c = testing::random_matrix(kM * kN * kCount, DType::kF32, separate ? 23 : 24);
+    std::vector<std::vector<std::byte>> own_a, own_c;  // pointer arrays: one buffer each
+    GemmBatchJob job;
+    job.count = kCount;
+    job.shape.alpha = 0.5;
+    job.shape.beta = 2.0;
+    job.b = {inline_operand(b, kK, kN)};
+    for (std::int64_t z = 0; z < kCount; ++z) {
+      std::span<const std::byte> a_z(all_a.data() + z * kA, kA);
+      std::span<const std::byte> c_z(all_c.data() + z * kC, kC);
+      if (separate) {
+        own_a.emplace_back(a_z.begin(), a_z.end());
+        own_c.emplace_back(c_z.begin(), c_z.end());
+        a_z = own_a.back();
+        c_z = own_c.back();
+      }
+      Operand a_op = inline_operand(all_a, kM, kK);
+      a_op.data = a_z;
+      Operand c_op = inline_operand(all_c, kM, kN);
+      c_op.data = c_z;
+      job.a.push_back(a_op);
+      job.c.push_back(c_op);
+    }
+    job.shape.a = job.a[0];
+    job.shape.b = job.b[0];
+    job.shape.c = job.c[0];
+    std::vector<std::byte> out(kC * kCount);
+    testing::poison(out.data(), out.size());
+    job.outs = {out};
+    Outcome o;
+    ASSERT_TRUE(f.runtime.multiply_batch(job, "auto", soon(), o).ok());
+    for (std::int64_t z = 0; z < kCount; ++z) {
+      for (std::int64_t i = 0; i < kM; ++i) {
+        for (std::int64_t j = 0; j < kN; ++j) {
+          double want = 2.0 * f32_at(all_c, static_cast<std::size_t>(z * kM * kN + i * kN + j));
+          for (std::int64_t q = 0; q < kK; ++q) {
+            want += 0.5 * f32_at(all_a, static_cast<std::size_t>(z * kM * kK + i * kK + q)) *
+                    f32_at(b, static_cast<std::size_t>(q * kN + j));
+          }
+          const float got = f32_at(out, static_cast<std::size_t>(z * kM * kN + i * kN + j));
+          EXPECT_NEAR(got, want, 1e-5) << (separate ? "pointer arrays" : "strided") << " product "
+                                       << z << " (" << i << ", " << j << ")";
+        }
+      }
+    }
+  }
 }
 
 TEST(CpuRuntime, InPlaceTransposeSwapsTheShape) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -24,22 +25,36 @@ Waiter within(absl::Duration d) {
   return Waiter{absl::Now() + d, {}};
 }
 
+// Waits (a minute at most) until `done` holds: a state the scheduler reports, never a guess at
+// how long another thread takes to get there.
+bool eventually(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Minutes(1);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 TEST(DeviceScheduler, AtMostSlotsRunAtOnce) {
   MemoryPool pool(heap(), 1 << 30);
   DeviceScheduler s("dev", 2, 16, pool);
   std::atomic<int> running{0};
   std::atomic<int> peak{0};
+  std::atomic<int> finished{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {
-      auto a = s.admit({}, within(absl::Seconds(10)));
+      auto a = s.admit({}, within(absl::Minutes(1)));
       ASSERT_TRUE(a.ok());
       const int now = ++running;
       int p = peak.load();
       while (now > p && !peak.compare_exchange_weak(p, now)) {
       }
-      absl::SleepFor(absl::Milliseconds(20));
+      // Hold the slot until a second one is taken too (or no one else is left to take it).
+      EXPECT_TRUE(eventually([&] { return peak.load() >= 2 || finished.load() + 1 >= 8; }));
       --running;
+      ++finished;
     });
   }
   for (auto& t : threads) t.join();
@@ -81,7 +96,7 @@ TEST(DeviceScheduler, WaitsForMemoryWhileOthersProceed) {
   const BlockSpec small[] = {{512 << 10, false}};
   EXPECT_TRUE(s.admit(small, within(absl::Seconds(1))).ok());
   std::thread release([&] {
-    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_TRUE(eventually([&] { return s.stats().queued == 1; }));  // the second waits
     auto gone = std::move(*first);
   });
   auto second = s.admit(three_mib, within(absl::Seconds(10)));  // waits for the first
@@ -109,7 +124,7 @@ TEST(DeviceScheduler, CancelledWhileQueued) {
   auto holder = s.admit({}, within(absl::Seconds(1)));
   std::atomic<bool> cancel{false};
   std::thread canceller([&] {
-    absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_TRUE(eventually([&] { return s.stats().queued == 1; }));  // cancelled while queued
     cancel = true;
   });
   auto a = s.admit({}, Waiter{absl::InfiniteFuture(), [&] { return cancel.load(); }});
@@ -121,10 +136,12 @@ TEST(DeviceScheduler, CancelledWhileQueued) {
 TEST(DeviceScheduler, FullQueueIsRefused) {
   MemoryPool pool(heap(), 1 << 30);
   DeviceScheduler s("dev", 1, 1, pool);
-  auto holder = s.admit({}, within(absl::Seconds(1)));
-  std::thread waiting([&] { (void)s.admit({}, within(absl::Milliseconds(200))); });
-  absl::SleepFor(absl::Milliseconds(50));
-  auto refused = s.admit({}, within(absl::Seconds(1)));
+  auto holder = s.admit({}, within(absl::Minutes(1)));
+  ASSERT_TRUE(holder.ok());
+  std::thread waiting([&] { EXPECT_TRUE(s.admit({}, within(absl::Minutes(1))).ok()); });
+  ASSERT_TRUE(eventually([&] { return s.stats().queued == 1; }));  // the queue's one place taken
+  auto refused = s.admit({}, within(absl::Minutes(1)));
+  { auto done = std::move(*holder); }  // the waiting one runs now
   waiting.join();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);

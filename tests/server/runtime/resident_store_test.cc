@@ -3,9 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
-
-#include "absl/time/clock.h"
 
 namespace matserve::server {
 namespace {
@@ -53,22 +52,39 @@ TEST(ResidentStore, GarbageHandlesAreQuotedShort) {
   EXPECT_EQ(store.get("a_handle", "", "").status().code(), absl::StatusCode::kNotFound);
 }
 
+RawAllocator heap_allocator() {
+  return RawAllocator{.name = "t",
+                      .allocate = [](std::size_t b) { return std::malloc(b); },
+                      .release = [](void* p) { std::free(p); }};
+}
+
 // Reservations count against the quota together with published matrices, per owner, until
-// they end: two requests in progress cannot both take the last free bytes.
+// they end: two requests in progress cannot both take the last free bytes, and a published
+// matrix holds its bytes until it is released.
 TEST(ResidentStore, QuotaReservationsAddUpWithPublishedMatrices) {
+  MemoryPool pool(heap_allocator(), 1 << 30);
   ResidentStore store(absl::Minutes(1));
   const std::int64_t limit = 3 * 4096;
+  auto published = matrix("alice");
+  published->block = *pool.allocate(4096, true);
+  const std::string handle = store.add(published);
+  EXPECT_EQ(store.bytes_of("alice"), 4096);
+  EXPECT_EQ(store.bytes_of("bob"), 0);
   absl::StatusOr<QuotaReservation> first = store.reserve("alice", 4096, limit);
   absl::StatusOr<QuotaReservation> second = store.reserve("alice", 100, limit);  // 4096 counted
-  absl::StatusOr<QuotaReservation> third = store.reserve("alice", 4096, limit);  // the limit
-  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  ASSERT_TRUE(first.ok() && second.ok());
   const absl::Status refused = store.reserve("alice", 1, limit).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.message().find("12288 reserved by requests in progress"),
+  EXPECT_NE(refused.message().find("4096 held now, 8192 reserved by requests in progress"),
             absl::string_view::npos)
       << refused;
   EXPECT_TRUE(store.reserve("bob", 4096, limit).ok());  // another owner's quota is its own
   first->reset();                                       // a request ended: its bytes come back
+  absl::StatusOr<QuotaReservation> third = store.reserve("alice", 4096, limit);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(store.reserve("alice", 1, limit).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store.release(handle, "alice").ok());  // the published bytes come back too
+  EXPECT_EQ(store.bytes_of("alice"), 0);
   EXPECT_TRUE(store.reserve("alice", 4096, limit).ok());
   EXPECT_TRUE(store.reserve("alice", 1 << 30, 0).ok());  // no limit: nothing reserved
 }
@@ -81,41 +97,48 @@ TEST(ResidentStore, ReleaseForgetsTheHandle) {
   EXPECT_EQ(store.release(h, "").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Idle times are set by hand (last_used_ms, which every use stamps): no test waits on the clock.
 TEST(ResidentStore, IdleMatricesExpireAndUseKeepsThemAlive) {
-  ResidentStore store(absl::Milliseconds(100));
-  const std::string idle = store.add(matrix(""));
-  const std::string used = store.add(matrix(""));
-  for (int i = 0; i < 4; ++i) {
-    absl::SleepFor(absl::Milliseconds(40));
-    ASSERT_TRUE(store.get("h", used, "").ok());
-    store.sweep();
-  }
-  EXPECT_FALSE(store.get("h", idle, "").ok());
-  EXPECT_TRUE(store.get("h", used, "").ok());
+  ResidentStore store(absl::Minutes(1));
+  auto idle = matrix("");
+  auto used = matrix("");
+  const std::string idle_handle = store.add(idle);
+  const std::string used_handle = store.add(used);
+  EXPECT_EQ(store.sweep(), 0);  // both just made
+  idle->last_used_ms.store(monotonic_ms() - 61'000);
+  used->last_used_ms.store(monotonic_ms() - 61'000);
+  EXPECT_EQ(store.expires_in_ms(*idle), 0);
+  ASSERT_TRUE(store.get("h", used_handle, "").ok());  // a use restarts its idle time
+  EXPECT_GT(store.expires_in_ms(*used), 0);
+  EXPECT_EQ(store.sweep(), 1);
+  EXPECT_FALSE(store.get("h", idle_handle, "").ok());
+  EXPECT_TRUE(store.get("h", used_handle, "").ok());
   EXPECT_EQ(store.stats().expired_total, 1);
 }
 
 // A matrix in use (an operation holds its lock) does not expire however long the use lasts,
 // and its idle time starts when the use ends: a long Multiply never loses its operand's handle.
 TEST(ResidentStore, MatricesInUseDoNotExpire) {
-  ResidentStore store(absl::Milliseconds(50));
+  ResidentStore store(absl::Minutes(1));
   auto m = matrix("");
   const std::string h = store.add(m);
+  const auto long_ago = [] { return monotonic_ms() - 120'000; };
   {
     ResidentLock use(m, /*exclusive=*/false);
-    absl::SleepFor(absl::Milliseconds(120));
+    m->last_used_ms.store(long_ago());  // in use for two minutes
     EXPECT_EQ(store.sweep(), 0);
     EXPECT_EQ(m->users.load(), 1);
   }
-  EXPECT_EQ(store.sweep(), 0);  // idle for an instant only
+  EXPECT_EQ(store.sweep(), 0);  // idle for an instant only: the end of the use restarted it
+  EXPECT_GT(m->last_used_ms.load(), long_ago());
   EXPECT_TRUE(store.get("h", h, "").ok());
   {
     ResidentLock in_place(m, /*exclusive=*/true);
-    absl::SleepFor(absl::Milliseconds(120));
+    m->last_used_ms.store(long_ago());
     EXPECT_EQ(store.sweep(), 0);
   }
-  absl::SleepFor(absl::Milliseconds(120));
-  EXPECT_EQ(store.sweep(), 1);  // idle past the TTL: gone
+  m->last_used_ms.store(long_ago());  // idle past the TTL: gone
+  EXPECT_EQ(store.sweep(), 1);
   EXPECT_FALSE(store.get("h", h, "").ok());
 }
 

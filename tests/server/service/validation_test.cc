@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+
+#include "server/service/proto_convert.h"
 
 namespace matserve::server {
 namespace {
@@ -304,6 +307,116 @@ TEST(ValidateHeader, StreamedHeaderNeedsNoData) {
   h.set_dtype(v1::DATA_TYPE_UNSPECIFIED);
   expect_error(validate_header("header", h, ServiceLimits{}).status(),
                absl::StatusCode::kInvalidArgument, "header.dtype");
+}
+
+}  // namespace
+}  // namespace matserve::server
+
+namespace matserve::server {
+namespace {
+
+// The stored shapes of A (m x k as op(A)) and B (k x n as op(B)) in a transpose state.
+v1::Matrix stored(std::int64_t rows, std::int64_t cols, bool transposed) {
+  return transposed ? matrix(cols, rows) : matrix(rows, cols);
+}
+
+// In every transpose state, op(A) is 2 x 3 and op(B) 3 x 5 (all sizes distinct, so a check that
+// reads the wrong dimension shows): accepted with m, n, k as op() gives them; an op(B) with 4
+// rows is refused, and so is a B whose stored rows match k only when transpose_b is ignored.
+TEST(ValidateMultiply, InnerDimensionsAreCheckedInEveryTransposeState) {
+  Resolver r;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+    const std::string state = std::string("transpose_a=") + (ta ? "true" : "false") +
+                              ", transpose_b=" + (tb ? "true" : "false");
+    v1::MultiplyRequest req;
+    *req.mutable_a() = stored(2, 3, ta);
+    *req.mutable_b() = stored(3, 5, tb);
+    req.set_transpose_a(ta);
+    req.set_transpose_b(tb);
+    auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(job.ok()) << state << ": " << job.status();
+    EXPECT_EQ(job->m(), 2) << state;
+    EXPECT_EQ(job->k(), 3) << state;
+    EXPECT_EQ(job->n(), 5) << state;
+
+    v1::MultiplyRequest wrong = req;
+    *wrong.mutable_b() = stored(4, 5, tb);
+    expect_error(validate_multiply(wrong, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "b: inner dimensions do not agree");
+    v1::MultiplyRequest ignored = req;  // agrees only read the other way round
+    *ignored.mutable_b() = stored(3, 5, !tb);
+    expect_error(validate_multiply(ignored, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, state);
+    v1::MultiplyRequest a_ignored = req;
+    *a_ignored.mutable_a() = stored(2, 3, !ta);
+    expect_error(validate_multiply(a_ignored, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "inner dimensions do not agree");
+
+    v1::MultiplyBatchedRequest batched;
+    batched.set_batch(2);
+    *batched.mutable_a() = req.a();
+    *batched.mutable_b() = ignored.b();
+    batched.set_transpose_a(ta);
+    batched.set_transpose_b(tb);
+    expect_error(validate_multiply_batched(batched, ServiceLimits{}, r.fn()).status(),
+                 absl::StatusCode::kInvalidArgument, "inner dimensions do not agree");
+    *batched.mutable_b() = req.b();
+    auto batch = validate_multiply_batched(batched, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(batch.ok()) << state << ": " << batch.status();
+    EXPECT_EQ(batch->shape.k(), 3) << state;
+    EXPECT_EQ(batch->shape.n(), 5) << state;
+  }
+}
+
+}  // namespace
+}  // namespace matserve::server
+
+namespace matserve::server {
+namespace {
+
+// --max_dimension is inclusive: a side equal to it passes, one more is refused, naming the field.
+TEST(ValidateMultiply, DimensionLimitIsInclusive) {
+  Resolver r;
+  ServiceLimits limits;
+  limits.max_dimension = 8;
+  v1::MultiplyRequest req;
+  *req.mutable_a() = matrix(8, 2);
+  *req.mutable_b() = matrix(2, 8);
+  ASSERT_TRUE(validate_multiply(req, limits, r.fn()).ok());
+  *req.mutable_a() = matrix(9, 2);
+  expect_error(validate_multiply(req, limits, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "9 exceeds the limit of 8 (--max_dimension)");
+  *req.mutable_a() = matrix(8, 2);
+  *req.mutable_b() = matrix(2, 9);
+  expect_error(validate_multiply(req, limits, r.fn()).status(), absl::StatusCode::kInvalidArgument,
+               "9 exceeds the limit of 8 (--max_dimension)");
+}
+
+// Each wire data type is the kernels' type of the same name, both ways, and an inline operand of
+// each is read as that type.
+TEST(ProtoConvert, DataTypesMapOneToOne) {
+  const std::pair<v1::DataType, kernels::DType> pairs[] = {{v1::FP64, kernels::DType::kF64},
+                                                           {v1::FP32, kernels::DType::kF32},
+                                                           {v1::FP16, kernels::DType::kF16},
+                                                           {v1::BF16, kernels::DType::kBF16},
+                                                           {v1::FP8_E4M3, kernels::DType::kF8E4M3}};
+  for (const auto& [wire, kernel] : pairs) {
+    EXPECT_EQ(from_proto(wire), kernel) << v1::DataType_Name(wire);
+    EXPECT_EQ(to_proto(kernel), wire) << v1::DataType_Name(wire);
+  }
+  EXPECT_FALSE(from_proto(v1::DATA_TYPE_UNSPECIFIED).has_value());
+  Resolver r;
+  for (const auto& [wire, kernel] : pairs) {
+    if (wire == v1::FP8_E4M3) continue;  // fp8 operands need compute=fp8
+    v1::MultiplyRequest req;
+    *req.mutable_a() = matrix(2, 3, wire);
+    *req.mutable_b() = matrix(3, 2, wire);
+    auto job = validate_multiply(req, ServiceLimits{}, r.fn());
+    ASSERT_TRUE(job.ok()) << v1::DataType_Name(wire) << ": " << job.status();
+    EXPECT_EQ(job->a.dtype, kernel) << v1::DataType_Name(wire);
+    EXPECT_EQ(job->b.dtype, kernel) << v1::DataType_Name(wire);
+  }
 }
 
 }  // namespace
