@@ -313,7 +313,7 @@ class ClientTest(ClientServerTest):
 
     def test_streamed_matrices_above_the_unary_limit(self):
         with ServerProcess("--max_message_bytes=1048576") as small:
-            with Client(small.target, timeout=120, chunk_bytes=256 << 10) as client:
+            with Client(small.target, timeout=120, chunk_bytes=256 << 10, stripes=0) as client:
                 try:
                     client.list_resident()
                 except mc.Unimplemented as e:
