@@ -296,3 +296,259 @@ class OwnersAndAbandonedFillsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def ranged_calls(server, rpc_name):
+    return metric(server, "matserve_requests_total", rpc=rpc_name)
+
+
+class PythonClientStripingTest(unittest.TestCase):
+    """matserve_client.Client and AsyncClient stripe by themselves above the threshold; results
+    are identical to the inline path's, small calls still go inline, nothing is left behind."""
+
+    @classmethod
+    def setUpClass(cls):
+        from matserve_client import Client
+        cls.server = ServerProcess("--max_matrix_bytes=268435456")
+        cls.striped = Client(cls.server.target, timeout=60, stripes=4,
+                             stripe_threshold_bytes=64 << 10, stripe_chunk_bytes=40000)
+        cls.inline = Client(cls.server.target, timeout=60, stripes=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.striped.close()
+        cls.inline.close()
+        assert cls.server.stop() == 0, cls.server.output()
+
+    def assert_nothing_left(self):
+        self.assertEqual(list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices),
+                         [])
+
+    def test_multiply_and_transpose_striped_equal_inline_for_every_dtype(self):
+        for dtype in ["fp64", "fp32", "fp16", "bf16"]:
+            for m, k, n in [(1, 1, 1), (17, 31, 5), (257, 1031, 33), (300, 200, 100)]:
+                with self.subTest(dtype=dtype, shape=(m, k, n)):
+                    a = RNG.uniform(-1, 1, (m, k))
+                    b = np.asfortranarray(RNG.uniform(-1, 1, (k, n)))
+                    before = ranged_calls(self.server, "WriteRange")
+                    got = self.striped.multiply(a, b, dtype=dtype).c
+                    want = self.inline.multiply(a, b, dtype=dtype).c
+                    striped = ranged_calls(self.server, "WriteRange") > before
+                    size = (m * k + k * n) * {"fp64": 8, "fp32": 4}.get(dtype, 2)
+                    self.assertEqual(striped, size >= 64 << 10)
+                    self.assertEqual(got.dtype, want.dtype)
+                    self.assertTrue(np.array_equal(got, want))
+                    t_got = self.striped.transpose(a, dtype=dtype).b
+                    t_want = self.inline.transpose(a, dtype=dtype).b
+                    self.assertTrue(np.array_equal(t_got, t_want))
+                    self.assert_nothing_left()
+
+    def test_small_calls_stay_inline(self):
+        a, b = RNG.uniform(-1, 1, (64, 64)), RNG.uniform(-1, 1, (64, 64))
+        writes = ranged_calls(self.server, "WriteRange")
+        creates = ranged_calls(self.server, "CreateResident")
+        self.striped.multiply(a, b, dtype="fp32")
+        self.striped.transpose(a, dtype="fp32")
+        self.assertEqual(ranged_calls(self.server, "WriteRange"), writes)
+        self.assertEqual(ranged_calls(self.server, "CreateResident"), creates)
+
+    def test_keep_result_returns_the_result_and_releases_the_operands(self):
+        a, b = RNG.uniform(-1, 1, (200, 300)), RNG.uniform(-1, 1, (300, 100))
+        r = self.striped.multiply(a, b, keep_result=True)
+        self.assertIsNone(r.c)
+        handles = [m.handle for m in self.server.stub.ListResident(pb.ListResidentRequest()).matrices]
+        self.assertEqual(handles, [r.resident.handle])
+        self.assertTrue(np.array_equal(r.resident.download(), self.inline.multiply(a, b).c))
+        r.resident.release()
+        self.assert_nothing_left()
+
+    def test_multiply_batched_striped_equals_inline(self):
+        # Each stacked matrix at least 1 MiB (MIN_STRIPED_BATCH_MATRIX_BYTES).
+        for dtype, (batch, m, k, n) in [("fp32", (3, 520, 530, 515)), ("bf16", (2, 740, 730, 720))]:
+            with self.subTest(dtype=dtype):
+                a = RNG.uniform(-1, 1, (batch, m, k))
+                b = RNG.uniform(-1, 1, (batch, k, n))
+                before = ranged_calls(self.server, "WriteRange")
+                got = self.striped.multiply_batched(a, b, dtype=dtype).c
+                self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+                want = self.inline.multiply_batched(a, b, dtype=dtype).c
+                self.assertTrue(np.array_equal(got, want))
+                self.assert_nothing_left()
+        # Many small matrices go inline however large the stack (one range call per matrix would
+        # cost more than it moves).
+        small = RNG.uniform(-1, 1, (64, 64, 64)).astype(np.float32)
+        before = ranged_calls(self.server, "WriteRange")
+        self.striped.multiply_batched(small, small)
+        self.assertEqual(ranged_calls(self.server, "WriteRange"), before)
+
+    def test_a_token_without_resident_permission_goes_inline(self):
+        from matserve_client import Client
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        path = os.path.join(directory.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"{ALICE} alice compute,info\n")
+        with ServerProcess(f"--auth_tokens_file={path}") as server:
+            with Client(server.target, timeout=60, token=ALICE, stripes=2,
+                        stripe_threshold_bytes=1) as client:
+                a = RNG.uniform(-1, 1, (40, 50))
+                self.assertTrue(np.array_equal(client.multiply(a, a.T).c,
+                                               self.inline.multiply(a, a.T).c))
+            self.assertEqual(server.stop(), 0)
+
+    def test_asyncio_client_stripes_too(self):
+        import asyncio
+        from matserve_client.aio import AsyncClient
+        a = RNG.uniform(-1, 1, (257, 1031))
+        b = RNG.uniform(-1, 1, (1031, 33))
+        want = self.inline.multiply(a, b).c
+        want_t = self.inline.transpose(a, dtype="fp16").b
+        small = self.inline.multiply(a[:8, :8], b[:8, :8]).c
+
+        async def run():
+            async with AsyncClient(self.server.target, timeout=60, stripes=3,
+                                   stripe_threshold_bytes=64 << 10,
+                                   stripe_chunk_bytes=50000) as client:
+                got = await asyncio.gather(client.multiply(a, b), client.multiply(a, b),
+                                           client.transpose(a, dtype="fp16"))
+                before = ranged_calls(self.server, "WriteRange")
+                tiny = await client.multiply(a[:8, :8], b[:8, :8])
+                self.assertEqual(ranged_calls(self.server, "WriteRange"), before)
+                return got, tiny
+
+        before = ranged_calls(self.server, "WriteRange")
+        (r1, r2, t), tiny = asyncio.run(run())
+        self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+        self.assertTrue(np.array_equal(r1.c, want))
+        self.assertTrue(np.array_equal(r2.c, want))
+        self.assertTrue(np.array_equal(t.b, want_t))
+        self.assertTrue(np.array_equal(tiny.c, small))
+        self.assert_nothing_left()
+
+
+class WireCodecTest(unittest.TestCase):
+    """The hand-written WriteRange serializer and ReadRange parser agree with protobuf's."""
+
+    def test_write_range_bytes_parse_as_the_message(self):
+        from matserve_client import striped
+        data = np.arange(100000, dtype=np.uint8)
+        for offset in [0, 1, 127, 128, 300, 1 << 40]:
+            wire = striped.encode_write_range(b"ab" * 16, offset, memoryview(data)[5:70005])
+            msg = pb.WriteRangeRequest.FromString(wire)
+            self.assertEqual((msg.handle, msg.offset), ("ab" * 16, offset))
+            self.assertEqual(msg.data, data[5:70005].tobytes())
+
+    def test_read_range_reply_lands_in_its_slice(self):
+        from matserve_client import striped
+        out = np.zeros(300, dtype=np.uint8)
+        payload = bytes(range(200))
+        striped.read_range_into(pb.ReadRangeReply(data=payload).SerializeToString(),
+                                out[50:250])
+        self.assertEqual(out[50:250].tobytes(), payload)
+        self.assertFalse(out[:50].any() or out[250:].any())
+        with self.assertRaises(Exception):
+            striped.read_range_into(pb.ReadRangeReply(data=payload).SerializeToString(), out[:10])
+
+    def test_the_codecs_copy_each_byte_once(self):
+        import tracemalloc
+        from matserve_client import striped
+        chunk = 4 << 20
+        data = np.ones(chunk, dtype=np.uint8)
+        wire = pb.ReadRangeReply(data=data.tobytes()).SerializeToString()
+        out = np.empty(chunk, dtype=np.uint8)
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            striped.read_range_into(wire, out)  # straight into `out`: nothing as large allocated
+            read_peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.reset_peak()
+            request = striped.encode_write_range(b"h" * 32, 0, memoryview(data))
+            write_peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLess(read_peak, 64 << 10)
+        self.assertLess(write_peak, chunk + (64 << 10))  # the request itself, nothing more
+        # handle: tag, length, 32 bytes; offset: tag, 1 byte; data: tag, 4-byte length.
+        self.assertEqual(len(request), (1 + 1 + 32) + (1 + 1) + (1 + 4) + chunk)
+
+
+CLI = os.environ.get("MATSERVE_CLI")
+BENCH = os.environ.get("MATSERVE_BENCH")
+
+
+@unittest.skipUnless(CLI, "matserve-cli not built")
+class CppClientStripingTest(unittest.TestCase):
+    """The C++ client (through matserve-cli and matserve-bench) stripes by itself above the
+    threshold; results are bit-identical to one message's; nothing is left behind."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess()
+        cls.dir = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+        cls.dir.cleanup()
+
+    def cli(self, *args):
+        r = subprocess.run([CLI, "--target", self.server.target, *args], capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
+    def out(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def test_cli_striped_results_equal_inline_ones(self):
+        for dtype in ["fp64", "fp32", "fp16", "bf16"]:
+            for shape in ["1x1x1", "17x5x31", "257x33x1031"]:
+                with self.subTest(dtype=dtype, shape=shape):
+                    before = ranged_calls(self.server, "WriteRange")
+                    self.cli("multiply", "--random", shape, "--dtype", dtype, "--layout", "col",
+                             "--stripes", "3", "--stripe-threshold-bytes", "1",
+                             "--stripe-chunk-bytes", "4099", "--out", self.out("s.npy"))
+                    self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+                    self.cli("multiply", "--random", shape, "--dtype", dtype, "--layout", "col",
+                             "--stripes", "0", "--out", self.out("i.npy"))
+                    with open(self.out("s.npy"), "rb") as s, open(self.out("i.npy"), "rb") as i:
+                        self.assertEqual(s.read(), i.read())
+                    self.cli("transpose", "--random", shape.rsplit("x", 1)[0], "--dtype", dtype,
+                             "--stripes", "2", "--stripe-threshold-bytes", "1",
+                             "--out", self.out("ts.npy"))
+                    self.cli("transpose", "--random", shape.rsplit("x", 1)[0], "--dtype", dtype,
+                             "--stripes", "0", "--out", self.out("ti.npy"))
+                    with open(self.out("ts.npy"), "rb") as s, open(self.out("ti.npy"), "rb") as i:
+                        self.assertEqual(s.read(), i.read())
+                    self.assertEqual(
+                        list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices), [])
+
+    def test_cli_calls_below_the_threshold_stay_inline(self):
+        before = ranged_calls(self.server, "CreateResident")
+        self.cli("multiply", "--random", "64x64x64", "--stripes", "4")  # default threshold 16 MiB
+        self.assertEqual(ranged_calls(self.server, "CreateResident"), before)
+
+    def test_cli_batched_stripes_and_checks_every_product(self):
+        before = ranged_calls(self.server, "WriteRange")
+        out = self.cli("multiply", "--random", "520x520x520", "--batch", "2", "--verify",
+                       "--tolerance", "1e-5", "--stripes", "4", "--stripe-threshold-bytes", "1",
+                       "--json")
+        self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+        self.assertIn("server_verification", out)  # every product within --tolerance (else exit 3)
+        self.assertEqual(
+            list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices), [])
+
+    @unittest.skipUnless(BENCH, "matserve-bench not built")
+    def test_bench_striped_mode(self):
+        r = subprocess.run([BENCH, "--target", self.server.target, "--shapes", "96",
+                            "--modes", "inline,striped", "--stripes", "3", "--requests", "6",
+                            "--warmup", "1", "--json", self.out("bench.json")],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        import json
+        with open(self.out("bench.json")) as f:
+            doc = json.load(f)
+        runs = {run["mode"]: run for run in doc["runs"]}
+        self.assertEqual(set(runs), {"inline", "striped"})
+        for run in runs.values():
+            self.assertEqual(run["errors"], 0, run)
