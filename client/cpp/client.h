@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -147,6 +148,9 @@ class Client {
   absl::StatusOr<std::optional<v1::TransposeReply>> transpose_striped(
       const v1::TransposeRequest& request);
   void release_quietly(const std::vector<std::string>& handles);
+  // Once per client, before its first striped call: ranges no larger than the server's
+  // ServerLimits.max_range_bytes (GetServerInfo; unknown: the client's own limit stands).
+  void fit_ranges_to_server();
 
   std::string target_;
   ClientOptions options_;
@@ -154,6 +158,7 @@ class Client {
   std::unique_ptr<v1::MatrixService::Stub> stub_;
   std::unique_ptr<::grpc::health::v1::Health::Stub> health_stub_;
   std::unique_ptr<StripedTransfer> striped_;  // null with 0 stripes
+  std::once_flag ranges_fitted_;
 };
 
 }  // namespace matserve::client

@@ -40,6 +40,16 @@ bool Client::stripes_call(std::initializer_list<std::int64_t> operand_bytes) con
   return total > 0 && total >= options_.stripe_threshold_bytes;
 }
 
+void Client::fit_ranges_to_server() {
+  std::call_once(ranges_fitted_, [this] {
+    absl::StatusOr<v1::GetServerInfoReply> info = get_server_info();
+    if (!info.ok()) return;
+    const v1::ServerLimits& l = info->limits();
+    striped_->limit_chunk_bytes(l.max_range_bytes() > 0 ? l.max_range_bytes()
+                                                        : l.max_message_bytes() - 1024);
+  });
+}
+
 void Client::release_quietly(const std::vector<std::string>& handles) {
   if (handles.empty()) return;
   grpc::ClientContext context;
@@ -79,6 +89,7 @@ absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
   take(request.has_a(), request.a(), r.mutable_a_handle());
   take(request.has_b(), request.b(), r.mutable_b_handle());
   take(request.has_c(), request.c(), r.mutable_c_handle());
+  fit_ranges_to_server();
   if (absl::Status s = striped_->put(sources, made); !s.ok()) {
     if (made.empty() && inline_instead(s)) return std::nullopt;
     return s;
@@ -108,6 +119,7 @@ absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
   r.set_verify(request.verify());
   r.set_keep_result(true);
   const StripedTransfer::Source source{&request.a(), request.a().data()};
+  fit_ranges_to_server();
   if (absl::Status s = striped_->put({&source, 1}, made); !s.ok()) {
     if (made.empty() && inline_instead(s)) return std::nullopt;
     return s;
@@ -165,6 +177,7 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   take(request.has_a(), request.a(), r.mutable_a_handles());
   take(request.has_b(), request.b(), r.mutable_b_handles());
   take(request.has_c(), request.c(), r.mutable_c_handles());
+  fit_ranges_to_server();
   if (absl::Status s = striped_->put(sources, made); !s.ok()) {
     if (made.empty() && inline_instead(s)) return std::nullopt;
     return s;

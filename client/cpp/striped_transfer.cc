@@ -27,12 +27,20 @@ StripedTransfer::StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::
       prepare_(std::move(prepare)),
       chunk_bytes_(std::max<std::int64_t>(chunk_bytes, 1)) {}
 
+void StripedTransfer::limit_chunk_bytes(std::int64_t limit) {
+  if (limit <= 0) return;
+  std::int64_t now = chunk_bytes_.load();
+  while (limit < now && !chunk_bytes_.compare_exchange_weak(now, limit)) {
+  }
+}
+
 std::vector<StripedTransfer::Range> StripedTransfer::split(
     std::span<const std::int64_t> sizes) const {
+  const std::int64_t chunk = chunk_bytes_.load();
   std::vector<Range> ranges;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    for (std::int64_t off = 0; off < sizes[i]; off += chunk_bytes_) {
-      ranges.push_back({i, off, std::min(chunk_bytes_, sizes[i] - off)});
+    for (std::int64_t off = 0; off < sizes[i]; off += chunk) {
+      ranges.push_back({i, off, std::min(chunk, sizes[i] - off)});
     }
   }
   return ranges;

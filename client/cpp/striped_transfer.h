@@ -4,6 +4,7 @@
 // ranges of resident matrices into the caller's buffers; each runs one thread per stripe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,7 +54,9 @@ class StripedTransfer {
   absl::Status get(std::span<const Sink> sinks);
 
   std::size_t stripes() const { return stubs_.size(); }
-  std::int64_t chunk_bytes() const { return chunk_bytes_; }
+  std::int64_t chunk_bytes() const { return chunk_bytes_.load(); }
+  // Ranges of at most `limit` bytes from now on (what one message of the server carries).
+  void limit_chunk_bytes(std::int64_t limit);
 
  private:
   struct Range {
@@ -68,7 +71,7 @@ class StripedTransfer {
 
   std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs_;
   std::function<void(grpc::ClientContext&)> prepare_;
-  std::int64_t chunk_bytes_;
+  std::atomic<std::int64_t> chunk_bytes_;
 };
 
 }  // namespace matserve::client

@@ -352,6 +352,14 @@ class PythonClientStripingTest(unittest.TestCase):
         self.assertEqual(ranged_calls(self.server, "WriteRange"), writes)
         self.assertEqual(ranged_calls(self.server, "CreateResident"), creates)
 
+    def test_a_result_into_shared_memory_keeps_the_call_inline(self):
+        a = RNG.uniform(-1, 1, (200, 300)).astype(np.float32)
+        b = RNG.uniform(-1, 1, (300, 100)).astype(np.float32)
+        with self.striped.create_shared_memory(200 * 100 * 4 + 4096) as region:
+            r = self.striped.multiply(a, b, out=region.empty(200, 100, "fp32"))
+            self.assertTrue(np.array_equal(r.c, self.inline.multiply(a, b).c))
+        self.assert_nothing_left()
+
     def test_keep_result_returns_the_result_and_releases_the_operands(self):
         a, b = RNG.uniform(-1, 1, (200, 300)), RNG.uniform(-1, 1, (300, 100))
         r = self.striped.multiply(a, b, keep_result=True)
@@ -522,6 +530,18 @@ class CppClientStripingTest(unittest.TestCase):
                         self.assertEqual(s.read(), i.read())
                     self.assertEqual(
                         list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices), [])
+
+    def test_cli_ranges_fit_a_server_with_small_messages(self):
+        # 1.44 MB operands and result, the server's messages 1 MiB: ranges of 8 MiB (the default)
+        # would be refused; the client cuts them to the server's max_range_bytes.
+        with ServerProcess("--max_message_bytes=1048576") as small:
+            r = subprocess.run([CLI, "--target", small.target, "multiply", "--random",
+                                "600x600x600", "--stripes", "2", "--stripe-threshold-bytes", "1",
+                                "--check", "--tolerance", "1e-5"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertGreater(ranged_calls(small, "ReadRange"), 1)
+            self.assertEqual(small.stop(), 0)
 
     def test_cli_calls_below_the_threshold_stay_inline(self):
         before = ranged_calls(self.server, "CreateResident")

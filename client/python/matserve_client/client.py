@@ -562,7 +562,9 @@ class Client:
         the result is kept on the server (asked for, or too large to come back in the reply)."""
         inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
         anchor = next((v for v in ops.values() if isinstance(v, ResidentMatrix)), None)
-        if self._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()):
+        # Not when the result goes to shared memory (result_bytes 0): it cannot also be kept.
+        if result_bytes > 0 and self._stripes_for(sum(p.nbytes for p in inline.values()),
+                                                  ops.values()):
             names = list(inline)
             made = self._put_striped([inline[k] for k in names], timeout, temporaries, anchor)
             if made is not None:
