@@ -24,12 +24,6 @@ bool inline_instead(const absl::Status& s) {
 
 }  // namespace
 
-std::int64_t inline_bytes(bool present, const v1::Matrix& m) {
-  if (!present) return 0;
-  if (m.has_shm()) return -1;
-  return static_cast<std::int64_t>(m.data().size());
-}
-
 bool Client::stripes_call(std::initializer_list<std::int64_t> operand_bytes) const {
   if (striped_ == nullptr) return false;
   std::int64_t total = 0;

@@ -8,17 +8,15 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/client.h"
 #include "grpcpp/client_context.h"
 
 namespace matserve::client {
-namespace {
-
-absl::Status from_grpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+std::int64_t inline_bytes(bool present, const v1::Matrix& m) {
+  if (!present) return 0;
+  if (m.has_shm()) return -1;
+  return static_cast<std::int64_t>(m.data().size());
 }
-
-}  // namespace
 
 StripedTransfer::StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs,
                                  std::function<void(grpc::ClientContext&)> prepare,
@@ -86,7 +84,8 @@ absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<s
     grpc::ClientContext context;
     prepare_(context);
     v1::UploadReply reply;
-    if (absl::Status s = from_grpc(stubs_[0]->CreateResident(&context, request, &reply)); !s.ok())
+    if (absl::Status s = from_grpc_status(stubs_[0]->CreateResident(&context, request, &reply));
+        !s.ok())
       return s;
     if (reply.resident().bytes() != static_cast<std::int64_t>(src.bytes.size())) {
       made.push_back(reply.resident().handle());
@@ -106,7 +105,7 @@ absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<s
     grpc::ClientContext context;
     prepare_(context);
     v1::WriteRangeReply reply;
-    return from_grpc(stub.WriteRange(&context, request, &reply));
+    return from_grpc_status(stub.WriteRange(&context, request, &reply));
   });
 }
 
@@ -121,7 +120,8 @@ absl::Status StripedTransfer::get(std::span<const Sink> sinks) {
     grpc::ClientContext context;
     prepare_(context);
     v1::ReadRangeReply reply;
-    if (absl::Status s = from_grpc(stub.ReadRange(&context, request, &reply)); !s.ok()) return s;
+    if (absl::Status s = from_grpc_status(stub.ReadRange(&context, request, &reply)); !s.ok())
+      return s;
     if (static_cast<std::int64_t>(reply.data().size()) != r.length) {
       return absl::DataLossError(absl::StrCat("ReadRange returned ", reply.data().size(),
                                               " bytes for a range of ", r.length));

@@ -99,7 +99,8 @@ def run(client, shape, transport, reps, warmup):
     t = [x[1] for x in rows]
     stripes = client.stripes if transport == "striped" else 0
     return {"shape": f"{n}^3 fp32", "transport": transport, "stripes": stripes, "reps": reps,
-            "client_us": client_us, "wire_gb_per_s": 3 * a.nbytes / (client_us * 1e3), "server_total_us": median([x.total_us for x in t]),
+            "client_us": client_us, "wire_gb_per_s": 3 * a.nbytes / (client_us * 1e3),
+            "server_total_us": median([x.total_us for x in t]),
             "kernel_us": median([x.kernel_us for x in t]),
             "host_to_device_us": median([x.host_to_device_us for x in t]),
             "device_to_host_us": median([x.device_to_host_us for x in t]),

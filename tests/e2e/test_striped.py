@@ -166,11 +166,13 @@ class RangedTransferTest(unittest.TestCase):
             header=pb.Matrix(rows=10, cols=10, dtype=pb.FP64))).resident.handle
         call(self.stub.WriteRange, pb.WriteRangeRequest(handle=h, offset=100, data=bytes(100)))
         self.expect(grpc.StatusCode.OUT_OF_RANGE, ["offset", "[750, 801)", "800 bytes", h],
-                    self.stub.WriteRange, pb.WriteRangeRequest(handle=h, offset=750, data=bytes(51)))
+                    self.stub.WriteRange,
+                    pb.WriteRangeRequest(handle=h, offset=750, data=bytes(51)))
         self.expect(grpc.StatusCode.OUT_OF_RANGE, ["[1000, 1001)"], self.stub.WriteRange,
                     pb.WriteRangeRequest(handle=h, offset=1000, data=b"x"))
         self.expect(grpc.StatusCode.ALREADY_EXISTS, ["offset", "[150, 250)", "[100, 200)", h],
-                    self.stub.WriteRange, pb.WriteRangeRequest(handle=h, offset=150, data=bytes(100)))
+                    self.stub.WriteRange,
+                    pb.WriteRangeRequest(handle=h, offset=150, data=bytes(100)))
         self.expect(grpc.StatusCode.INVALID_ARGUMENT, ["offset: -8 is negative"],
                     self.stub.WriteRange, pb.WriteRangeRequest(handle=h, offset=-8, data=b"x"))
         self.expect(grpc.StatusCode.INVALID_ARGUMENT, ["data: empty"],
@@ -210,8 +212,9 @@ import sys, grpc
 from matserve.v1 import matrix_service_pb2 as pb, matrix_service_pb2_grpc as rpc
 stub = rpc.MatrixServiceStub(grpc.insecure_channel(sys.argv[1]))
 md = [("authorization", "Bearer " + sys.argv[2])]
-h = stub.CreateResident(pb.CreateResidentRequest(header=pb.Matrix(rows=256, cols=256, dtype=pb.FP32)),
-                        metadata=md, timeout=30).resident.handle
+header = pb.Matrix(rows=256, cols=256, dtype=pb.FP32)
+h = stub.CreateResident(pb.CreateResidentRequest(header=header), metadata=md,
+                        timeout=30).resident.handle
 for off in range(0, 65536, 16384):
     stub.WriteRange(pb.WriteRangeRequest(handle=h, offset=off, data=bytes(16384)), metadata=md,
                     timeout=30)
@@ -364,7 +367,8 @@ class PythonClientStripingTest(unittest.TestCase):
         a, b = RNG.uniform(-1, 1, (200, 300)), RNG.uniform(-1, 1, (300, 100))
         r = self.striped.multiply(a, b, keep_result=True)
         self.assertIsNone(r.c)
-        handles = [m.handle for m in self.server.stub.ListResident(pb.ListResidentRequest()).matrices]
+        listed = self.server.stub.ListResident(pb.ListResidentRequest()).matrices
+        handles = [m.handle for m in listed]
         self.assertEqual(handles, [r.resident.handle])
         self.assertTrue(np.array_equal(r.resident.download(), self.inline.multiply(a, b).c))
         r.resident.release()

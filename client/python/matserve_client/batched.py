@@ -11,7 +11,7 @@ released.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -77,12 +77,14 @@ def order_of(x: BatchOperand) -> str:
 
 
 def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep_result: bool,
-         temporaries: List[ResidentMatrix], timeout: Optional[float]) -> bool:
+         temporaries: List[ResidentMatrix], timeout: Optional[float]) -> Tuple[bool, bool]:
     """Puts operands in the request as stacks or handle lists (uploading stacks that do not fit in
     one message together, as temporaries, with auto_stream); returns whether the results are kept
-    on the server (asked for, or too large for the reply)."""
+    on the server (asked for, striped, or too large for the reply) and whether the operands went
+    striped (then the results come back striped too)."""
     inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
     from .client import MIN_STRIPED_BATCH_MATRIX_BYTES
+    striped_call = False
     if (client._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()) and
             all(p.nbytes // p.batch >= MIN_STRIPED_BATCH_MATRIX_BYTES for p in inline.values())):
         anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
@@ -93,6 +95,7 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
             for name in inline:
                 ops[name] = [m for m, (n, _) in zip(made, parts) if n == name]
             inline = {}
+            striped_call = True
             keep_result = True  # the results come back striped (multiply_batched)
     limit = client.unary_limit_bytes() if client.auto_stream else 0
     if client.auto_stream and inline:
@@ -117,7 +120,7 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
     keep = keep_result or (client.auto_stream and result_bytes > limit)
     if keep:
         request.keep_result = True
-    return keep
+    return keep, striped_call
 
 
 def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
@@ -147,7 +150,8 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     result_bytes = batch * m * n * dtypes.itemsize(out_name)
     temporaries: List[ResidentMatrix] = []
     try:
-        kept = fill(client, request, ops, result_bytes, keep_result, temporaries, timeout)
+        kept, striped_call = fill(client, request, ops, result_bytes, keep_result, temporaries,
+                                  timeout)
         reply = client._call("MultiplyBatched", request, timeout)
         if not kept:
             matrices, residents = decode_batch(reply.c), []
@@ -156,7 +160,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
             matrices = None
             if not keep_result:  # kept by this client (striped, or too large for the reply)
                 try:
-                    if client.stripes > 0 and not client._no_ranges:
+                    if striped_call:
                         matrices = _read_all_striped(client, residents, batch, order, timeout)
                     else:
                         matrices = _download_all(residents, batch, order, timeout)

@@ -288,14 +288,15 @@ class Client:
             result_bytes = 0  # not in the reply
         temporaries: List[ResidentMatrix] = []
         try:
-            kept = self._fill_operands(request, ops, result_bytes, keep_result, temporaries,
+            kept, striped_call = self._fill_operands(request, ops, result_bytes, keep_result,
+                                                     temporaries,
                                        timeout)
             reply = self._call("Multiply", request, timeout)
             if out is not None:
                 matrix, resident = _out_view(out, reply.c), None
             else:
                 matrix, resident = self._result(reply.c, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout)
+                                                keep_result, bf16_bits, timeout, striped_call)
         finally:
             self._release_quietly(temporaries)
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
@@ -370,7 +371,8 @@ class Client:
             result_bytes = 0
         temporaries: List[ResidentMatrix] = []
         try:
-            kept = self._fill_operands(request, {"a": op}, result_bytes, keep_result,
+            kept, striped_call = self._fill_operands(request, {"a": op}, result_bytes,
+                                                     keep_result,
                                        temporaries, timeout)
             reply = self._call("Transpose", request, timeout)
             if out is not None:
@@ -380,7 +382,7 @@ class Client:
                 matrix, resident = None, a
             else:
                 matrix, resident = self._result(reply.b, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout)
+                                                keep_result, bf16_bits, timeout, striped_call)
         finally:
             self._release_quietly(temporaries)
         return TransposeResult(b=matrix, variant=reply.variant, device=reply.device,
@@ -556,12 +558,16 @@ class Client:
         return prepare(x, dtype, what, order=order)
 
     def _fill_operands(self, request, ops, result_bytes: int, keep_result: bool,
-                       temporaries: List[ResidentMatrix], timeout: Optional[float]) -> bool:
-        """Puts operands in the request as bytes or handles. With auto_stream, operands that do not
-        fit in one message together are uploaded (streamed) first, as temporaries; returns whether
-        the result is kept on the server (asked for, or too large to come back in the reply)."""
+                       temporaries: List[ResidentMatrix],
+                       timeout: Optional[float]) -> Tuple[bool, bool]:
+        """Puts operands in the request as bytes or handles. Operands that together reach the
+        stripe threshold are written striped first, as temporaries; otherwise, with auto_stream,
+        operands that do not fit in one message together are uploaded (streamed) first. Returns
+        whether the result is kept on the server (asked for, striped, or too large for the reply)
+        and whether the operands went striped (then the result comes back striped too)."""
         inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
         anchor = next((v for v in ops.values() if isinstance(v, ResidentMatrix)), None)
+        striped_call = False
         # Not when the result goes to shared memory (result_bytes 0): it cannot also be kept.
         if result_bytes > 0 and self._stripes_for(sum(p.nbytes for p in inline.values()),
                                                   ops.values()):
@@ -571,6 +577,7 @@ class Client:
                 for name, resident in zip(names, made):
                     ops[name] = resident
                 inline = {}
+                striped_call = True
                 keep_result = True  # the result comes back striped (_result)
         if self.auto_stream and inline:
             limit = self.unary_limit_bytes()
@@ -593,9 +600,10 @@ class Client:
         keep = keep_result or (self.auto_stream and result_bytes > self.unary_limit_bytes())
         if keep:
             request.keep_result = True
-        return keep
+        return keep, striped_call
 
-    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool, timeout):
+    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool, timeout,
+                striped_call: bool = False):
         """(array or None, ResidentMatrix or None) from a reply's matrix and kept result."""
         if kept is None:
             return decode(matrix, bf16_bits=bf16_bits), None
@@ -603,7 +611,7 @@ class Client:
         if keep_result:
             return None, resident
         try:  # kept by this client (striped, or too large for the reply): read it back
-            if self.stripes > 0 and not self._no_ranges:
+            if striped_call:
                 buf = np.empty(resident.nbytes, dtype=np.uint8)
                 self._get_striped([resident.handle], [buf], timeout)
                 return assemble(resident.shape[0], resident.shape[1], resident.dtype,

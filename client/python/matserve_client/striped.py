@@ -119,7 +119,8 @@ class Stripes:
             self._channels.append(channel)
             calls = grpc.intercept_channel(channel, interceptor)
             self._calls.append((
-                calls.unary_unary(CREATE, request_serializer=pb.CreateResidentRequest.SerializeToString,
+                calls.unary_unary(CREATE,
+                                  request_serializer=pb.CreateResidentRequest.SerializeToString,
                                   response_deserializer=pb.UploadReply.FromString),
                 calls.unary_unary(WRITE, request_serializer=_identity,
                                   response_deserializer=pb.WriteRangeReply.FromString),
