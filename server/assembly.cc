@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> make_runtime(const ServerConfig& config
       BatchingOptions{.max_batch_size = limits.max_batch_size,
                       .max_delay = absl::Microseconds(limits.max_batch_delay_us)});
   runtime->verify_budget().set_limit(limits.max_verify_bytes);
+  runtime->residents().set_fill_timeout(absl::Seconds(limits.stream_idle_timeout_seconds));
   runtime->shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
   return runtime;
 }

@@ -25,6 +25,7 @@ const char* ModeName(Mode mode) {
     case Mode::kPing: return "ping";
     case Mode::kShm: return "shm";
     case Mode::kCudaIpc: return "cuda-ipc";
+    case Mode::kStriped: return "striped";
   }
   return "?";
 }
@@ -146,19 +147,21 @@ absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args)
     } else if (name == "--modes" || name == "--transport") {
       // --transport: how operands and results travel, the same runs as --modes inline / shm /
       // cuda-ipc.
-      auto modes =
-          name == "--modes"
-              ? parse_mode_list(name, value,
-                                {{"inline", Mode::kInline},
-                                 {"resident", Mode::kResident},
-                                 {"ping", Mode::kPing},
-                                 {"shm", Mode::kShm},
-                                 {"cuda-ipc", Mode::kCudaIpc}},
-                                "inline, resident, shm, cuda-ipc or ping")
-              : parse_mode_list(
-                    name, value,
-                    {{"grpc", Mode::kInline}, {"shm", Mode::kShm}, {"cuda-ipc", Mode::kCudaIpc}},
-                    "grpc, shm or cuda-ipc");
+      auto modes = name == "--modes"
+                       ? parse_mode_list(name, value,
+                                         {{"inline", Mode::kInline},
+                                          {"resident", Mode::kResident},
+                                          {"ping", Mode::kPing},
+                                          {"shm", Mode::kShm},
+                                          {"cuda-ipc", Mode::kCudaIpc},
+                                          {"striped", Mode::kStriped}},
+                                         "inline, resident, shm, cuda-ipc, striped or ping")
+                       : parse_mode_list(name, value,
+                                         {{"grpc", Mode::kInline},
+                                          {"shm", Mode::kShm},
+                                          {"cuda-ipc", Mode::kCudaIpc},
+                                          {"striped", Mode::kStriped}},
+                                         "grpc, shm, cuda-ipc or striped");
       if (!modes.ok()) return modes.status();
       o.modes = *std::move(modes);
     } else if (name == "--variants") {
@@ -252,6 +255,15 @@ absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args)
       o.json_path = value;
     } else if (name == "--csv") {
       o.csv_path = value;
+    } else if (name == "--stripes") {
+      auto v = parse_int(name, value, 1);
+      if (!v.ok()) return v.status();
+      if (*v > 256) return bad("--stripes: at most 256");
+      o.stripes = static_cast<int>(*v);
+    } else if (name == "--stripe-chunk-bytes") {
+      auto v = parse_int(name, value, 1);
+      if (!v.ok()) return v.status();
+      o.stripe_chunk_bytes = *v;
     } else if (name == "--markdown") {
       o.markdown_path = value;
     } else {
@@ -287,10 +299,15 @@ usage: matserve-bench [options]
                            no matrix work: the gRPC round-trip floor; run once, whatever the
                            shapes, variants and compute modes) and/or shm (operands and result in
                            a shared-memory region per worker, registered once; the server must
-                           run on this node); default inline
-  --transport LIST         grpc, shm and/or cuda-ipc: the same as --modes inline / shm /
+                           run on this node) and/or striped (as inline, but operands and
+                           result move as ranges over --stripes connections at once, whatever
+                           their size; inline never stripes); default inline
+  --transport LIST         grpc, shm, cuda-ipc and/or striped: the same as --modes inline / shm /
                            cuda-ipc (operands and result in this process's GPU memory, shared
                            with the server by CUDA IPC; a CUDA build, the server on this node)
+                           / striped
+  --stripes N              connections of each client in the striped mode (default 8)
+  --stripe-chunk-bytes N   bytes per range in the striped mode (default 8388608)
   --cuda-device N          the GPU the cuda-ipc transport allocates on (default 0)
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --compute LIST           fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16 fp8 (fp32

@@ -24,7 +24,9 @@ struct Shape {
 // kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
 // kShm: operands and result in a POSIX shared-memory region of each worker (same node only).
 // kCudaIpc: operands and result in GPU memory of the bench process, shared by CUDA IPC.
-enum class Mode { kInline, kResident, kPing, kShm, kCudaIpc };
+// kStriped: operands and result inline in the call, moved as ranges over --stripes connections
+// (the client's striped transfer, whatever their size); kInline never stripes.
+enum class Mode { kInline, kResident, kPing, kShm, kCudaIpc, kStriped };
 const char* ModeName(Mode mode);
 
 struct BenchOptions {
@@ -56,13 +58,23 @@ struct BenchOptions {
   bool release_inline = false;
   std::int64_t deadline_ms = 120000;
   int cuda_device = 0;  // --cuda-device: where the cuda-ipc transport allocates
+  // The striped mode's connections per client and bytes per range (--stripes,
+  // --stripe-chunk-bytes).
+  int stripes = 8;
+  std::int64_t stripe_chunk_bytes = std::int64_t{8} << 20;
   // --channel-arg NAME=INT (repeatable): integer gRPC channel arguments of every client.
   std::vector<std::pair<std::string, int>> channel_args;
   // --token-file, --tls-ca, --tls-cert, --tls-key, --tls-server-name: as matserve-cli's.
   SecurityFiles security;
   // What every client of the run starts from: the token and TLS credentials read from
   // `security` (main fills it in; the runner adds deadline, channel arguments, message limit).
-  ClientOptions client;
+  // Its striped transfer is off: the inline mode sends every call as one message; the striped
+  // mode's clients turn it on (--stripes).
+  ClientOptions client = [] {
+    ClientOptions c;
+    c.stripes = 0;
+    return c;
+  }();
   std::uint64_t seed = 1;
   bool progress = true;  // live line on stderr (only when stderr is a TTY)
   std::string json_path, csv_path, markdown_path;

@@ -117,9 +117,15 @@ class Worker {
   // Connects (per-worker clients) and prepares the request; false when that failed.
   bool setup() {
     const BenchOptions& o = shared_.context.options;
-    client_ = shared_.context.shared_client;
+    const bool striped = shared_.spec.mode == Mode::kStriped;
+    client_ = striped ? nullptr : shared_.context.shared_client;
     if (client_ == nullptr) {
       ClientOptions options = o.client;
+      if (striped) {  // every call striped, however small
+        options.stripes = o.stripes;
+        options.stripe_threshold_bytes = 0;
+        options.stripe_chunk_bytes = o.stripe_chunk_bytes;
+      }
       options.deadline = std::chrono::milliseconds(o.deadline_ms);
       options.channel_args = o.channel_args;
       // gRPC shares one connection among channels with equal arguments (its global subchannel
@@ -147,7 +153,7 @@ class Worker {
     if (shared_.spec.precision == "tf32") request_.set_compute(v1::COMPUTE_TF32);
     if (shared_.spec.precision == "fp8") request_.set_compute(v1::COMPUTE_FP8);
     if (batched()) return setup_batched(std::move(a), std::move(b));
-    if (shared_.spec.mode == Mode::kInline) {
+    if (inline_operands()) {
       if (o.workload.has(Op::kTranspose)) *transpose_request_.mutable_a() = a;
       *request_.mutable_a() = std::move(a);
       *request_.mutable_b() = std::move(b);
@@ -248,6 +254,10 @@ class Worker {
 
  private:
   bool batched() const { return shared_.spec.batch > 1; }
+  // Operands sent in every call (the striped mode's client moves them as ranges).
+  bool inline_operands() const {
+    return shared_.spec.mode == Mode::kInline || shared_.spec.mode == Mode::kStriped;
+  }
 
   // The next request's operation: a seeded draw from the --workload mix.
   Op next_op() {
@@ -334,7 +344,7 @@ class Worker {
     batched_request_.set_batch(shared_.spec.batch);
     batched_request_.set_variant(request_.variant());
     batched_request_.set_compute(request_.compute());
-    if (shared_.spec.mode == Mode::kInline) {
+    if (inline_operands()) {
       *batched_request_.mutable_a() = std::move(a);
       *batched_request_.mutable_b() = std::move(b);
       return true;
@@ -588,7 +598,8 @@ RunResult RunOne(const RunContext& context, const RunSpec& spec) {
   for (const auto& w : workers) {
     result.record.merge(w->record());
     if (w->setup_failed()) ++result.setup_failures;
-    if ((spec.mode == Mode::kInline || spec.mode == Mode::kShm || spec.mode == Mode::kCudaIpc) &&
+    if ((spec.mode == Mode::kInline || spec.mode == Mode::kStriped || spec.mode == Mode::kShm ||
+         spec.mode == Mode::kCudaIpc) &&
         !w->setup_failed()) {
       result.bytes_sent_per_request = w->bytes_sent();
     }

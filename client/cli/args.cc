@@ -431,6 +431,25 @@ std::vector<OptionSpec> global_specs(GlobalOptions& g, bool& help) {
          g.max_message_bytes = mb << 20;
          return absl::OkStatus();
        }},
+      {"stripes", false,
+       [&g](const std::string& v) -> absl::Status {
+         std::int64_t n = 0;
+         if (absl::Status s = assign("stripes", parse_non_negative("stripes", v), n); !s.ok())
+           return s;
+         if (n > 256) return usage("--stripes: at most 256");
+         g.stripes = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
+      {"stripe-threshold-bytes", false,
+       [&g](const std::string& v) {
+         return assign("stripe-threshold-bytes", parse_non_negative("stripe-threshold-bytes", v),
+                       g.stripe_threshold_bytes);
+       }},
+      {"stripe-chunk-bytes", false,
+       [&g](const std::string& v) {
+         return assign("stripe-chunk-bytes", parse_positive("stripe-chunk-bytes", v),
+                       g.stripe_chunk_bytes);
+       }},
       {"token-file", false,
        [&g](const std::string& v) { return set_path(v, g.security.token_file); }},
       {"tls-ca", false, [&g](const std::string& v) { return set_path(v, g.security.tls_ca); }},

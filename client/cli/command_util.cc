@@ -39,6 +39,9 @@ absl::StatusOr<std::unique_ptr<Client>> make_client(
     const GlobalOptions& g, std::optional<std::chrono::milliseconds> deadline) {
   ClientOptions options;
   options.max_message_bytes = g.max_message_bytes;
+  options.stripes = g.stripes;
+  options.stripe_threshold_bytes = g.stripe_threshold_bytes;
+  options.stripe_chunk_bytes = g.stripe_chunk_bytes;
   options.deadline = deadline.value_or(std::chrono::milliseconds(g.deadline_ms));
   if (absl::Status s = apply_security_files(g.security, options); !s.ok()) return s;
   return Client::connect(g.target, options);

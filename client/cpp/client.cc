@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cpp/striped_transfer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -53,16 +54,44 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(const std::string& targe
     return absl::UnavailableError(absl::StrCat("cannot connect to '", target, "' within ",
                                                options.connect_timeout.count(), " ms"));
   }
-  return std::make_unique<Client>(Key(), target, std::move(options), std::move(channel));
+  // The stripes: channels like the main one (credentials, token, limits), each with a channel id
+  // of its own and its own subchannel pool, so that each opens a TCP connection of its own.
+  std::vector<std::shared_ptr<grpc::Channel>> stripe_channels;
+  if (options.stripes < 0 || options.stripe_chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("stripes ", options.stripes,
+                                                   " must be 0 or more and stripe_chunk_bytes ",
+                                                   options.stripe_chunk_bytes, " positive"));
+  }
+  for (int i = 0; i < options.stripes; ++i) {
+    grpc::ChannelArguments stripe_args = args;
+    stripe_args.SetInt("grpc.channel_id", i + 1);
+    stripe_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stripe_channels.push_back(grpc::CreateCustomChannel(target, credentials, stripe_args));
+  }
+  return std::make_unique<Client>(Key(), target, std::move(options), std::move(channel),
+                                  std::move(stripe_channels));
 }
 
 Client::Client(Key, std::string target, ClientOptions options,
-               std::shared_ptr<grpc::Channel> channel)
+               std::shared_ptr<grpc::Channel> channel,
+               std::vector<std::shared_ptr<grpc::Channel>> stripe_channels)
     : target_(std::move(target)),
       options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::MatrixService::NewStub(channel_)),
-      health_stub_(::grpc::health::v1::Health::NewStub(channel_)) {}
+      health_stub_(::grpc::health::v1::Health::NewStub(channel_)) {
+  if (stripe_channels.empty()) return;
+  std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs;
+  for (const auto& c : stripe_channels) stubs.push_back(v1::MatrixService::NewStub(c));
+  // A range leaves room in its message for the request's other fields.
+  constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;
+  const std::int64_t chunk = std::max<std::int64_t>(
+      1, std::min(options_.stripe_chunk_bytes, options_.max_message_bytes - kHeadroom));
+  striped_ = std::make_unique<StripedTransfer>(
+      std::move(stubs), [this](grpc::ClientContext& c) { prepare_context(c); }, chunk);
+}
+
+Client::~Client() = default;
 
 void Client::prepare_context(grpc::ClientContext& context) const {
   if (options_.deadline.count() > 0) {
@@ -74,6 +103,14 @@ void Client::prepare_context(grpc::ClientContext& context) const {
 }
 
 absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& request) {
+  if (request.output_shm().region().empty() &&
+      stripes_call({inline_bytes(request.has_a(), request.a()),
+                    inline_bytes(request.has_b(), request.b()),
+                    inline_bytes(request.has_c(), request.c())})) {
+    absl::StatusOr<std::optional<v1::MultiplyReply>> r = multiply_striped(request);
+    if (!r.ok()) return r.status();
+    if (r->has_value()) return **std::move(r);
+  }
   grpc::ClientContext context;
   prepare_context(context);
   v1::MultiplyReply reply;
@@ -85,6 +122,23 @@ absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& re
 
 absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     const v1::MultiplyBatchedRequest& request) {
+  // Each inline operand's stacked matrices become one resident matrix each: worth it only when
+  // they are large.
+  bool large_matrices = true;
+  for (const v1::Matrix* m : {&request.a(), &request.b(), &request.c()}) {
+    const std::int64_t n = std::max<std::int64_t>(m->batch(), 1);
+    if (!m->data().empty() && static_cast<std::int64_t>(m->data().size()) / n <
+                                  ClientOptions::kMinStripedBatchMatrixBytes)
+      large_matrices = false;
+  }
+  if (request.output_shm().region().empty() && large_matrices &&
+      stripes_call({inline_bytes(request.has_a(), request.a()),
+                    inline_bytes(request.has_b(), request.b()),
+                    inline_bytes(request.has_c(), request.c())})) {
+    absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> r = multiply_batched_striped(request);
+    if (!r.ok()) return r.status();
+    if (r->has_value()) return **std::move(r);
+  }
   grpc::ClientContext context;
   prepare_context(context);
   v1::MultiplyBatchedReply reply;
@@ -96,6 +150,12 @@ absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
 }
 
 absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest& request) {
+  if (request.output_shm().region().empty() && !request.in_place() &&
+      stripes_call({inline_bytes(request.has_a(), request.a())})) {
+    absl::StatusOr<std::optional<v1::TransposeReply>> r = transpose_striped(request);
+    if (!r.ok()) return r.status();
+    if (r->has_value()) return **std::move(r);
+  }
   grpc::ClientContext context;
   prepare_context(context);
   v1::TransposeReply reply;

@@ -1,12 +1,16 @@
 // matserve::client::Client: a thin, synchronous wrapper over the MatrixService stub with the
 // settings a matrix service needs (1 GiB messages instead of gRPC's 4 MiB, a per-call deadline,
 // round-robin over every address of a dns:/// target) and absl::Status errors mapped 1:1; resident
-// matrices upload in one message or streamed, whichever fits.
+// matrices upload in one message or streamed, whichever fits; large inline operands and results
+// move striped over several connections (striped_calls.cc, docs/client.md).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +29,7 @@ class Status;
 namespace matserve::client {
 
 namespace v1 = ::matserve::v1;
+class StripedTransfer;
 
 struct ClientOptions {
   // Largest message sent or received. gRPC's 4 MiB default refuses a 1024 x 1024 fp32 matrix;
@@ -49,6 +54,17 @@ struct ClientOptions {
   // More integer gRPC channel arguments (name, value), e.g. {"grpc.http2.max_frame_size", 1 << 20}:
   // transport tuning, set after the ones above.
   std::vector<std::pair<std::string, int>> channel_args;
+  // Striped transfer: multiply, multiply_batched and transpose calls whose inline operands
+  // together carry at least stripe_threshold_bytes move them (and the result) as ranges of at most
+  // stripe_chunk_bytes over `stripes` more connections at once, through resident matrices the
+  // call makes and releases (the token needs the `resident` permission; without it, or against a
+  // server without ranged transfer, the call goes inline). 0 stripes: every call inline.
+  // MultiplyBatched stripes only when each stacked matrix holds kMinStripedBatchMatrixBytes or
+  // more. The defaults are starting points: measure (matserve-bench --mode striped).
+  int stripes = 8;
+  std::int64_t stripe_threshold_bytes = std::int64_t{16} << 20;
+  std::int64_t stripe_chunk_bytes = std::int64_t{8} << 20;
+  static constexpr std::int64_t kMinStripedBatchMatrixBytes = std::int64_t{1} << 20;
 };
 
 // grpc::Status -> absl::Status: the code numbers agree, the message is kept.
@@ -113,18 +129,36 @@ class Client {
     friend class Client;
     Key() = default;
   };
-  Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+         std::vector<std::shared_ptr<grpc::Channel>> stripe_channels = {});
+  ~Client();
 
  private:
   void prepare_context(grpc::ClientContext& context) const;
   absl::StatusOr<v1::ResidentInfo> upload_stream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
                                                  const std::string& colocate_with);
+  // The striped path (striped_calls.cc). stripes_call: whether operands of these inline sizes
+  // (-1: shared memory) go striped. The *_striped calls return nullopt when the server cannot
+  // take them so (no ranged transfer, or no `resident` permission): the caller goes inline.
+  bool stripes_call(std::initializer_list<std::int64_t> operand_bytes) const;
+  absl::StatusOr<std::optional<v1::MultiplyReply>> multiply_striped(
+      const v1::MultiplyRequest& request);
+  absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> multiply_batched_striped(
+      const v1::MultiplyBatchedRequest& request);
+  absl::StatusOr<std::optional<v1::TransposeReply>> transpose_striped(
+      const v1::TransposeRequest& request);
+  void release_quietly(const std::vector<std::string>& handles);
+  // Once per client, before its first striped call: ranges no larger than the server's
+  // ServerLimits.max_range_bytes (GetServerInfo; unknown: the client's own limit stands).
+  void fit_ranges_to_server();
 
   std::string target_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::MatrixService::Stub> stub_;
   std::unique_ptr<::grpc::health::v1::Health::Stub> health_stub_;
+  std::unique_ptr<StripedTransfer> striped_;  // null with 0 stripes
+  std::once_flag ranges_fitted_;
 };
 
 }  // namespace matserve::client

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Transports through the Python client: starts the bundled matserve on loopback (CUDA backend),
-# runs scripts/bench/transport_latency.py against it (inline bytes, a shared-memory region, GPU
-# tensors by CUDA IPC; PyTorch must be there for the last), and stops the server. Writes
+# runs scripts/bench/transport_latency.py against it (inline bytes, striped ranges over 1, 2, 4, 8
+# and 16 connections, a shared-memory region, GPU tensors by CUDA IPC, and PyTorch locally from
+# the same host arrays; PyTorch with CUDA for the last two), and stops the server. Writes
 # transport.{json,md} and server.log to $OUT (default /tmp/matserve-transport); prints the table.
 #
 # usage: scripts/bench/run-transport-bench.sh [BUNDLE_DIR] [SCRIPT ARGS...]   (default build/device)
 #   e.g. scripts/bench/run-transport-bench.sh build/device --shapes 1024,4096 --reps 30
+#   a CPU build: MATSERVE_BACKEND=cpu MATSERVE_SERVER=build-cpu/server/matserve \
+#     MATSERVE_PYTHON_STUBS=build-cpu/python scripts/bench/run-transport-bench.sh \
+#     --shapes 256,512 --transports inline,striped,shm --reps 5
 # Environment: MATSERVE_BACKEND [cuda], PYTHON [python3], SERVER_ARGS (extra server flags).
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Round trip of one multiply through the Python client, per transport, against the server's own
-time: operands and result as bytes in the messages (`inline`), in a shared-memory region (`shm`),
-or in the client's GPU tensors shared by CUDA IPC (`cuda-ipc`, needs PyTorch on the server's
-GPU). For each shape and transport: warm-up calls, then timed ones; the client's round trip
-(time.perf_counter around Client.multiply, Python included) and the reply's timing, as medians.
-Every transport's last result is checked against float64.
+time: operands and result as bytes in one message each (`inline`), as ranges over several
+connections at once (`striped`, once per stripe count of --stripes), in a shared-memory region
+(`shm`), or in the client's GPU tensors shared by CUDA IPC (`cuda-ipc`, needs PyTorch on the
+server's GPU); and `torch`, the same product done locally by PyTorch from and to the same host
+arrays (`(torch.from_numpy(a).cuda() @ torch.from_numpy(b).cuda()).cpu().numpy()`; skipped
+without PyTorch and CUDA). For each shape and transport: warm-up calls, then timed ones; the
+client's round trip (time.perf_counter around the call, Python included), the bytes moved (A, B
+and C) per second of it, and the reply's timing, as medians. Every last result is checked
+against float64.
 
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
-       inline,shm,cuda-ipc] [--reps 30] [--warmup 5] [--out DIR]  (writes transport.{json,md})
+       inline,striped,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16] [--reps 30] [--warmup 5]
+       [--out DIR]  (writes transport.{json,md})
 """
 import argparse
 import json
@@ -24,14 +29,42 @@ def median(xs):
     return statistics.median(xs) if xs else 0.0
 
 
+class _Local:
+    """A reply-like timing for the torch baseline (no server)."""
+    total_us = kernel_us = host_to_device_us = device_to_host_us = 0.0
+
+
+def torch_call(a, b):
+    """The local baseline, or None when PyTorch or CUDA is missing."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+
+    class Result:
+        timing = _Local()
+
+    def call():
+        r = Result()
+        r.c = (torch.from_numpy(a).cuda() @ torch.from_numpy(b).cuda()).cpu().numpy()
+        return r
+    return call
+
+
 def run(client, shape, transport, reps, warmup):
     n = shape
     rng = np.random.default_rng(n)
     a = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     b = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     closers = []
-    if transport == "inline":
+    if transport in ("inline", "striped"):
         call = lambda: client.multiply(a, b, compute="fp32")  # noqa: E731
+    elif transport == "torch":
+        call = torch_call(a, b)
+        if call is None:
+            return None
     elif transport == "shm":
         region = client.create_shared_memory(3 * a.nbytes + 4096)
         closers.append(region)
@@ -64,8 +97,10 @@ def run(client, shape, transport, reps, warmup):
             x.close()
     client_us = median([x[0] for x in rows])
     t = [x[1] for x in rows]
-    return {"shape": f"{n}^3 fp32", "transport": transport, "reps": reps,
-            "client_us": client_us, "server_total_us": median([x.total_us for x in t]),
+    stripes = client.stripes if transport == "striped" else 0
+    return {"shape": f"{n}^3 fp32", "transport": transport, "stripes": stripes, "reps": reps,
+            "client_us": client_us, "wire_gb_per_s": 3 * a.nbytes / (client_us * 1e3),
+            "server_total_us": median([x.total_us for x in t]),
             "kernel_us": median([x.kernel_us for x in t]),
             "host_to_device_us": median([x.host_to_device_us for x in t]),
             "device_to_host_us": median([x.device_to_host_us for x in t]),
@@ -76,21 +111,38 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
     p.add_argument("--shapes", default="1024,4096")
-    p.add_argument("--transports", default="inline,shm,cuda-ipc")
+    p.add_argument("--transports", default="inline,striped,shm,cuda-ipc,torch")
+    p.add_argument("--stripes", default="1,2,4,8,16",
+                   help="stripe counts the striped transport runs with, one run each")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=".")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = []
-    with Client(args.target, timeout=600) as client:
+    # `inline` is one message per operand and result (no striping however large); each striped
+    # run uses a client of that many stripes that stripes every call.
+    with Client(args.target, timeout=600, stripes=0) as client:
         info = client.server_info()
         for shape in [int(s) for s in args.shapes.split(",")]:
             for transport in args.transports.split(","):
-                r = run(client, shape, transport, args.reps, args.warmup)
-                print(f"{r['shape']} {transport}: client {r['client_us']:.0f} us, server "
-                      f"{r['server_total_us']:.0f} us, {r['check']}", flush=True)
-                results.append(r)
+                counts = ([int(c) for c in args.stripes.split(",")] if transport == "striped"
+                          else [0])
+                for count in counts:
+                    if transport == "striped":
+                        with Client(args.target, timeout=600, stripes=count,
+                                    stripe_threshold_bytes=0) as striped:
+                            r = run(striped, shape, transport, args.reps, args.warmup)
+                    else:
+                        r = run(client, shape, transport, args.reps, args.warmup)
+                    if r is None:
+                        print(f"{shape}^3 {transport}: skipped (no PyTorch with CUDA here)",
+                              flush=True)
+                        continue
+                    print(f"{r['shape']} {transport} {count or ''}: client {r['client_us']:.0f} "
+                          f"us, {r['wire_gb_per_s']:.2f} GB/s, server {r['server_total_us']:.0f} "
+                          f"us, {r['check']}", flush=True)
+                    results.append(r)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "server": {"version": info.version, "git_sha": info.git_sha,
                       "device": info.devices[0].name if info.devices else ""},
@@ -99,12 +151,15 @@ def main():
         json.dump(doc, f, indent=1)
     lines = [f"# Transports through the Python client ({doc['date']}, {doc['server']['device']}, "
              f"server {info.git_sha[:7]})", "",
-             "| shape | transport | client p50 us | server total p50 us | client - server us | "
-             "host-to-device us | kernel us | result back us | check |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| shape | transport | stripes | client p50 us | GB/s (A+B+C / client) | "
+             "server total p50 us | client - server us | host-to-device us | kernel us | "
+             "result back us | check |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
-        lines.append(f"| {r['shape']} | {r['transport']} | {r['client_us']:,.0f} | "
-                     f"{r['server_total_us']:,.0f} | {r['client_us'] - r['server_total_us']:,.0f} | "
+        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | "
+                     f"{r['client_us']:,.0f} | {r['wire_gb_per_s']:.2f} | "
+                     f"{r['server_total_us']:,.0f} | "
+                     f"{r['client_us'] - r['server_total_us']:,.0f} | "
                      f"{r['host_to_device_us']:,.0f} | {r['kernel_us']:,.0f} | "
                      f"{r['device_to_host_us']:,.0f} | {r['check']} ({r['rel_l2']:.1e}) |")
     with open(os.path.join(args.out, "transport.md"), "w") as f:

@@ -86,6 +86,18 @@ std::string ResidentStore::add(std::shared_ptr<ResidentMatrix> m) {
 absl::StatusOr<std::shared_ptr<ResidentMatrix>> ResidentStore::get(const std::string& field,
                                                                    const std::string& handle,
                                                                    const std::string& owner) {
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> m = find(field, handle, owner);
+  if (!m.ok() || (*m)->usable()) return m;
+  const RangeFill& fill = *(*m)->fill;
+  const std::uint64_t written = fill.written();
+  return absl::FailedPreconditionError(absl::StrCat(
+      field, ": resident matrix ", quote(handle), " is still being filled: ",
+      fill.total() - written, " of its ", fill.total(), " bytes have not arrived (WriteRange)"));
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> ResidentStore::find(const std::string& field,
+                                                                    const std::string& handle,
+                                                                    const std::string& owner) {
   absl::MutexLock lock(&mu_);
   auto it = by_handle_.find(handle);
   // Another owner's handle is reported exactly like a missing one: existence does not leak.
@@ -118,14 +130,23 @@ std::vector<std::shared_ptr<ResidentMatrix>> ResidentStore::list(const std::stri
   return out;
 }
 
+void ResidentStore::set_fill_timeout(absl::Duration timeout) {
+  fill_timeout_ms_.store(absl::ToInt64Milliseconds(timeout));
+}
+
+std::int64_t ResidentStore::idle_limit_ms(const ResidentMatrix& m) const {
+  const std::int64_t fill_timeout = fill_timeout_ms_.load();
+  if (fill_timeout > 0 && !m.usable()) return fill_timeout;
+  return absl::ToInt64Milliseconds(ttl_);
+}
+
 int ResidentStore::sweep() {
   const std::int64_t now = monotonic_ms();
-  const std::int64_t ttl = absl::ToInt64Milliseconds(ttl_);
   absl::MutexLock lock(&mu_);
   int removed = 0;
   for (auto it = by_handle_.begin(); it != by_handle_.end();) {
     const ResidentMatrix& m = *it->second;
-    if (m.users.load() == 0 && now - m.last_used_ms.load() > ttl) {
+    if (m.users.load() == 0 && now - m.last_used_ms.load() > idle_limit_ms(m)) {
       by_handle_.erase(it++);
       ++removed;
     } else {
@@ -212,8 +233,7 @@ void QuotaReservation::reset() {
 }
 
 std::int64_t ResidentStore::expires_in_ms(const ResidentMatrix& m) const {
-  const std::int64_t left =
-      absl::ToInt64Milliseconds(ttl_) - (monotonic_ms() - m.last_used_ms.load());
+  const std::int64_t left = idle_limit_ms(m) - (monotonic_ms() - m.last_used_ms.load());
   return left > 0 ? left : 0;
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/types.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/memory_pool.h"
+#include "server/runtime/range_fill.h"
 
 namespace matserve::server {
 
@@ -41,8 +42,12 @@ struct ResidentMatrix {
   // Operations holding a ResidentLock on it now: a matrix in use is not idle, so the TTL sweep
   // skips it, and its idle time starts again when the last use ends.
   std::atomic<int> users{0};
+  // Set for a matrix created empty and written range by range (CreateResident, WriteRange): no
+  // operation may use it until every byte has arrived. Null for matrices made whole.
+  std::unique_ptr<RangeFill> fill;
 
   std::size_t bytes() const { return block.size(); }
+  bool usable() const { return fill == nullptr || fill->complete(); }
 };
 
 struct ResidentStats {
@@ -82,10 +87,16 @@ class ResidentStore {
 
   // Gives `m` a fresh handle and keeps it; returns the handle.
   std::string add(std::shared_ptr<ResidentMatrix> m);
-  // NOT_FOUND (naming `field`) when the handle is unknown, released, expired or another owner's.
+  // NOT_FOUND (naming `field`) when the handle is unknown, released, expired or another owner's;
+  // FAILED_PRECONDITION (naming the bytes still missing) while the matrix is being filled.
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> get(const std::string& field,
                                                       const std::string& handle,
                                                       const std::string& owner);
+  // As get, but a matrix being filled is returned too (to write its ranges, or to place a new
+  // matrix beside it).
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> find(const std::string& field,
+                                                       const std::string& handle,
+                                                       const std::string& owner);
   // Forgets the handle; its memory returns to the pool once no operation uses it. Bytes freed.
   absl::StatusOr<std::int64_t> release(const std::string& handle, const std::string& owner);
   std::vector<std::shared_ptr<ResidentMatrix>> list(const std::string& owner) const;
@@ -93,7 +104,11 @@ class ResidentStore {
   // m's lock exclusively (no operation reads the old block); the store's lock covers its own
   // accounting, which reads the block's size.
   void replace_block(ResidentMatrix& m, MemoryPool::Block& block);
-  // Releases matrices idle longer than the TTL and not in use; returns how many.
+  // Matrices being filled that receive no range for this long are released (a client that went
+  // away mid-transfer leaves nothing behind); zero or less: the TTL applies to them too.
+  void set_fill_timeout(absl::Duration timeout);
+  // Releases matrices idle longer than the TTL (being filled: the fill timeout) and not in use;
+  // returns how many.
   int sweep();
   // Releases everything (shutdown).
   void clear();
@@ -113,6 +128,7 @@ class ResidentStore {
 
  private:
   const absl::Duration ttl_;
+  std::atomic<std::int64_t> fill_timeout_ms_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ResidentMatrix>> by_handle_ ABSL_GUARDED_BY(mu_);
   std::int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
@@ -121,6 +137,8 @@ class ResidentStore {
   friend class QuotaReservation;
   void unreserve(const std::string& owner, std::int64_t bytes);
   std::int64_t bytes_of_locked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The idle time after which `m` is released: the TTL, or the fill timeout while it fills.
+  std::int64_t idle_limit_ms(const ResidentMatrix& m) const;
 };
 
 // A resident matrix over `block` (not yet published: no handle).

@@ -5,8 +5,10 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/reference.h"
 #include "server/runtime/problem_builder.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 namespace {
@@ -206,6 +208,34 @@ absl::Status Runtime::write(ResidentMatrix& m, std::size_t offset, std::span<con
 
 std::string Runtime::publish(std::shared_ptr<ResidentMatrix> m) {
   return residents_.add(std::move(m));
+}
+
+absl::StatusOr<std::shared_ptr<ResidentMatrix>> Runtime::create_filling(
+    std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+    const std::string& owner, int device, const Waiter& waiter) {
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> m =
+      begin_upload(rows, cols, dtype, layout, owner, device, waiter);
+  if (!m.ok()) return m.status();
+  (*m)->fill = std::make_unique<RangeFill>((*m)->bytes());
+  publish(*m);
+  return m;
+}
+
+absl::StatusOr<bool> Runtime::write_range(const std::shared_ptr<ResidentMatrix>& m,
+                                          std::size_t offset, std::span<const std::byte> bytes,
+                                          const Waiter& waiter) {
+  if (m->fill == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("handle: resident matrix ", quote(m->handle),
+                     " was not created by CreateResident; its bytes can no longer change"));
+  }
+  // In use while the bytes move: the sweep leaves it alone, and its idle time restarts after.
+  const ResidentLock lock(m, /*exclusive=*/false);
+  if (absl::Status s = m->fill->claim(offset, bytes.size(), m->handle); !s.ok()) return s;
+  const absl::Status written = backend_->write_resident(*m, offset, bytes, waiter);
+  const bool completed = m->fill->finish(offset, bytes.size(), written.ok());
+  if (!written.ok()) return written;
+  return completed;
 }
 
 absl::Status Runtime::read(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,

@@ -52,6 +52,16 @@ class Runtime {
   absl::Status write(ResidentMatrix& m, std::size_t offset, std::span<const std::byte> bytes,
                      const Waiter& waiter);
   std::string publish(std::shared_ptr<ResidentMatrix> m);
+  // Ranged transfer: a matrix created empty and published at once under its handle (its memory
+  // and the owner's quota held from now on), usable only once write_range has written every
+  // byte; released if no range arrives for the store's fill timeout.
+  absl::StatusOr<std::shared_ptr<ResidentMatrix>> create_filling(
+      std::int64_t rows, std::int64_t cols, kernels::DType dtype, kernels::Layout layout,
+      const std::string& owner, int device, const Waiter& waiter);
+  // Writes `bytes` at `offset` of a matrix made by create_filling (see RangeFill::claim for the
+  // ranges refused); true when that range completed it.
+  absl::StatusOr<bool> write_range(const std::shared_ptr<ResidentMatrix>& m, std::size_t offset,
+                                   std::span<const std::byte> bytes, const Waiter& waiter);
   absl::Status read(ResidentMatrix& m, std::size_t offset, std::span<std::byte> out,
                     const Waiter& waiter);
 

@@ -57,7 +57,7 @@ absl::StatusOr<int> CallGate::placement(const std::string& field, const std::str
                                         const std::string& owner) const {
   if (colocate_with.empty()) return -1;
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> other =
-      runtime_.residents().get(field, colocate_with, owner);
+      runtime_.residents().find(field, colocate_with, owner);
   if (!other.ok()) return other.status();
   return (*other)->device;
 }

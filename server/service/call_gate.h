@@ -52,7 +52,8 @@ class CallGate {
   // Refers to `owner`, which must outlive it.
   RegionResolver regions(const std::string& owner) const;
   // The device index a new resident matrix goes to: that of `colocate_with` (a handle of
-  // `owner`'s, NOT_FOUND otherwise), or -1 (least-loaded) when it is empty.
+  // `owner`'s, perhaps one still being filled; NOT_FOUND otherwise), or -1 (least-loaded) when
+  // it is empty.
   absl::StatusOr<int> placement(const std::string& field, const std::string& colocate_with,
                                 const std::string& owner) const;
 

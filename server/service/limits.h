@@ -25,6 +25,10 @@ struct ServiceLimits {
   // Dynamic batching of concurrent Multiply requests (off at 0 or 1).
   int max_batch_size = 0;                 // --max_batch_size
   std::int64_t max_batch_delay_us = 500;  // --max_batch_delay_us
+
+  // The most matrix bytes one WriteRange or ReadRange carries: a message less room for its other
+  // fields.
+  std::int64_t max_range_bytes() const { return max_message_bytes - 1024; }
 };
 
 }  // namespace matserve::server

@@ -3,7 +3,8 @@
 // the runtime, encode the reply, map errors to gRPC status, and report every request to the
 // metrics. The
 // compute RPCs live in matrix_service.cc, the resident-matrix RPCs in matrix_service_resident.cc,
-// the shared-memory region RPCs in matrix_service_shm.cc.
+// the ranged-transfer RPCs in matrix_service_ranges.cc, the shared-memory region RPCs in
+// matrix_service_shm.cc.
 #pragma once
 
 #include <string>
@@ -57,6 +58,13 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
                        v1::ReleaseReply* reply) override;
   grpc::Status ListResident(grpc::ServerContext* context, const v1::ListResidentRequest* request,
                             v1::ListResidentReply* reply) override;
+  grpc::Status CreateResident(grpc::ServerContext* context,
+                              const v1::CreateResidentRequest* request,
+                              v1::UploadReply* reply) override;
+  grpc::Status WriteRange(grpc::ServerContext* context, const v1::WriteRangeRequest* request,
+                          v1::WriteRangeReply* reply) override;
+  grpc::Status ReadRange(grpc::ServerContext* context, const v1::ReadRangeRequest* request,
+                         v1::ReadRangeReply* reply) override;
 
   grpc::Status RegisterSharedMemory(grpc::ServerContext* context,
                                     const v1::RegisterSharedMemoryRequest* request,

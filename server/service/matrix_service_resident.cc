@@ -45,6 +45,10 @@ void MatrixServiceImpl::fill_resident(ResidentMatrix& m, v1::ResidentInfo* out) 
   out->set_bytes(static_cast<std::int64_t>(m.bytes()));
   out->set_device(m.device_label);
   out->set_idle_expires_in_ms(runtime_.residents().expires_in_ms(m));
+  if (!m.usable()) {
+    out->set_state(v1::RESIDENT_FILLING);
+    out->set_bytes_missing(static_cast<std::int64_t>(m.fill->total() - m.fill->written()));
+  }
 }
 
 void MatrixServiceImpl::record_simple(const std::string& rpc, const absl::Status& status,
@@ -192,7 +196,7 @@ grpc::Status MatrixServiceImpl::Download(grpc::ServerContext* context,
         runtime_.residents().get("handle", request->handle(), *owner);
     if (!m.ok()) return m.status();
     ResidentLock lock(*m, /*exclusive=*/false);
-    if (static_cast<std::int64_t>((*m)->bytes()) > limits_.max_message_bytes - 1024) {
+    if (static_cast<std::int64_t>((*m)->bytes()) > limits_.max_range_bytes()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "handle: the matrix is ", (*m)->bytes(), " bytes, more than one message may carry (",
           limits_.max_message_bytes, ", --max_message_bytes): use DownloadStream"));

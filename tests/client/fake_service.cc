@@ -367,6 +367,53 @@ grpc::Status FakeMatrixService::Release(grpc::ServerContext*, const v1::ReleaseR
   return grpc::Status::OK;
 }
 
+grpc::Status FakeMatrixService::CreateResident(grpc::ServerContext*,
+                                               const v1::CreateResidentRequest* request,
+                                               v1::UploadReply* reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ranged_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no ranged transfer");
+  }
+  v1::Matrix m = request->header();
+  const v1::DataType t = m.dtype();
+  const std::int64_t size = t == v1::FP64 ? 8 : t == v1::FP32 ? 4 : t == v1::FP8_E4M3 ? 1 : 2;
+  m.mutable_data()->assign(static_cast<std::size_t>(m.rows() * m.cols() * size), '\0');
+  *reply->mutable_resident() = keep(std::move(m));
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::WriteRange(grpc::ServerContext*,
+                                           const v1::WriteRangeRequest* request,
+                                           v1::WriteRangeReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++write_range_calls_;
+  auto it = resident_.find(request->handle());
+  if (it == resident_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such handle");
+  std::string& data = *it->second.mutable_data();
+  const auto offset = static_cast<std::size_t>(request->offset());
+  if (offset + request->data().size() > data.size()) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "past the end");
+  }
+  data.replace(offset, request->data().size(), request->data());
+  reply->set_bytes_received(static_cast<std::int64_t>(request->data().size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::ReadRange(grpc::ServerContext*, const v1::ReadRangeRequest* request,
+                                          v1::ReadRangeReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = resident_.find(request->handle());
+  if (it == resident_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such handle");
+  const std::string& data = it->second.data();
+  const auto offset = static_cast<std::size_t>(request->offset());
+  const auto length = static_cast<std::size_t>(request->length());
+  if (offset + length > data.size()) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "past the end");
+  }
+  reply->set_data(data.substr(offset, length));
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeMatrixService::ListResident(grpc::ServerContext*, const v1::ListResidentRequest*,
                                              v1::ListResidentReply* reply) {
   std::lock_guard<std::mutex> lock(mu_);

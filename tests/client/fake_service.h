@@ -42,6 +42,23 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
                        matserve::v1::ReleaseReply* reply) override;
   grpc::Status ListResident(grpc::ServerContext*, const matserve::v1::ListResidentRequest*,
                             matserve::v1::ListResidentReply* reply) override;
+  // Ranged transfer: UNIMPLEMENTED (as a server without it) until set_ranged(true).
+  grpc::Status CreateResident(grpc::ServerContext*,
+                              const matserve::v1::CreateResidentRequest* request,
+                              matserve::v1::UploadReply* reply) override;
+  grpc::Status WriteRange(grpc::ServerContext*, const matserve::v1::WriteRangeRequest* request,
+                          matserve::v1::WriteRangeReply* reply) override;
+  grpc::Status ReadRange(grpc::ServerContext*, const matserve::v1::ReadRangeRequest* request,
+                         matserve::v1::ReadRangeReply* reply) override;
+
+  void set_ranged(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranged_ = on;
+  }
+  int write_range_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return write_range_calls_;
+  }
 
   int upload_stream_chunks() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +114,8 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
   int multiply_calls_ = 0;
   int upload_stream_chunks_ = 0;
   int download_stream_chunks_ = 0;
+  bool ranged_ = false;
+  int write_range_calls_ = 0;
 };
 
 // The fake service listening on 127.0.0.1 at a free port, with 1 GiB message limits.

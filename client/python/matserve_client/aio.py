@@ -9,7 +9,8 @@ one event loop.
             results = await asyncio.gather(*(client.multiply(a, b) for a, b in pairs))
 
 It covers the calls such programs make: multiply and transpose (operands as arrays in the
-message, or resident matrices), unary upload, download and release of resident matrices, the
+message, striped over several connections above a size threshold as in `Client`, or resident
+matrices), unary upload, download and release of resident matrices, the
 server's kernels, information and health. Operands, options and results are those of the
 synchronous `Client` (docs/client.md); matrices above one message, shared memory, CUDA IPC and
 batched calls are the synchronous client's.
@@ -21,13 +22,16 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import grpc
 import grpc.aio
 
-from . import dtypes, health
+import numpy as np
+
+from . import dtypes, health, striped
 from .auth import bearer, check_pairs, current_call_metadata
 from ._stubs import pb, rpc
-from .client import DEFAULT_MAX_MESSAGE_BYTES, _compute, _order
-from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, decode, memory_order,
-                       prepare)
-from .errors import NotFound, from_rpc_error
+from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_CHUNK_BYTES,
+                     DEFAULT_STRIPE_THRESHOLD_BYTES, DEFAULT_STRIPES, _compute, _order)
+from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, assemble, decode,
+                       memory_order, prepare)
+from .errors import NotFound, PermissionDenied, Unimplemented, from_rpc_error
 from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
                       TransposeResult, Verification)
 
@@ -83,7 +87,8 @@ class AsyncClient:
     """A grpc.aio connection to one matserve server. Arguments as for `Client`: target, default
     deadline `timeout` in seconds, `max_message_bytes`, TLS `credentials`, bearer `token`, extra
     channel `options` (a dns:/// target balances round robin, as in Client), `metadata` pairs
-    sent with every call (and those of enclosing `call_metadata()` blocks). Use it from one event
+    sent with every call (and those of enclosing `call_metadata()` blocks), and the striped
+    transfer's `stripes`, `stripe_threshold_bytes` and `stripe_chunk_bytes`. Use it from one event
     loop; `async with` closes it."""
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -91,7 +96,15 @@ class AsyncClient:
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  token: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (),
-                 metadata: Sequence[Tuple[str, str]] = ()) -> None:
+                 metadata: Sequence[Tuple[str, str]] = (),
+                 stripes: int = DEFAULT_STRIPES,
+                 stripe_threshold_bytes: int = DEFAULT_STRIPE_THRESHOLD_BYTES,
+                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES) -> None:
+        if stripes < 0 or stripe_chunk_bytes <= 0:
+            raise ValueError("stripes must be 0 or more and stripe_chunk_bytes positive")
+        self.stripes = int(stripes)
+        self.stripe_threshold_bytes = int(stripe_threshold_bytes)
+        self.stripe_chunk_bytes = int(stripe_chunk_bytes)
         self.target = target
         self.timeout = timeout
         self.max_message_bytes = int(max_message_bytes)
@@ -105,6 +118,10 @@ class AsyncClient:
         fixed = check_pairs(metadata, "metadata")
         self._fixed_metadata = ((bearer(token),) if token else ()) + fixed
         self._stub = rpc.MatrixServiceStub(self._channel)
+        self._channel_options = opts
+        self._credentials = credentials
+        self._stripes: Optional[striped.AsyncStripes] = None  # made on first use
+        self._no_ranges = False  # no ranged transfer on the server, or not for this token
         self._health = self._channel.unary_unary(health.METHOD, request_serializer=lambda b: b,
                                                  response_deserializer=lambda b: b)
 
@@ -114,6 +131,9 @@ class AsyncClient:
         return pairs or None
 
     async def close(self) -> None:
+        stripes, self._stripes = self._stripes, None
+        if stripes is not None:
+            await stripes.close()
         await self._channel.close()
 
     async def __aenter__(self) -> "AsyncClient":
@@ -180,9 +200,13 @@ class AsyncClient:
                                      keep_result=keep_result)
         if out_dtype is not None:
             request.output_dtype = DTYPE_TO_PROTO[out_name]
-        _fill(request, ops)
-        reply = await self._call("Multiply", request, timeout)
-        matrix, resident = self._result(reply.c, reply.result, keep_result, bf16_bits)
+        made = await self._fill_striped(request, ops, timeout)
+        try:
+            reply = await self._call("Multiply", request, timeout)
+            matrix, resident = await self._result(reply.c, reply.result, keep_result, bf16_bits,
+                                                  made, timeout)
+        finally:
+            await self._release_handles(made)
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
                               precision=reply.precision, timing=Timing.from_proto(reply.timing),
                               gflops=reply.gflops, verification=Verification.from_reply(reply),
@@ -195,9 +219,13 @@ class AsyncClient:
         """B = scale * A^T, as Client.transpose (out of place)."""
         request = pb.TransposeRequest(scale=float(scale), variant=variant or "auto",
                                       verify=verify, keep_result=keep_result)
-        _fill(request, {"a": self._operand(a, dtype, "a")})
-        reply = await self._call("Transpose", request, timeout)
-        matrix, resident = self._result(reply.b, reply.result, keep_result, bf16_bits)
+        made = await self._fill_striped(request, {"a": self._operand(a, dtype, "a")}, timeout)
+        try:
+            reply = await self._call("Transpose", request, timeout)
+            matrix, resident = await self._result(reply.b, reply.result, keep_result, bf16_bits,
+                                                  made, timeout)
+        finally:
+            await self._release_handles(made)
         return TransposeResult(b=matrix, variant=reply.variant, device=reply.device,
                                timing=Timing.from_proto(reply.timing), gb_per_s=reply.gb_per_s,
                                verification=Verification.from_reply(reply), resident=resident)
@@ -226,10 +254,73 @@ class AsyncClient:
             return x
         return prepare(x, dtype, what, order=order)
 
-    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool):
+    async def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool,
+                      made: Optional[List[str]], timeout: Optional[float]):
         if keep_result:
             return None, AsyncResidentMatrix(self, ResidentInfo.from_proto(kept))
-        return decode(matrix, bf16_bits=bf16_bits), None
+        if made is None:
+            return decode(matrix, bf16_bits=bf16_bits), None
+        # Striped: the result was kept for this call; read it back in ranges, then release it.
+        made.append(kept.handle)
+        info = ResidentInfo.from_proto(kept)
+        buf = np.empty(info.nbytes, dtype=np.uint8)
+        await self._stripes.get([info.handle], [buf], self._deadline(timeout), self._metadata())
+        return assemble(info.rows, info.cols, info.dtype, info.order, buf,
+                        bf16_bits=bf16_bits), None
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        return self.timeout if timeout is None else timeout
+
+    async def _fill_striped(self, request, ops, timeout: Optional[float]) -> Optional[List[str]]:
+        """Operands into the request (as _fill). Array operands that together reach
+        stripe_threshold_bytes are first written striped into resident matrices made for the call
+        (the result is then kept and read back striped); returns the handles made, to release
+        after the call, or None when the call goes inline."""
+        inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
+        total = sum(p.nbytes for p in inline.values())
+        if (self.stripes == 0 or self._no_ranges or total == 0 or
+                total < self.stripe_threshold_bytes):
+            _fill(request, ops)
+            return None
+        if self._stripes is None:
+            # A range fits one message of this client and of the server.
+            limits = (await self._call("GetServerInfo", pb.GetServerInfoRequest(),
+                                       timeout)).limits
+            server = limits.max_message_bytes or self.max_message_bytes
+            chunk = min(self.stripe_chunk_bytes,
+                        max(min(self.max_message_bytes, server) - _HEADROOM_BYTES, 1))
+            if self._stripes is None:
+                self._stripes = striped.AsyncStripes(self.target, self.stripes, chunk,
+                                                     self._channel_options, self._credentials)
+        made: List[str] = []
+        names = list(inline)
+        try:
+            infos = await self._stripes.put([inline[k] for k in names], self._deadline(timeout),
+                                            self._metadata(), made)
+        except (Unimplemented, PermissionDenied):
+            if made:
+                await self._release_handles(made)
+                raise
+            self._no_ranges = True
+            _fill(request, ops)
+            return None
+        except BaseException:
+            await self._release_handles(made)
+            raise
+        for name, info in zip(names, infos):
+            setattr(request, f"{name}_handle", info.handle)
+        _fill(request, {k: v for k, v in ops.items() if k not in inline})
+        request.keep_result = True
+        return made
+
+    async def _release_handles(self, handles: Optional[List[str]]) -> None:
+        if not handles:
+            return
+        try:
+            await self._stub.Release(pb.ReleaseRequest(handles=handles), timeout=self.timeout,
+                                     metadata=self._metadata())
+        except grpc.aio.AioRpcError:
+            pass  # best effort: the server's idle TTL frees what a failed release leaves
 
 
 def _fill(request, ops) -> None:

@@ -2,21 +2,24 @@
 
 Each operand is a 3-D (batch, rows, cols) array, a 2-D matrix that every product uses
 ("broadcast"), or a list of ResidentMatrix handles (one per product, or one for all); the batch
-is the largest operand count. With auto_stream, stacks too large for one message are uploaded
-matrix by matrix as temporary resident operands, and results too large for the reply are kept on
-the server, downloaded one by one and released.
+is the largest operand count. Stacks that together reach the client's stripe_threshold_bytes
+(each matrix at least MIN_STRIPED_BATCH_MATRIX_BYTES) are written striped, matrix by matrix, into
+temporary resident operands, and the results read back striped into one array. Otherwise, with
+auto_stream, stacks too large for one message are uploaded matrix by matrix as temporary resident
+operands, and results too large for the reply are kept on the server, downloaded one by one and
+released.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 
 from . import dtypes
 from ._stubs import pb
-from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, batch_memory_order,
-                       decode_batch, prepare_batch)
+from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, assemble_batch,
+                       batch_memory_order, decode_batch, prepare_batch)
 from .errors import error_for
 from .resident import ResidentMatrix
 from .results import MultiplyBatchedResult, ResidentInfo, Timing, Verification
@@ -74,11 +77,26 @@ def order_of(x: BatchOperand) -> str:
 
 
 def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep_result: bool,
-         temporaries: List[ResidentMatrix], timeout: Optional[float]) -> bool:
+         temporaries: List[ResidentMatrix], timeout: Optional[float]) -> Tuple[bool, bool]:
     """Puts operands in the request as stacks or handle lists (uploading stacks that do not fit in
     one message together, as temporaries, with auto_stream); returns whether the results are kept
-    on the server (asked for, or too large for the reply)."""
+    on the server (asked for, striped, or too large for the reply) and whether the operands went
+    striped (then the results come back striped too)."""
     inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
+    from .client import MIN_STRIPED_BATCH_MATRIX_BYTES
+    striped_call = False
+    if (client._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()) and
+            all(p.nbytes // p.batch >= MIN_STRIPED_BATCH_MATRIX_BYTES for p in inline.values())):
+        anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
+        parts = [(name, i) for name in inline for i in range(inline[name].batch)]
+        made = client._put_striped([inline[n].matrix(i) for n, i in parts], timeout, temporaries,
+                                   anchor)
+        if made is not None:
+            for name in inline:
+                ops[name] = [m for m, (n, _) in zip(made, parts) if n == name]
+            inline = {}
+            striped_call = True
+            keep_result = True  # the results come back striped (multiply_batched)
     limit = client.unary_limit_bytes() if client.auto_stream else 0
     if client.auto_stream and inline:
         # Operands of one request must share a device: uploads join the resident ones.
@@ -102,7 +120,7 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
     keep = keep_result or (client.auto_stream and result_bytes > limit)
     if keep:
         request.keep_result = True
-    return keep
+    return keep, striped_call
 
 
 def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
@@ -132,16 +150,20 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     result_bytes = batch * m * n * dtypes.itemsize(out_name)
     temporaries: List[ResidentMatrix] = []
     try:
-        kept = fill(client, request, ops, result_bytes, keep_result, temporaries, timeout)
+        kept, striped_call = fill(client, request, ops, result_bytes, keep_result, temporaries,
+                                  timeout)
         reply = client._call("MultiplyBatched", request, timeout)
         if not kept:
             matrices, residents = decode_batch(reply.c), []
         else:
             residents = [ResidentMatrix(client, ResidentInfo.from_proto(r)) for r in reply.results]
             matrices = None
-            if not keep_result:  # kept only because too large for the reply: stream them back
+            if not keep_result:  # kept by this client (striped, or too large for the reply)
                 try:
-                    matrices = _download_all(residents, batch, order, timeout)
+                    if striped_call:
+                        matrices = _read_all_striped(client, residents, batch, order, timeout)
+                    else:
+                        matrices = _download_all(residents, batch, order, timeout)
                 finally:
                     client._release_quietly(residents)
                 residents = []
@@ -155,6 +177,20 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                                  precision=reply.precision, timing=Timing.from_proto(reply.timing),
                                  gflops=reply.gflops, verification=Verification.from_reply(reply),
                                  residents=residents)
+
+
+def _read_all_striped(client: "Client", residents: List[ResidentMatrix], batch: int, order: str,
+                      timeout: Optional[float]) -> np.ndarray:
+    """The kept results read striped into one preallocated buffer, as one (batch, m, n) array."""
+    if len(residents) != batch:
+        raise error_for(grpc.StatusCode.DATA_LOSS,
+                        f"reply: {len(residents)} results for a batch of {batch}")
+    each = residents[0].nbytes
+    buf = np.empty(each * batch, dtype=np.uint8)
+    client._get_striped([r.handle for r in residents],
+                        [buf[i * each:(i + 1) * each] for i in range(batch)], timeout)
+    rows, cols = residents[0].shape
+    return assemble_batch(batch, rows, cols, residents[0].dtype, order, buf)
 
 
 def _download_all(residents: List[ResidentMatrix], batch: int, order: str,

@@ -13,12 +13,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from . import batched, dtypes, health, shared_memory, transfer
+from . import batched, dtypes, health, shared_memory, striped, transfer
 from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
-from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, decode,
-                       memory_order, prepare)
-from .errors import MatservError, NotFound, Unimplemented, error_for, from_rpc_error
+from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
+                       decode, memory_order, prepare)
+from .errors import (MatservError, NotFound, PermissionDenied, Unimplemented, error_for,
+                     from_rpc_error)
 from .resident import ResidentMatrix
 from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
                       ServerInfo, SharedMemoryInfo, Timing, TransposeResult, Verification)
@@ -29,6 +30,12 @@ Operand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, ShmMatrix, Any]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 DEFAULT_CHUNK_BYTES = 4 << 20
+# Striped transfer (docs/client.md): starting points, to be measured on the deployment.
+DEFAULT_STRIPES = 8
+DEFAULT_STRIPE_THRESHOLD_BYTES = 16 << 20
+DEFAULT_STRIPE_CHUNK_BYTES = 8 << 20
+# MultiplyBatched stripes only when each stacked matrix holds at least this much.
+MIN_STRIPED_BATCH_MATRIX_BYTES = 1 << 20
 # Room for the message's fields other than the matrix bytes when deciding "fits in one message".
 _HEADROOM_BYTES = 64 << 10
 
@@ -83,6 +90,11 @@ class Client:
     grpc.lb_policy_name or grpc.service_config). metadata: (key, value) pairs sent with every
     call; `with matserve_client.call_metadata(("x-request-id", "42")):` adds pairs to the calls
     made inside the block.
+    stripes, stripe_threshold_bytes, stripe_chunk_bytes: multiply, multiply_batched and transpose
+    calls whose array operands together carry at least stripe_threshold_bytes move them, and the
+    result, as ranges of stripe_chunk_bytes over `stripes` more connections at once (through
+    resident matrices the call makes and releases; the token needs the `resident` permission,
+    else the call goes inline). stripes=0: every call inline, as one message.
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -91,9 +103,17 @@ class Client:
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  token: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (),
-                 metadata: Sequence[Tuple[str, str]] = ()) -> None:
+                 metadata: Sequence[Tuple[str, str]] = (),
+                 stripes: int = DEFAULT_STRIPES,
+                 stripe_threshold_bytes: int = DEFAULT_STRIPE_THRESHOLD_BYTES,
+                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES) -> None:
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
+        if stripes < 0 or stripe_chunk_bytes <= 0:
+            raise ValueError("stripes must be 0 or more and stripe_chunk_bytes positive")
+        self.stripes = int(stripes)
+        self.stripe_threshold_bytes = int(stripe_threshold_bytes)
+        self.stripe_chunk_bytes = int(stripe_chunk_bytes)
         self.target = target
         self.timeout = timeout
         self.max_message_bytes = int(max_message_bytes)
@@ -109,7 +129,12 @@ class Client:
         fixed = check_pairs(metadata, "metadata")
         if token:
             fixed = (bearer(token),) + fixed
-        calls = grpc.intercept_channel(self._channel, CallMetadata(fixed))
+        self._interceptor = CallMetadata(fixed)
+        self._channel_options = opts
+        self._credentials = credentials
+        self._stripes: Optional[striped.Stripes] = None  # made on first use
+        self._no_ranges = False  # the server has no ranged transfer, or the token may not use it
+        calls = grpc.intercept_channel(self._channel, self._interceptor)
         self._stub = rpc.MatrixServiceStub(calls)
         self._health = calls.unary_unary(health.METHOD, request_serializer=lambda b: b,
                                          response_deserializer=lambda b: b)
@@ -133,6 +158,10 @@ class Client:
                 except MatservError:
                     pass  # closed locally all the same; the server unmaps it at its own exit
         finally:
+            with self._lock:
+                stripes, self._stripes = self._stripes, None
+            if stripes is not None:
+                stripes.close()
             self._channel.close()
 
     def __enter__(self) -> "Client":
@@ -259,14 +288,15 @@ class Client:
             result_bytes = 0  # not in the reply
         temporaries: List[ResidentMatrix] = []
         try:
-            kept = self._fill_operands(request, ops, result_bytes, keep_result, temporaries,
+            kept, striped_call = self._fill_operands(request, ops, result_bytes, keep_result,
+                                                     temporaries,
                                        timeout)
             reply = self._call("Multiply", request, timeout)
             if out is not None:
                 matrix, resident = _out_view(out, reply.c), None
             else:
                 matrix, resident = self._result(reply.c, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout)
+                                                keep_result, bf16_bits, timeout, striped_call)
         finally:
             self._release_quietly(temporaries)
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
@@ -341,7 +371,8 @@ class Client:
             result_bytes = 0
         temporaries: List[ResidentMatrix] = []
         try:
-            kept = self._fill_operands(request, {"a": op}, result_bytes, keep_result,
+            kept, striped_call = self._fill_operands(request, {"a": op}, result_bytes,
+                                                     keep_result,
                                        temporaries, timeout)
             reply = self._call("Transpose", request, timeout)
             if out is not None:
@@ -351,7 +382,7 @@ class Client:
                 matrix, resident = None, a
             else:
                 matrix, resident = self._result(reply.b, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout)
+                                                keep_result, bf16_bits, timeout, striped_call)
         finally:
             self._release_quietly(temporaries)
         return TransposeResult(b=matrix, variant=reply.variant, device=reply.device,
@@ -527,11 +558,27 @@ class Client:
         return prepare(x, dtype, what, order=order)
 
     def _fill_operands(self, request, ops, result_bytes: int, keep_result: bool,
-                       temporaries: List[ResidentMatrix], timeout: Optional[float]) -> bool:
-        """Puts operands in the request as bytes or handles. With auto_stream, operands that do not
-        fit in one message together are uploaded (streamed) first, as temporaries; returns whether
-        the result is kept on the server (asked for, or too large to come back in the reply)."""
+                       temporaries: List[ResidentMatrix],
+                       timeout: Optional[float]) -> Tuple[bool, bool]:
+        """Puts operands in the request as bytes or handles. Operands that together reach the
+        stripe threshold are written striped first, as temporaries; otherwise, with auto_stream,
+        operands that do not fit in one message together are uploaded (streamed) first. Returns
+        whether the result is kept on the server (asked for, striped, or too large for the reply)
+        and whether the operands went striped (then the result comes back striped too)."""
         inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
+        anchor = next((v for v in ops.values() if isinstance(v, ResidentMatrix)), None)
+        striped_call = False
+        # Not when the result goes to shared memory (result_bytes 0): it cannot also be kept.
+        if result_bytes > 0 and self._stripes_for(sum(p.nbytes for p in inline.values()),
+                                                  ops.values()):
+            names = list(inline)
+            made = self._put_striped([inline[k] for k in names], timeout, temporaries, anchor)
+            if made is not None:
+                for name, resident in zip(names, made):
+                    ops[name] = resident
+                inline = {}
+                striped_call = True
+                keep_result = True  # the result comes back striped (_result)
         if self.auto_stream and inline:
             limit = self.unary_limit_bytes()
             # Operands of one request must share a device: uploads join the resident ones.
@@ -553,19 +600,76 @@ class Client:
         keep = keep_result or (self.auto_stream and result_bytes > self.unary_limit_bytes())
         if keep:
             request.keep_result = True
-        return keep
+        return keep, striped_call
 
-    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool, timeout):
+    def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool, timeout,
+                striped_call: bool = False):
         """(array or None, ResidentMatrix or None) from a reply's matrix and kept result."""
         if kept is None:
             return decode(matrix, bf16_bits=bf16_bits), None
         resident = ResidentMatrix(self, ResidentInfo.from_proto(kept))
         if keep_result:
             return None, resident
-        try:  # kept only because it was too large for the reply: stream it back
+        try:  # kept by this client (striped, or too large for the reply): read it back
+            if striped_call:
+                buf = np.empty(resident.nbytes, dtype=np.uint8)
+                self._get_striped([resident.handle], [buf], timeout)
+                return assemble(resident.shape[0], resident.shape[1], resident.dtype,
+                                resident.order, buf, bf16_bits=bf16_bits), None
             return resident.download(bf16_bits=bf16_bits, timeout=timeout), None
         finally:
             self._release_quietly([resident])
+
+    # --- striped transfer -------------------------------------------------------------------------
+    def _stripes_for(self, inline_bytes: int, ops) -> bool:
+        """Whether a call with these inline operand bytes goes striped (shared memory: never)."""
+        return (self.stripes > 0 and not self._no_ranges and inline_bytes > 0 and
+                inline_bytes >= self.stripe_threshold_bytes and
+                not any(isinstance(op, ShmMatrix) for op in ops))
+
+    def _striper(self) -> striped.Stripes:
+        # A range fits one message of this client and of the server.
+        chunk = min(self.stripe_chunk_bytes, self.unary_limit_bytes())
+        with self._lock:
+            if self._stripes is None:
+                self._stripes = striped.Stripes(self.target, self.stripes, chunk,
+                                                self._channel_options, self._credentials,
+                                                self._interceptor)
+            return self._stripes
+
+    def _put_striped(self, prepared: List[Prepared], timeout: Optional[float],
+                     temporaries: List[ResidentMatrix],
+                     anchor: Optional[ResidentMatrix]) -> Optional[List[ResidentMatrix]]:
+        """The Prepared matrices as resident temporaries, written striped; None (nothing made)
+        when the server cannot take ranges (an older server, or no `resident` permission)."""
+        made: List[str] = []
+        try:
+            infos = self._striper().put(prepared, self._deadline(timeout), made,
+                                anchor.handle if anchor is not None else "")
+        except (Unimplemented, PermissionDenied):
+            if made:
+                self._release_handles(made)
+                raise
+            self._no_ranges = True
+            return None
+        except BaseException:
+            self._release_handles(made)
+            raise
+        residents = [ResidentMatrix(self, ResidentInfo.from_proto(i)) for i in infos]
+        temporaries.extend(residents)
+        return residents
+
+    def _get_striped(self, handles: List[str], outs: List[np.ndarray],
+                     timeout: Optional[float]) -> None:
+        self._striper().get(handles, outs, self._deadline(timeout))
+
+    def _release_handles(self, handles: List[str]) -> None:
+        if not handles:
+            return
+        try:
+            self._stub.Release(pb.ReleaseRequest(handles=handles), timeout=self.timeout)
+        except grpc.RpcError:
+            pass  # best effort: the server's idle TTL frees what a failed release leaves
 
     def _release_quietly(self, matrices: List[ResidentMatrix]) -> None:
         for m in matrices:

@@ -159,5 +159,44 @@ TEST(ResidentStore, MemoryReturnsWhenTheLastUserLetsGo) {
   EXPECT_EQ(pool.stats().long_lived_bytes, 0);
 }
 
+// A matrix being filled range by range (CreateResident) is listed and found for its writes, but
+// every use is refused, naming the bytes still missing, until its last byte arrives.
+TEST(ResidentStore, AMatrixBeingFilledIsNotUsableUntilComplete) {
+  ResidentStore store(absl::Minutes(1));
+  auto m = matrix("alice");
+  m->fill = std::make_unique<RangeFill>(100);
+  const std::string h = store.add(m);
+  const absl::Status use = store.get("a_handle", h, "alice").status();
+  EXPECT_EQ(use.code(), absl::StatusCode::kFailedPrecondition) << use;
+  EXPECT_NE(use.message().find("a_handle"), absl::string_view::npos) << use;
+  EXPECT_NE(use.message().find("100 of its 100 bytes"), absl::string_view::npos) << use;
+  EXPECT_TRUE(store.find("handle", h, "alice").ok());
+  EXPECT_EQ(store.find("handle", h, "bob").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.list("alice").size(), 1u);
+  ASSERT_TRUE(m->fill->claim(0, 60, h).ok());
+  m->fill->finish(0, 60, true);
+  const absl::Status partial = store.get("a_handle", h, "alice").status();
+  EXPECT_NE(partial.message().find("40 of its 100 bytes"), absl::string_view::npos) << partial;
+  ASSERT_TRUE(m->fill->claim(60, 40, h).ok());
+  EXPECT_TRUE(m->fill->finish(60, 40, true));
+  EXPECT_TRUE(store.get("a_handle", h, "alice").ok());
+}
+
+// A matrix left half-filled (its client went away) is released after the fill timeout, however
+// long the TTL of complete matrices is.
+TEST(ResidentStore, AnAbandonedFillIsReleasedAfterTheFillTimeout) {
+  ResidentStore store(absl::Minutes(10));
+  store.set_fill_timeout(absl::Milliseconds(50));
+  auto filling = matrix("");
+  filling->fill = std::make_unique<RangeFill>(100);
+  const std::string abandoned = store.add(filling);
+  const std::string ready = store.add(matrix(""));
+  EXPECT_LE(store.expires_in_ms(*filling), 50);
+  absl::SleepFor(absl::Milliseconds(120));
+  EXPECT_EQ(store.sweep(), 1);
+  EXPECT_EQ(store.find("handle", abandoned, "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store.get("handle", ready, "").ok());
+}
+
 }  // namespace
 }  // namespace matserve::server

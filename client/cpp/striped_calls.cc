@@ -1,0 +1,207 @@
+// Client's striped path (docs/client.md): a multiply, multiply_batched or transpose whose inline
+// operands together reach ClientOptions::stripe_threshold_bytes moves them as ranges over the
+// stripe connections into resident matrices made for the call, runs the operation on their
+// handles keeping the result, reads the result back in ranges into the reply, and releases every
+// matrix it made, also after a failure. Smaller calls, and calls naming shared memory, go inline.
+#include <optional>
+#include <string_view>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "client/cpp/client.h"
+#include "client/cpp/striped_transfer.h"
+#include "grpcpp/client_context.h"
+
+namespace matserve::client {
+namespace {
+
+// A server without ranged transfer (an older one), or a token without the `resident` permission:
+// the call goes inline instead.
+bool inline_instead(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnimplemented ||
+         s.code() == absl::StatusCode::kPermissionDenied;
+}
+
+}  // namespace
+
+bool Client::stripes_call(std::initializer_list<std::int64_t> operand_bytes) const {
+  if (striped_ == nullptr) return false;
+  std::int64_t total = 0;
+  for (std::int64_t b : operand_bytes) {
+    if (b < 0) return false;
+    total += b;
+  }
+  return total > 0 && total >= options_.stripe_threshold_bytes;
+}
+
+void Client::fit_ranges_to_server() {
+  std::call_once(ranges_fitted_, [this] {
+    absl::StatusOr<v1::GetServerInfoReply> info = get_server_info();
+    if (!info.ok()) return;
+    const v1::ServerLimits& l = info->limits();
+    striped_->limit_chunk_bytes(l.max_range_bytes() > 0 ? l.max_range_bytes()
+                                                        : l.max_message_bytes() - 1024);
+  });
+}
+
+void Client::release_quietly(const std::vector<std::string>& handles) {
+  if (handles.empty()) return;
+  grpc::ClientContext context;
+  prepare_context(context);
+  v1::ReleaseRequest request;
+  for (const std::string& h : handles) request.add_handles(h);
+  v1::ReleaseReply reply;
+  (void)stub_->Release(&context, request, &reply);  // a matrix not released expires with its TTL
+}
+
+absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
+    const v1::MultiplyRequest& request) {
+  std::vector<std::string> made;
+  const absl::Cleanup release = [&] { release_quietly(made); };
+  // The request without its inline operands, which become handles.
+  v1::MultiplyRequest r;
+  r.set_transpose_a(request.transpose_a());
+  r.set_transpose_b(request.transpose_b());
+  if (request.has_alpha()) r.set_alpha(request.alpha());
+  if (request.has_beta()) r.set_beta(request.beta());
+  r.set_variant(request.variant());
+  r.set_compute(request.compute());
+  r.set_output_dtype(request.output_dtype());
+  r.set_output_layout(request.output_layout());
+  r.set_verify(request.verify());
+  r.set_a_handle(request.a_handle());
+  r.set_b_handle(request.b_handle());
+  r.set_c_handle(request.c_handle());
+  r.set_keep_result(true);
+  std::vector<StripedTransfer::Source> sources;
+  std::vector<std::string*> targets;
+  const auto take = [&](bool present, const v1::Matrix& m, std::string* handle) {
+    if (!present || m.data().empty()) return;
+    sources.push_back({&m, m.data()});
+    targets.push_back(handle);
+  };
+  take(request.has_a(), request.a(), r.mutable_a_handle());
+  take(request.has_b(), request.b(), r.mutable_b_handle());
+  take(request.has_c(), request.c(), r.mutable_c_handle());
+  fit_ranges_to_server();
+  if (absl::Status s = striped_->put(sources, made); !s.ok()) {
+    if (made.empty() && inline_instead(s)) return std::nullopt;
+    return s;
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) *targets[i] = made[i];
+  grpc::ClientContext context;
+  prepare_context(context);
+  v1::MultiplyReply reply;
+  if (absl::Status s = from_grpc_status(stub_->Multiply(&context, r, &reply)); !s.ok()) return s;
+  if (request.keep_result()) return reply;  // the caller keeps the result; the operands go
+  made.push_back(reply.result().handle());
+  std::string* data = reply.mutable_c()->mutable_data();
+  data->resize(static_cast<std::size_t>(reply.result().bytes()));
+  const StripedTransfer::Sink sink{reply.result().handle(), {data->data(), data->size()}};
+  if (absl::Status s = striped_->get({&sink, 1}); !s.ok()) return s;
+  reply.clear_result();
+  return reply;
+}
+
+absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
+    const v1::TransposeRequest& request) {
+  std::vector<std::string> made;
+  const absl::Cleanup release = [&] { release_quietly(made); };
+  v1::TransposeRequest r;
+  if (request.has_scale()) r.set_scale(request.scale());
+  r.set_variant(request.variant());
+  r.set_verify(request.verify());
+  r.set_keep_result(true);
+  const StripedTransfer::Source source{&request.a(), request.a().data()};
+  fit_ranges_to_server();
+  if (absl::Status s = striped_->put({&source, 1}, made); !s.ok()) {
+    if (made.empty() && inline_instead(s)) return std::nullopt;
+    return s;
+  }
+  r.set_a_handle(made.front());
+  grpc::ClientContext context;
+  prepare_context(context);
+  v1::TransposeReply reply;
+  if (absl::Status s = from_grpc_status(stub_->Transpose(&context, r, &reply)); !s.ok()) return s;
+  if (request.keep_result()) return reply;
+  made.push_back(reply.result().handle());
+  std::string* data = reply.mutable_b()->mutable_data();
+  data->resize(static_cast<std::size_t>(reply.result().bytes()));
+  const StripedTransfer::Sink sink{reply.result().handle(), {data->data(), data->size()}};
+  if (absl::Status s = striped_->get({&sink, 1}); !s.ok()) return s;
+  reply.clear_result();
+  return reply;
+}
+
+absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched_striped(
+    const v1::MultiplyBatchedRequest& request) {
+  std::vector<std::string> made;
+  const absl::Cleanup release = [&] { release_quietly(made); };
+  v1::MultiplyBatchedRequest r;
+  r.set_batch(request.batch());
+  *r.mutable_a_handles() = request.a_handles();
+  *r.mutable_b_handles() = request.b_handles();
+  *r.mutable_c_handles() = request.c_handles();
+  r.set_transpose_a(request.transpose_a());
+  r.set_transpose_b(request.transpose_b());
+  if (request.has_alpha()) r.set_alpha(request.alpha());
+  if (request.has_beta()) r.set_beta(request.beta());
+  r.set_variant(request.variant());
+  r.set_compute(request.compute());
+  r.set_output_dtype(request.output_dtype());
+  r.set_output_layout(request.output_layout());
+  r.set_verify(request.verify());
+  r.set_keep_result(true);
+  // Each inline operand's stacked matrices become one resident matrix each (one for all when
+  // it is broadcast), named in order in the handle list.
+  std::vector<StripedTransfer::Source> sources;
+  std::vector<google::protobuf::RepeatedPtrField<std::string>*> lists;
+  const auto take = [&](bool present, const v1::Matrix& m,
+                        google::protobuf::RepeatedPtrField<std::string>* handles) {
+    if (!present || m.data().empty()) return;
+    const std::int64_t n = std::max<std::int64_t>(m.batch(), 1);
+    const std::size_t each = m.data().size() / static_cast<std::size_t>(n);
+    const std::string_view all = m.data();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::size_t len = i + 1 == n ? all.size() - each * static_cast<std::size_t>(i) : each;
+      sources.push_back({&m, all.substr(each * static_cast<std::size_t>(i), len)});
+      lists.push_back(handles);
+    }
+  };
+  take(request.has_a(), request.a(), r.mutable_a_handles());
+  take(request.has_b(), request.b(), r.mutable_b_handles());
+  take(request.has_c(), request.c(), r.mutable_c_handles());
+  fit_ranges_to_server();
+  if (absl::Status s = striped_->put(sources, made); !s.ok()) {
+    if (made.empty() && inline_instead(s)) return std::nullopt;
+    return s;
+  }
+  for (std::size_t i = 0; i < lists.size(); ++i) lists[i]->Add(std::string(made[i]));
+  grpc::ClientContext context;
+  prepare_context(context);
+  v1::MultiplyBatchedReply reply;
+  if (absl::Status s = from_grpc_status(stub_->MultiplyBatched(&context, r, &reply)); !s.ok()) {
+    for (const v1::ResidentInfo& k : reply.results()) made.push_back(k.handle());
+    return s;
+  }
+  if (request.keep_result()) return reply;
+  std::int64_t total = 0;
+  for (const v1::ResidentInfo& k : reply.results()) {
+    made.push_back(k.handle());
+    total += k.bytes();
+  }
+  std::string* data = reply.mutable_c()->mutable_data();
+  data->resize(static_cast<std::size_t>(total));
+  std::vector<StripedTransfer::Sink> sinks;
+  std::size_t offset = 0;
+  for (const v1::ResidentInfo& k : reply.results()) {
+    const auto n = static_cast<std::size_t>(k.bytes());
+    sinks.push_back({k.handle(), {data->data() + offset, n}});
+    offset += n;
+  }
+  if (absl::Status s = striped_->get(sinks); !s.ok()) return s;
+  reply.clear_results();
+  return reply;
+}
+
+}  // namespace matserve::client

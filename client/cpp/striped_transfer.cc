@@ -1,0 +1,134 @@
+// Striped transfer over several connections: see striped_transfer.h.
+#include "client/cpp/striped_transfer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/client.h"
+#include "grpcpp/client_context.h"
+
+namespace matserve::client {
+std::int64_t inline_bytes(bool present, const v1::Matrix& m) {
+  if (!present) return 0;
+  if (m.has_shm()) return -1;
+  return static_cast<std::int64_t>(m.data().size());
+}
+
+StripedTransfer::StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs,
+                                 std::function<void(grpc::ClientContext&)> prepare,
+                                 std::int64_t chunk_bytes)
+    : stubs_(std::move(stubs)),
+      prepare_(std::move(prepare)),
+      chunk_bytes_(std::max<std::int64_t>(chunk_bytes, 1)) {}
+
+void StripedTransfer::limit_chunk_bytes(std::int64_t limit) {
+  if (limit <= 0) return;
+  std::int64_t now = chunk_bytes_.load();
+  while (limit < now && !chunk_bytes_.compare_exchange_weak(now, limit)) {
+  }
+}
+
+std::vector<StripedTransfer::Range> StripedTransfer::split(
+    std::span<const std::int64_t> sizes) const {
+  const std::int64_t chunk = chunk_bytes_.load();
+  std::vector<Range> ranges;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    for (std::int64_t off = 0; off < sizes[i]; off += chunk) {
+      ranges.push_back({i, off, std::min(chunk, sizes[i] - off)});
+    }
+  }
+  return ranges;
+}
+
+absl::Status StripedTransfer::run(
+    const std::vector<Range>& ranges,
+    const std::function<absl::Status(v1::MatrixService::Stub&, const Range&)>& one) {
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  absl::Status first_error;
+  std::atomic<bool> failed{false};
+  const auto worker = [&](v1::MatrixService::Stub& stub) {
+    for (std::size_t i = next++; i < ranges.size() && !failed.load(); i = next++) {
+      absl::Status s = one(stub, ranges[i]);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = std::move(s);
+        failed.store(true);
+      }
+    }
+  };
+  const std::size_t n = std::min(stubs_.size(), ranges.size());
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (std::size_t t = 1; t < n; ++t) threads.emplace_back(worker, std::ref(*stubs_[t]));
+  if (n > 0) worker(*stubs_[0]);
+  for (std::thread& t : threads) t.join();
+  return first_error;
+}
+
+absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<std::string>& made) {
+  std::vector<std::string> handles;
+  std::vector<std::int64_t> sizes;
+  for (const Source& src : sources) {
+    v1::CreateResidentRequest request;
+    v1::Matrix* h = request.mutable_header();
+    h->set_rows(src.header->rows());
+    h->set_cols(src.header->cols());
+    h->set_dtype(src.header->dtype());
+    h->set_layout(src.header->layout());
+    if (!handles.empty()) request.set_colocate_with(handles.front());
+    grpc::ClientContext context;
+    prepare_(context);
+    v1::UploadReply reply;
+    if (absl::Status s = from_grpc_status(stubs_[0]->CreateResident(&context, request, &reply));
+        !s.ok())
+      return s;
+    if (reply.resident().bytes() != static_cast<std::int64_t>(src.bytes.size())) {
+      made.push_back(reply.resident().handle());
+      return absl::InvalidArgumentError(absl::StrCat("the operand's data holds ", src.bytes.size(),
+                                                     " bytes; its shape needs ",
+                                                     reply.resident().bytes()));
+    }
+    handles.push_back(reply.resident().handle());
+    made.push_back(handles.back());
+    sizes.push_back(static_cast<std::int64_t>(src.bytes.size()));
+  }
+  return run(split(sizes), [&](v1::MatrixService::Stub& stub, const Range& r) {
+    v1::WriteRangeRequest request;
+    request.set_handle(handles[r.item]);
+    request.set_offset(r.offset);
+    request.set_data(sources[r.item].bytes.data() + r.offset, static_cast<std::size_t>(r.length));
+    grpc::ClientContext context;
+    prepare_(context);
+    v1::WriteRangeReply reply;
+    return from_grpc_status(stub.WriteRange(&context, request, &reply));
+  });
+}
+
+absl::Status StripedTransfer::get(std::span<const Sink> sinks) {
+  std::vector<std::int64_t> sizes;
+  for (const Sink& s : sinks) sizes.push_back(static_cast<std::int64_t>(s.out.size()));
+  return run(split(sizes), [&](v1::MatrixService::Stub& stub, const Range& r) -> absl::Status {
+    v1::ReadRangeRequest request;
+    request.set_handle(sinks[r.item].handle);
+    request.set_offset(r.offset);
+    request.set_length(r.length);
+    grpc::ClientContext context;
+    prepare_(context);
+    v1::ReadRangeReply reply;
+    if (absl::Status s = from_grpc_status(stub.ReadRange(&context, request, &reply)); !s.ok())
+      return s;
+    if (static_cast<std::int64_t>(reply.data().size()) != r.length) {
+      return absl::DataLossError(absl::StrCat("ReadRange returned ", reply.data().size(),
+                                              " bytes for a range of ", r.length));
+    }
+    std::memcpy(sinks[r.item].out.data() + r.offset, reply.data().data(), reply.data().size());
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace matserve::client

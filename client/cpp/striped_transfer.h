@@ -1,0 +1,77 @@
+// Striped transfer: a matrix's bytes moved as ranges over several gRPC connections at once (one
+// channel per stripe, kept apart by distinct channel arguments so that each has its own TCP
+// connection). put() creates resident matrices empty and writes all their ranges, get() reads
+// ranges of resident matrices into the caller's buffers; each runs one thread per stripe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "matserve/v1/matrix_service.grpc.pb.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
+namespace matserve::client {
+
+namespace v1 = ::matserve::v1;
+
+// Inline bytes an operand carries (0 for a handle or an absent one); -1 for shared memory, which
+// keeps the whole call inline.
+std::int64_t inline_bytes(bool present, const v1::Matrix& m);
+
+class StripedTransfer {
+ public:
+  // A matrix to create: its header (rows, cols, dtype, layout; data ignored) and bytes.
+  struct Source {
+    const v1::Matrix* header;
+    std::string_view bytes;
+  };
+  // A resident matrix's bytes to read into `out` (exactly its size).
+  struct Sink {
+    std::string handle;
+    std::span<char> out;
+  };
+
+  // `stubs`: one per stripe (at least one); `prepare`: sets the deadline and token of a call;
+  // `chunk_bytes`: the largest range one call carries.
+  StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs,
+                  std::function<void(grpc::ClientContext&)> prepare, std::int64_t chunk_bytes);
+
+  // Creates one resident matrix per source (every one beside the first placed with it), then
+  // writes every range of them all over the stripes. Handles of matrices created are appended to
+  // `made` as they are created, also when a later step fails (the caller releases them).
+  absl::Status put(std::span<const Source> sources, std::vector<std::string>& made);
+  absl::Status get(std::span<const Sink> sinks);
+
+  std::size_t stripes() const { return stubs_.size(); }
+  std::int64_t chunk_bytes() const { return chunk_bytes_.load(); }
+  // Ranges of at most `limit` bytes from now on (what one message of the server carries).
+  void limit_chunk_bytes(std::int64_t limit);
+
+ private:
+  struct Range {
+    std::size_t item;
+    std::int64_t offset;
+    std::int64_t length;
+  };
+  // Runs `one(stub, range)` for every range over the stripes, one thread each; the first error.
+  absl::Status run(const std::vector<Range>& ranges,
+                   const std::function<absl::Status(v1::MatrixService::Stub&, const Range&)>& one);
+  std::vector<Range> split(std::span<const std::int64_t> sizes) const;
+
+  std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs_;
+  std::function<void(grpc::ClientContext&)> prepare_;
+  std::atomic<std::int64_t> chunk_bytes_;
+};
+
+}  // namespace matserve::client

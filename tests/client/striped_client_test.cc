@@ -1,0 +1,97 @@
+// The C++ client's striped path against the fake service: operands above the threshold go as
+// ranges over the stripes and the result comes back the same as inline; nothing is left
+// resident; a server without ranged transfer gets the call inline; small calls stay inline.
+#include <memory>
+#include <string>
+
+#include "client/cpp/client.h"
+#include "client/cpp/matrix.h"
+#include "gtest/gtest.h"
+#include "tests/client/fake_service.h"
+
+namespace matserve::client {
+namespace {
+
+using kernels::DType;
+using kernels::Layout;
+
+v1::MultiplyRequest request_of(std::int64_t m, std::int64_t k, std::int64_t n) {
+  v1::MultiplyRequest r;
+  *r.mutable_a() = *matrix_from_npy(random_matrix(m, k, DType::kF32, Layout::kRowMajor, 1));
+  *r.mutable_b() = *matrix_from_npy(random_matrix(k, n, DType::kF32, Layout::kColMajor, 2));
+  return r;
+}
+
+std::unique_ptr<Client> connect(const std::string& target, int stripes, std::int64_t threshold) {
+  ClientOptions options;
+  options.stripes = stripes;
+  options.stripe_threshold_bytes = threshold;
+  options.stripe_chunk_bytes = 1000;  // many ranges, over every stripe
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::connect(target, options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+TEST(StripedClient, StripedResultsEqualInlineOnesAndNothingStays) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  const std::unique_ptr<Client> striped = connect(server.target(), 3, 1);
+  const std::unique_ptr<Client> inline_client = connect(server.target(), 0, 1);
+  const v1::MultiplyRequest request = request_of(17, 31, 23);
+  absl::StatusOr<v1::MultiplyReply> got = striped->multiply(request);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_GE(server.service().write_range_calls(), 4);
+  EXPECT_FALSE(server.service().last_multiply().a_handle().empty());
+  EXPECT_TRUE(server.service().last_multiply().a().data().empty());
+  EXPECT_FALSE(got->has_result());
+  EXPECT_EQ(server.service().resident_count(), 0u);
+  absl::StatusOr<v1::MultiplyReply> want = inline_client->multiply(request);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(got->c().data(), want->c().data());
+  EXPECT_EQ(got->c().rows(), 17);
+  EXPECT_EQ(got->c().cols(), 23);
+
+  v1::TransposeRequest t;
+  *t.mutable_a() = request.a();
+  absl::StatusOr<v1::TransposeReply> tg = striped->transpose(t);
+  absl::StatusOr<v1::TransposeReply> tw = inline_client->transpose(t);
+  ASSERT_TRUE(tg.ok() && tw.ok()) << tg.status() << tw.status();
+  EXPECT_EQ(tg->b().data(), tw->b().data());
+  EXPECT_EQ(server.service().resident_count(), 0u);
+}
+
+TEST(StripedClient, KeepResultLeavesOnlyTheResult) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  const std::unique_ptr<Client> striped = connect(server.target(), 2, 1);
+  v1::MultiplyRequest request = request_of(5, 6, 7);
+  request.set_keep_result(true);
+  absl::StatusOr<v1::MultiplyReply> got = striped->multiply(request);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_result());
+  EXPECT_EQ(server.service().resident_count(), 1u);  // the operands went, the result stays
+  EXPECT_TRUE(striped->release(got->result().handle()).ok());
+}
+
+TEST(StripedClient, AServerWithoutRangesGetsTheCallInline) {
+  testing::FakeServer server;  // ranged transfer off: CreateResident is UNIMPLEMENTED
+  const std::unique_ptr<Client> striped = connect(server.target(), 4, 1);
+  absl::StatusOr<v1::MultiplyReply> got = striped->multiply(request_of(3, 4, 5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(server.service().last_multiply().a().data().size(), 3u * 4 * 4);
+  EXPECT_EQ(got->c().data().size(), 3u * 5 * 4);
+}
+
+TEST(StripedClient, CallsBelowTheThresholdStayInline) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  const std::unique_ptr<Client> striped = connect(server.target(), 4, 10000);
+  ASSERT_TRUE(striped->multiply(request_of(10, 10, 10)).ok());  // 800 bytes of operands
+  EXPECT_EQ(server.service().write_range_calls(), 0);
+  EXPECT_FALSE(server.service().last_multiply().a().data().empty());
+  ASSERT_TRUE(striped->multiply(request_of(40, 40, 40)).ok());  // 12800 bytes
+  EXPECT_GT(server.service().write_range_calls(), 0);
+}
+
+}  // namespace
+}  // namespace matserve::client
