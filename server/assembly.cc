@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> make_runtime(const ServerConfig& config
                       .max_delay = absl::Microseconds(limits.max_batch_delay_us)});
   runtime->verify_budget().set_limit(limits.max_verify_bytes);
   runtime->shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
+  runtime->shared_memory().set_max_bytes(limits.max_shared_memory_bytes_per_owner,
+                                         limits.max_shared_memory_bytes);
   return runtime;
 }
 
