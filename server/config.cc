@@ -75,6 +75,11 @@ ABSL_FLAG(bool, shared_memory, true,
           "server opens the POSIX shared-memory objects they name");
 ABSL_FLAG(int, max_shm_regions_per_owner, 64,
           "shared-memory regions one caller (token) may have registered at once");
+ABSL_FLAG(int64_t, max_shared_memory_bytes_per_owner, int64_t{64} << 30,
+          "bytes of shared-memory regions one caller (token) may have registered at once: the "
+          "server maps them (and the CUDA backend pins them)");
+ABSL_FLAG(int64_t, max_shared_memory_bytes, int64_t{256} << 30,
+          "bytes of shared-memory regions all callers together may have registered at once");
 ABSL_FLAG(int64_t, max_batch_products, 65536,
           "most products in one MultiplyBatched call (batch field)");
 ABSL_FLAG(int, max_batch_size, 0,
@@ -207,6 +212,8 @@ absl::StatusOr<ServerConfig> config_from_flags() {
   limits.stream_idle_timeout_seconds = absl::GetFlag(FLAGS_stream_idle_timeout_seconds);
   limits.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   limits.max_shm_regions_per_owner = absl::GetFlag(FLAGS_max_shm_regions_per_owner);
+  limits.max_shared_memory_bytes_per_owner = absl::GetFlag(FLAGS_max_shared_memory_bytes_per_owner);
+  limits.max_shared_memory_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);
   limits.max_batch_products = absl::GetFlag(FLAGS_max_batch_products);
   limits.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   limits.max_batch_delay_us = absl::GetFlag(FLAGS_max_batch_delay_us);

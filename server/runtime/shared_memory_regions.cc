@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 namespace {
@@ -30,7 +31,7 @@ absl::Status check_name(const std::string& name) {
                     c == '_' || c == '.' || c == '-';
     if (!ok) {
       return absl::InvalidArgumentError(
-          StrCat("name: '", name, "' has a character outside [A-Za-z0-9_.-]"));
+          StrCat("name: ", quote(name), " has a character outside [A-Za-z0-9_.-]"));
     }
   }
   return absl::OkStatus();
@@ -41,7 +42,7 @@ absl::Status check_key(const std::string& key) {
       key.find('/', 1) != std::string::npos || key.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(
         StrCat("key: must be a POSIX shared-memory name, '/' then 1-", kMaxKeyBytes - 1,
-               " characters without '/' (as given to shm_open; got '", key, "')"));
+               " characters without '/' (as given to shm_open; got ", quote(key), ")"));
   }
   return absl::OkStatus();
 }
@@ -49,15 +50,15 @@ absl::Status check_key(const std::string& key) {
 absl::Status open_error(const std::string& key, int err) {
   const std::string why = std::strerror(err);
   if (err == ENOENT) {
-    return absl::NotFoundError(StrCat("key: no shared-memory object '", key,
-                                      "' on the server's node (create it with shm_open first; the "
+    return absl::NotFoundError(StrCat("key: no shared-memory object ", quote(key),
+                                      " on the server's node (create it with shm_open first; the "
                                       "client must share the server's /dev/shm)"));
   }
   if (err == EACCES || err == EPERM) {
-    return absl::PermissionDeniedError(
-        StrCat("key: the server may not open '", key, "' for reading and writing (", why, ")"));
+    return absl::PermissionDeniedError(StrCat("key: the server may not open ", quote(key),
+                                              " for reading and writing (", why, ")"));
   }
-  return absl::InvalidArgumentError(StrCat("key: cannot open '", key, "': ", why));
+  return absl::InvalidArgumentError(StrCat("key: cannot open ", quote(key), ": ", why));
 }
 
 }  // namespace
@@ -72,21 +73,23 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
   if (r->fd_ < 0) return open_error(i.key, errno);
   struct stat st = {};
   if (::fstat(r->fd_, &st) != 0) return open_error(i.key, errno);
+  r->object_ = {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(StrCat("key: '", i.key, "' is not a shared-memory object"));
+    return absl::InvalidArgumentError(
+        StrCat("key: ", quote(i.key), " is not a shared-memory object"));
   }
   if (i.offset > st.st_size || i.byte_size > st.st_size - i.offset) {
     return absl::InvalidArgumentError(StrCat("byte_size: offset ", i.offset, " + byte_size ",
-                                             i.byte_size, " exceeds the ", st.st_size,
-                                             " bytes of '", i.key, "'"));
+                                             i.byte_size, " exceeds the ", st.st_size, " bytes of ",
+                                             quote(i.key)));
   }
   const auto page = static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
   const std::int64_t start = i.offset / page * page;
   r->mapping_bytes_ = static_cast<std::size_t>(i.offset - start + i.byte_size);
   void* m = ::mmap(nullptr, r->mapping_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd_, start);
   if (m == MAP_FAILED) {
-    return absl::ResourceExhaustedError(StrCat("byte_size: cannot map ", i.byte_size, " bytes of '",
-                                               i.key, "': ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(StrCat("byte_size: cannot map ", i.byte_size, " bytes of ",
+                                               quote(i.key), ": ", std::strerror(errno)));
   }
   r->mapping_ = m;
   r->base_ = static_cast<std::byte*>(m) + (i.offset - start);
@@ -117,6 +120,9 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::on_devic
   r->info_.key.clear();
   r->info_.device = memory.label;
   r->base_ = memory.base + r->info_.offset;
+  // Apart from every (st_dev, st_ino): device numbers never reach the top bit.
+  r->object_ = {(std::uint64_t{1} << 63) | static_cast<std::uint64_t>(memory.device),
+                reinterpret_cast<std::uintptr_t>(memory.base)};
   r->device_ = std::move(memory);
   return r;
 }
@@ -130,8 +136,8 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 
 absl::Status SharedMemoryRegion::truncated_error() const {
   return absl::FailedPreconditionError(
-      StrCat("shared-memory region '", info_.name, "': the object '", info_.key,
-             "' no longer holds its registered ", info_.byte_size,
+      StrCat("shared-memory region ", quote(info_.name), ": the object ", quote(info_.key),
+             " no longer holds its registered ", info_.byte_size,
              " bytes (it was truncated); unregister it and register it again"));
 }
 
@@ -148,7 +154,7 @@ absl::Status SharedMemoryRegion::check_intact() const {
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert(
     const std::string& owner, const std::string& name, std::int64_t offset, std::int64_t byte_size,
-    const Opener& open) {
+    std::int64_t host_bytes, const Opener& open) {
   if (absl::Status s = check_name(name); !s.ok()) return s;
   if (offset < 0) {
     return absl::InvalidArgumentError(StrCat("offset: must be >= 0 (got ", offset, ")"));
@@ -159,7 +165,7 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert
   const auto taken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     if (regions_.contains(Key(owner, name))) {
       return absl::AlreadyExistsError(
-          StrCat("name: a region '", name, "' is registered already (unregister it first)"));
+          StrCat("name: a region ", quote(name), " is registered already (unregister it first)"));
     }
     int mine = 0;
     for (const auto& [key, region] : regions_) mine += key.first == owner ? 1 : 0;
@@ -173,14 +179,57 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::insert
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = taken(); !s.ok()) return s;
+    if (absl::Status s = reserve_bytes(owner, host_bytes); !s.ok()) return s;
   }
   // Mapping, pinning or opening can take a while for large regions: not under the lock.
   absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> region = open();
-  if (!region.ok()) return region.status();
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = taken(); !s.ok()) return s;  // a concurrent registration won
-  regions_[Key(owner, name)] = *region;
-  return region;
+  absl::Status s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = region.ok() ? taken() : region.status();  // taken: a concurrent registration won
+    if (s.ok()) {
+      regions_[Key(owner, name)] = *region;
+      return region;
+    }
+    release_bytes(owner, host_bytes);
+  }
+  return s;  // a region opened in vain is unmapped outside the lock
+}
+
+absl::Status SharedMemoryRegistry::reserve_bytes(const std::string& owner, std::int64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  std::int64_t& mine = bytes_by_owner_[owner];
+  // Written as subtractions: byte_size may be near 2^63.
+  if (bytes > max_bytes_per_owner_ - mine) {
+    const std::int64_t had = mine;
+    if (mine == 0) bytes_by_owner_.erase(owner);
+    return absl::ResourceExhaustedError(
+        StrCat("byte_size: ", bytes,
+               " bytes more would bring this caller's registered shared "
+               "memory to more than the limit of ",
+               max_bytes_per_owner_, " bytes (--max_shared_memory_bytes_per_owner; ", had,
+               " registered)"));
+  }
+  if (bytes > max_bytes_ - bytes_) {
+    if (mine == 0) bytes_by_owner_.erase(owner);
+    return absl::ResourceExhaustedError(StrCat(
+        "byte_size: ", bytes,
+        " bytes more would bring the server's registered shared "
+        "memory to more than the limit of ",
+        max_bytes_, " bytes (--max_shared_memory_bytes; ", bytes_, " registered by all callers)"));
+  }
+  mine += bytes;
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void SharedMemoryRegistry::release_bytes(const std::string& owner, std::int64_t bytes) {
+  if (bytes == 0) return;
+  auto it = bytes_by_owner_.find(owner);
+  if (it == bytes_by_owner_.end()) return;
+  it->second -= bytes;
+  bytes_ -= bytes;
+  if (it->second <= 0) bytes_by_owner_.erase(it);
 }
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
@@ -188,7 +237,7 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
   if (absl::Status s = check_key(info.key); !s.ok()) return s;
   const std::string name = info.name;
   const std::int64_t offset = info.offset, byte_size = info.byte_size;
-  return insert(owner, name, offset, byte_size,
+  return insert(owner, name, offset, byte_size, byte_size,
                 [&] { return SharedMemoryRegion::open(std::move(info), pin_); });
 }
 
@@ -196,7 +245,7 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add_de
     const std::string& owner, SharedMemoryRegionInfo info, const DeviceOpener& open) {
   const std::string name = info.name;
   const std::int64_t offset = info.offset, byte_size = info.byte_size;
-  return insert(owner, name, offset, byte_size,
+  return insert(owner, name, offset, byte_size, 0,
                 [&]() -> absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> {
                   absl::StatusOr<OpenedDeviceMemory> memory = open();
                   if (!memory.ok()) return memory.status();
@@ -211,14 +260,16 @@ absl::StatusOr<int> SharedMemoryRegistry::remove(const std::string& owner,
   if (!name.empty()) {
     auto it = regions_.find(Key(owner, name));
     if (it == regions_.end()) {
-      return absl::NotFoundError(StrCat("name: no region '", name, "' is registered"));
+      return absl::NotFoundError(StrCat("name: no region ", quote(name), " is registered"));
     }
+    release_bytes(owner, it->second->host_bytes());
     gone.push_back(std::move(it->second));
     regions_.erase(it);
     return 1;
   }
   for (auto it = regions_.begin(); it != regions_.end();) {
     if (it->first.first == owner) {
+      release_bytes(owner, it->second->host_bytes());
       gone.push_back(std::move(it->second));
       regions_.erase(it++);
     } else {
@@ -237,8 +288,8 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::find(
     if (it != regions_.end()) region = it->second;
   }
   if (region == nullptr) {
-    return absl::NotFoundError(StrCat(field, ": no shared-memory region '", name,
-                                      "' is registered (RegisterSharedMemory)"));
+    return absl::NotFoundError(StrCat(field, ": no shared-memory region ", quote(name),
+                                      " is registered (RegisterSharedMemory)"));
   }
   if (absl::Status s = region->check_intact(); !s.ok()) {
     return absl::FailedPreconditionError(StrCat(field, ": ", s.message()));

@@ -64,6 +64,18 @@ class SharedMemoryRegion {
   // dereferenced on the host).
   std::span<std::byte> bytes() const { return {base_, static_cast<std::size_t>(info_.byte_size)}; }
   int device() const { return device_.device; }  // the backend's device index; -1 for host
+  // The memory the region lies in, the same for every registration of it (under other names or
+  // ranges): a host object's (st_dev, st_ino), a device allocation's device and base. With
+  // object_offset(), where bytes() starts in it, it tells whether two places share bytes.
+  struct ObjectId {
+    std::uint64_t first = 0;
+    std::uint64_t second = 0;
+    bool operator==(const ObjectId&) const = default;
+  };
+  const ObjectId& object() const { return object_; }
+  std::int64_t object_offset() const { return info_.offset; }
+  // Host memory the region maps (byte_size; 0 for a device region): what the byte limits count.
+  std::int64_t host_bytes() const { return is_device() ? 0 : info_.byte_size; }
   const std::string& device_label() const { return device_.label; }
   // OK while the object still holds the registered range and no access has hit a lost page;
   // FAILED_PRECONDITION naming the region otherwise (it must be registered again).
@@ -80,6 +92,7 @@ class SharedMemoryRegion {
   void* mapping_ = nullptr;  // page-aligned start of the mapping
   std::size_t mapping_bytes_ = 0;
   std::byte* base_ = nullptr;  // the registered range within the mapping
+  ObjectId object_;
   shm_fault_guard::Range guard_;
   std::shared_ptr<void> pin_;
   OpenedDeviceMemory device_;  // device regions only
@@ -94,10 +107,20 @@ class SharedMemoryRegistry {
     absl::MutexLock lock(&mu_);
     max_per_owner_ = n;
   }
+  // Bytes of host regions (their byte_size: what the server maps, and the CUDA backend pins) one
+  // owner, and all owners together, may have registered at once
+  // (--max_shared_memory_bytes_per_owner,
+  // --max_shared_memory_bytes). Device regions map no host memory and do not count.
+  void set_max_bytes(std::int64_t per_owner, std::int64_t total) {
+    absl::MutexLock lock(&mu_);
+    max_bytes_per_owner_ = per_owner;
+    max_bytes_ = total;
+  }
 
   // Registers a region under (owner, info.name): INVALID_ARGUMENT for a malformed name, key,
   // offset or size, ALREADY_EXISTS when the owner has that name, RESOURCE_EXHAUSTED past
-  // max_regions_per_owner, and SharedMemoryRegion::open's errors.
+  // max_regions_per_owner or either byte limit (checked before the object is opened), and
+  // SharedMemoryRegion::open's errors.
   absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> add(const std::string& owner,
                                                           SharedMemoryRegionInfo info);
   // Registers a device region: `open` opens the client's memory (called outside the lock, after
@@ -118,15 +141,24 @@ class SharedMemoryRegistry {
  private:
   using Key = std::pair<std::string, std::string>;  // owner, name
   using Opener = std::function<absl::StatusOr<std::shared_ptr<SharedMemoryRegion>>()>;
-  // The checks both kinds share, then `open` outside the lock, then the insertion.
-  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> insert(const std::string& owner,
-                                                             const std::string& name,
-                                                             std::int64_t offset,
-                                                             std::int64_t byte_size,
-                                                             const Opener& open);
+  // The checks both kinds share, then `open` outside the lock, then the insertion. `host_bytes`
+  // (byte_size of a host region, 0 for a device one) is reserved against the byte limits before
+  // `open` and given back when the region goes.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> insert(
+      const std::string& owner, const std::string& name, std::int64_t offset,
+      std::int64_t byte_size, std::int64_t host_bytes, const Opener& open);
+  absl::Status reserve_bytes(const std::string& owner, std::int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_bytes(const std::string& owner, std::int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   HostPinner pin_;
   mutable absl::Mutex mu_;
   int max_per_owner_ ABSL_GUARDED_BY(mu_) = 64;
+  std::int64_t max_bytes_per_owner_ ABSL_GUARDED_BY(mu_) = std::int64_t{64} << 30;
+  std::int64_t max_bytes_ ABSL_GUARDED_BY(mu_) = std::int64_t{256} << 30;
+  // Host bytes registered (or reserved by a registration under way), per owner and in all.
+  absl::flat_hash_map<std::string, std::int64_t> bytes_by_owner_ ABSL_GUARDED_BY(mu_);
+  std::int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<Key, std::shared_ptr<SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
 };
 

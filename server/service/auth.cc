@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 namespace {
@@ -31,8 +32,11 @@ std::string permission_names(unsigned p) {
 absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text,
                                                    const std::string& source) {
   Authenticator a;
+  absl::flat_hash_map<std::string, int> lines_by_name;  // names must be unique: see auth.h
+  absl::string_view body = text;
+  absl::ConsumePrefix(&body, "\xEF\xBB\xBF");  // a byte-order mark some editors write
   int number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
     ++number;
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) continue;
     for (absl::string_view entry : absl::StrSplit(line, ';')) {
@@ -59,13 +63,20 @@ absl::StatusOr<Authenticator> Authenticator::parse(const std::string& text,
             t.permissions |= static_cast<unsigned>(Permission::kSharedMemory);
           else {
             return absl::InvalidArgumentError(absl::StrCat(
-                source, ", line ", number, ": unknown permission '", std::string(p), "'"));
+                source, ", line ", number, ": unknown permission ", quote(std::string(p))));
           }
         }
       }
       if (!a.tokens_.emplace(fields[0], t).second) {
         return absl::InvalidArgumentError(
             absl::StrCat(source, ", line ", number, ": the same token appears twice"));
+      }
+      if (auto [it, fresh] = lines_by_name.emplace(t.name, number); !fresh) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ", line ", number, ": the name ", quote(t.name),
+            " is given to another token already (line ", it->second,
+            "); each token needs a name of its own, since the name owns the token's resident "
+            "matrices, shared-memory regions and quota"));
       }
     }
   }
@@ -105,11 +116,18 @@ absl::StatusOr<std::string> Authenticator::authenticate(const grpc::ServerContex
   if (!enabled()) return std::string();
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");
-  if (it == md.end()) {
+  if (it == md.end()) return authenticate(std::nullopt, need, rpc);
+  return authenticate(std::string_view(it->second.data(), it->second.size()), need, rpc);
+}
+
+absl::StatusOr<std::string> Authenticator::authenticate(
+    std::optional<std::string_view> authorization, Permission need, const char* rpc) const {
+  if (!enabled()) return std::string();
+  if (!authorization.has_value()) {
     return absl::UnauthenticatedError(
         "authorization: missing (send metadata 'authorization: Bearer <token>')");
   }
-  absl::string_view value(it->second.data(), it->second.size());
+  absl::string_view value(authorization->data(), authorization->size());
   if (!absl::ConsumePrefix(&value, "Bearer ")) {
     return absl::UnauthenticatedError("authorization: expected 'Bearer <token>'");
   }

@@ -4,13 +4,16 @@
 // non-blank character is '#' is a comment, and blank lines and entries are skipped, alike in
 // both. A configured source that yields no token is an error: the server refuses to start rather
 // than serve without authentication. With no source configured every caller is the anonymous
-// owner "". The token's name becomes the owner of the resident matrices it creates: no other
-// token sees them.
+// owner "". The token's name becomes the owner of the resident matrices, shared-memory regions
+// and quota it uses: no other token sees them. Names are therefore unique: two tokens with one
+// name are refused at start. A UTF-8 byte-order mark at the start of the text is skipped.
 #pragma once
 
 #include <grpcpp/server_context.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -42,6 +45,9 @@ class Authenticator {
   // UNAUTHENTICATED without a known token; PERMISSION_DENIED when the token lacks `need`.
   absl::StatusOr<std::string> authenticate(const grpc::ServerContext& context, Permission need,
                                            const char* rpc) const;
+  // The same from the metadata's value (nullopt: no "authorization" entry).
+  absl::StatusOr<std::string> authenticate(std::optional<std::string_view> authorization,
+                                           Permission need, const char* rpc) const;
 
  private:
   struct Token {

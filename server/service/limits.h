@@ -19,8 +19,11 @@ struct ServiceLimits {
   // UploadStream/DownloadStream calls that move no chunk for this long are cancelled (0: never).
   std::int64_t stream_idle_timeout_seconds = 60;  // --stream_idle_timeout_seconds
   // Shared-memory regions (RegisterSharedMemory) accepted at all, and per caller at most.
-  bool shared_memory = true;                // --shared_memory
-  int max_shm_regions_per_owner = 64;       // --max_shm_regions_per_owner
+  bool shared_memory = true;           // --shared_memory
+  int max_shm_regions_per_owner = 64;  // --max_shm_regions_per_owner
+  // Bytes of host regions registered at once, per caller and in all (the server maps them all).
+  std::int64_t max_shared_memory_bytes_per_owner = std::int64_t{64} << 30;
+  std::int64_t max_shared_memory_bytes = std::int64_t{256} << 30;
   std::int64_t max_batch_products = 65536;  // --max_batch_products: products per MultiplyBatched
   // Dynamic batching of concurrent Multiply requests (off at 0 or 1).
   int max_batch_size = 0;                 // --max_batch_size

@@ -371,6 +371,9 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
   l->set_max_batch_size(limits_.max_batch_size > 1 ? limits_.max_batch_size : 0);
   l->set_max_batch_delay_us(limits_.max_batch_delay_us);
   l->set_max_range_bytes(limits_.max_range_bytes());
+  l->set_max_shm_regions_per_owner(limits_.max_shm_regions_per_owner);
+  l->set_max_shared_memory_bytes_per_owner(limits_.max_shared_memory_bytes_per_owner);
+  l->set_max_shared_memory_bytes(limits_.max_shared_memory_bytes);
   RequestRecord rec{.rpc = "GetServerInfo",
                     .op = "info",
                     .variant = "none",

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/runtime/quote.h"
 
 namespace matserve::server {
 
@@ -32,20 +33,22 @@ absl::StatusOr<SharedMemoryPlaces::Place> SharedMemoryPlaces::place(const std::s
   const std::int64_t size = (*region)->info().byte_size;
   if (ref.offset() > size || bytes > size - ref.offset()) {
     return absl::InvalidArgumentError(StrCat(field, ": offset ", ref.offset(), " + ", bytes,
-                                             " bytes exceeds region '", ref.region(), "' of ", size,
-                                             " bytes"));
+                                             " bytes exceeds region ", quote(ref.region()), " of ",
+                                             size, " bytes"));
   }
   const std::span<std::byte> range = (*region)->bytes().subspan(
       static_cast<std::size_t>(ref.offset()), static_cast<std::size_t>(bytes));
+  const std::int64_t begin = (*region)->object_offset() + ref.offset();
+  const std::int64_t end = begin + bytes;
   if (output) {
     for (const Use& in : inputs_) {
-      if (range.data() < in.end && in.begin < range.data() + range.size()) {
+      if (in.object == (*region)->object() && begin < in.end && in.begin < end) {
         return absl::InvalidArgumentError(StrCat(field, ": overlaps the bytes of ", in.field,
                                                  " (the result needs a place of its own)"));
       }
     }
   } else {
-    inputs_.push_back({field, range.data(), range.data() + range.size()});
+    inputs_.push_back({field, (*region)->object(), begin, end});
   }
   if (std::find(regions_.begin(), regions_.end(), *region) == regions_.end()) {
     regions_.push_back(*region);  // held once, however many places it holds

@@ -33,7 +33,8 @@ class SharedMemoryPlaces {
     std::span<std::byte> range;  // host memory, or device memory of a device region
   };
 
-  // `bytes` at `ref` for `field` (e.g. "a.shm"); an output's range must not overlap an input's.
+  // `bytes` at `ref` for `field` (e.g. "a.shm"); an output's bytes must not overlap an input's in
+  // the underlying object, whichever registrations name them.
   absl::StatusOr<Place> place(const std::string& field, const v1::SharedMemoryRef& ref,
                               std::int64_t bytes, bool output);
 
@@ -41,10 +42,13 @@ class SharedMemoryPlaces {
   std::vector<std::shared_ptr<SharedMemoryRegion>> take_regions() { return std::move(regions_); }
 
  private:
+  // An input's bytes, as a range of the object its region lies in: two registrations of one
+  // object (under two names) are the same bytes.
   struct Use {
     std::string field;
-    const std::byte* begin;
-    const std::byte* end;
+    SharedMemoryRegion::ObjectId object;
+    std::int64_t begin;
+    std::int64_t end;
   };
   const RegionResolver* resolve_;
   std::vector<std::shared_ptr<SharedMemoryRegion>> regions_;

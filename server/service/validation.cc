@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/precision.h"
+#include "server/runtime/quote.h"
 #include "server/service/operand_resolution.h"
 #include "server/service/proto_convert.h"
 
@@ -670,6 +671,16 @@ absl::Status check_limits(const ServiceLimits& limits) {
         StrCat("max_shm_regions_per_owner: must be >= 0 (0: none; got ",
                limits.max_shm_regions_per_owner, ")"));
   }
+  if (limits.max_shared_memory_bytes_per_owner < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("max_shared_memory_bytes_per_owner: must be >= 0 (0: no host region; got ",
+               limits.max_shared_memory_bytes_per_owner, ")"));
+  }
+  if (limits.max_shared_memory_bytes < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("max_shared_memory_bytes: must be >= 0 (0: no host region; got ",
+               limits.max_shared_memory_bytes, ")"));
+  }
   if (limits.max_verify_bytes < 0) {
     return absl::InvalidArgumentError(StrCat(
         "max_verify_bytes: must be >= 0 (0: verify refused; got ", limits.max_verify_bytes, ")"));
@@ -694,8 +705,8 @@ absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::M
   if (!p.ok()) return p.status();
   if (p->region->is_device()) {
     return absl::InvalidArgumentError(
-        StrCat(field, ".shm: region '", m.shm().region(),
-               "' is CUDA memory: name it in Multiply or Transpose (it is read there in place)"));
+        StrCat(field, ".shm: region ", quote(m.shm().region()),
+               " is CUDA memory: name it in Multiply or Transpose (it is read there in place)"));
   }
   h->data = p->range;
   if (hold != nullptr) *hold = p->region;

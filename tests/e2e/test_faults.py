@@ -1,7 +1,8 @@
 """Fault tests on the real server (CPU backend in CI): a client cancelling or running out of its
 deadline mid-request, SIGTERM under load (health NOT_SERVING first, in-flight requests complete,
-new ones refused with UNAVAILABLE, exit 0), and memory exhaustion forced through a small
---memory_budget_bytes (RESOURCE_EXHAUSTED, then the server recovers). After each fault the server
+new ones refused with UNAVAILABLE, exit 0), memory exhaustion forced through a small
+--memory_budget_bytes (RESOURCE_EXHAUSTED, then the server recovers), and a shared-memory object
+truncated under a queued call that then faults on every page it writes. After each fault the server
 must answer correctly and its pool memory in use must return to the baseline."""
 import concurrent.futures
 import json
@@ -11,6 +12,7 @@ import subprocess
 import time
 import unittest
 import urllib.request
+from multiprocessing import shared_memory
 
 import grpc
 import numpy as np
@@ -368,6 +370,61 @@ class OutOfMemoryTest(FaultTestBase):
         self.assert_healthy_and_correct(self.server)
         r = self.keep(rand(724, 8), rand(8, 724))  # the whole budget is usable again
         stub.Release(pb.ReleaseRequest(handle=r.result.handle), timeout=30)
+
+
+class TruncatedOutputTest(FaultTestBase):
+    """A Transpose of a 2048 x 40000 fp32 matrix from one shared-memory object into another,
+    queued behind the one execution slot; the output object is truncated to 0 bytes meanwhile, so
+    that the transpose faults on each of the output's 80000 pages, more than the kernel's default
+    65530 mappings per process. The call fails with FAILED_PRECONDITION; the server lives."""
+
+    ROWS, COLS = 2048, 40000
+
+    def test_truncated_output_under_a_queued_call(self):
+        size = self.ROWS * self.COLS * 4
+        with ServerProcess("--cpu_concurrency=1", env=ONE_BLAS_THREAD) as server:
+            objects = [shared_memory.SharedMemory(create=True, size=size) for _ in range(2)]
+            try:
+                stub = server.stub
+                for name, obj in zip(("in", "out"), objects):
+                    stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
+                        name=name, key="/" + obj.name, byte_size=size), timeout=60)
+                request = pb.TransposeRequest(
+                    a=pb.Matrix(rows=self.ROWS, cols=self.COLS, dtype=pb.FP32,
+                                shm=pb.SharedMemoryRef(region="in")),
+                    output_shm=pb.SharedMemoryRef(region="out"))
+                holder = SlotHolder(self, server, queued=1)
+                call = holder.channels[0].unary_unary(
+                    "/matserve.v1.MatrixService/Transpose",
+                    request_serializer=pb.TransposeRequest.SerializeToString,
+                    response_deserializer=pb.TransposeReply.FromString)
+                future = call.future(request, timeout=600)
+                # Validated (the regions found intact) and waiting for the slot.
+                self.assertTrue(wait_until(lambda: metric(server, "matserve_queue_depth") >= 1
+                                           or holder.done()))
+                self.assertFalse(holder.done(), "the long request ended before the transpose "
+                                 "queued behind it")
+                os.ftruncate(objects[1]._fd, 0)
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    future.result()
+                holder.finish(self)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                                 ctx.exception.details())
+                self.assertTrue(ctx.exception.details().startswith("shared-memory region 'out'"),
+                                ctx.exception.details())  # from the fault, not validation
+                self.assertIsNone(server.proc.poll(), server.output())
+                # The region keeps failing (its pages are no longer the object's) ...
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    stub.Transpose(request, timeout=60)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+                # ... until it is registered again; the server serves on.
+                stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(), timeout=60)
+                self.assert_healthy_and_correct(server)
+                self.assertEqual(server.stop(), 0)
+            finally:
+                for obj in objects:
+                    obj.close()
+                    obj.unlink()
 
 
 class BudgetClampTest(unittest.TestCase):

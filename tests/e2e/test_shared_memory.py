@@ -4,9 +4,12 @@ A client on the server's node creates POSIX shared-memory objects, registers the
 region + offset for operands and results instead of sending bytes. Checked here: results against
 NumPy for every operand place (region, inline, resident) and both results places; list and
 unregister; ownership across tokens; every malformed place and registration refused with a
-precise status; a truncated object refused (never a crash); the server's mappings gone after
-unregistering; the switch that turns the feature off.
+precise status, long client strings cut in it; a result overlapping an operand refused also
+through a second registration of the object; a truncated object refused (never a crash); the
+registered bytes bounded (a huge sparse object refused before it exhausts the server's address
+space); the server's mappings gone after unregistering; the switch that turns the feature off.
 """
+import _posixshmem
 import os
 import tempfile
 import unittest
@@ -272,6 +275,97 @@ class SharedMemoryTest(unittest.TestCase):
         self.register("r", self.shm.key, 4096)
         self.stub.Multiply(pb.MultiplyRequest(a=matrix(rand(3, 3)), b=matrix(rand(3, 3))),
                            timeout=30)
+
+
+    def test_long_client_strings_are_cut_in_the_status(self):
+        long = "x" * 20000
+        cases = [
+            (grpc.StatusCode.INVALID_ARGUMENT, self.stub.RegisterSharedMemory,
+             pb.RegisterSharedMemoryRequest(name="k", key="/" + long, byte_size=16)),
+            (grpc.StatusCode.INVALID_ARGUMENT, self.stub.RegisterSharedMemory,
+             pb.RegisterSharedMemoryRequest(name=long, key=self.shm.key, byte_size=16)),
+            (grpc.StatusCode.NOT_FOUND, self.stub.UnregisterSharedMemory,
+             pb.UnregisterSharedMemoryRequest(name=long)),
+            (grpc.StatusCode.NOT_FOUND, self.stub.Multiply,
+             pb.MultiplyRequest(a=shm_matrix(2, 2, long), b=matrix(rand(2, 2)))),
+            (grpc.StatusCode.NOT_FOUND, self.stub.Transpose,
+             pb.TransposeRequest(a=matrix(rand(2, 2)), output_shm=ref(long))),
+        ]
+        for code, method, request in cases:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                method(request, timeout=30)
+            self.assertEqual(ctx.exception.code(), code, ctx.exception.details()[:300])
+            self.assertLess(len(ctx.exception.details()), 400)
+            if "must be 1-128 characters" not in ctx.exception.details():  # echoed, cut
+                self.assertRegex(ctx.exception.details(), r"x\.\.\.' \(2000[01] bytes\)")
+
+    def test_result_overlapping_an_operand_through_another_registration(self):
+        a = rand(16, 16)
+        self.shm.put(0, a)
+        self.register("again", self.shm.key, 1 << 20)  # the same object under a second name
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: overlaps the bytes of a.shm",
+                    self.stub.Multiply,
+                    pb.MultiplyRequest(a=shm_matrix(16, 16, "r"), b=matrix(a),
+                                       output_shm=ref("again", 512)))
+        # Apart in the object: accepted, whichever names are used.
+        self.stub.Multiply(pb.MultiplyRequest(a=shm_matrix(16, 16, "r"), b=matrix(a),
+                                              output_shm=ref("again", 4096)), timeout=30)
+        np.testing.assert_allclose(self.shm.get(4096, 16, 16), a @ a, rtol=1e-5)
+        # A registration at an offset: its offset 0 is byte 8192 of the object.
+        self.stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(name="again"))
+        self.register("again", self.shm.key, 8192, offset=8192)
+        self.shm.put(8192, a)
+        self.expect(grpc.StatusCode.INVALID_ARGUMENT, "output_shm: overlaps the bytes of a.shm",
+                    self.stub.Multiply,
+                    pb.MultiplyRequest(a=shm_matrix(16, 16, "r", offset=8192 + 256), b=matrix(a),
+                                       output_shm=ref("again", 0)))
+
+
+class SharedMemoryBytesTest(unittest.TestCase):
+    """A sparse object of 2^47 bytes (the whole user address space of x86-64) registered 64 times
+    (the region count allowed) at 2 TiB each: the registered bytes are bounded, so the server's
+    address space is never used up and it keeps serving requests that need memory."""
+
+    def test_registered_bytes_are_bounded(self):
+        key = f"/matserve-e2e-huge-{os.getpid()}"
+        fd = _posixshmem.shm_open(key, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode=0o600)
+        try:
+            os.ftruncate(fd, 1 << 47)
+            with ServerProcess() as server:
+                stub = server.stub
+                limits = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=30).limits
+                self.assertEqual(limits.max_shared_memory_bytes_per_owner, 64 << 30)
+                self.assertEqual(limits.max_shared_memory_bytes, 256 << 30)
+                self.assertEqual(limits.max_shm_regions_per_owner, 64)
+                registered = 0
+                for i in range(64):
+                    try:
+                        stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
+                            name=f"huge{i}", key=key, byte_size=1 << 41), timeout=60)
+                        registered += 1
+                    except grpc.RpcError as e:
+                        self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+                        self.assertIn("limit of %d bytes (--max_shared_memory_bytes_per_owner"
+                                      % (64 << 30), e.details())
+                self.assertEqual(registered, 0)
+                # Up to the limit, and not a byte more.
+                for i in range(2):
+                    stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
+                        name=f"part{i}", key=key, byte_size=32 << 30), timeout=60)
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
+                        name="more", key=key, byte_size=1), timeout=60)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                # A 64 MiB inline request still gets its memory.
+                a = rand(4096, 4096)
+                reply = stub.Transpose(pb.TransposeRequest(a=matrix(a)), timeout=120)
+                np.testing.assert_array_equal(decode(reply.b), a.T)
+                self.assertEqual(stub.UnregisterSharedMemory(
+                    pb.UnregisterSharedMemoryRequest(), timeout=60).unregistered, 2)
+                self.assertEqual(server.stop(), 0)
+        finally:
+            os.close(fd)
+            _posixshmem.shm_unlink(key)
 
 
 class SharedMemoryOwnershipTest(unittest.TestCase):

@@ -1,7 +1,9 @@
 """Bearer-token sources on the real server: a Kubernetes-Secret-style tokens file (comments, blank
 lines, one token per line) and the same text in $MATSERVE_AUTH_TOKENS both work; a source that is
 configured but empty, only comments, or unreadable stops the server at start with a message that
-names it, instead of serving without authentication; so do both sources at once."""
+names it, instead of serving without authentication; so do both sources at once, and two tokens
+with one name (the name owns a token's matrices and regions). A file that starts with a UTF-8
+byte-order mark works as one without."""
 import os
 import subprocess
 import tempfile
@@ -109,6 +111,37 @@ class TokenSourcesTest(unittest.TestCase):
                                 "multiply", "--random", "3x4x5"], capture_output=True, text=True,
                                timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TokenNamesTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_two_tokens_with_one_name_stop_the_server(self):
+        # The second 'alice' (only info,compute) would otherwise be the first one's owner: her
+        # resident matrices and shared-memory regions.
+        path = os.path.join(self.dir.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"{ALICE} alice\n# spare\n{BOB} alice info,compute\n")
+        code, err = start_fails(f"--auth_tokens_file={path}")
+        self.assertNotEqual(code, 0)
+        self.assertIn(f"auth_tokens_file {path}, line 3: the name 'alice' is given to another "
+                      "token already (line 1)", err)
+
+    def test_a_byte_order_mark_is_not_part_of_the_first_token(self):
+        path = os.path.join(self.dir.name, "tokens")
+        with open(path, "w", encoding="utf-8-sig") as f:  # writes the mark first
+            f.write(f"{ALICE} alice\n{BOB} bob\n")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(3), b"\xef\xbb\xbf")
+        with ServerProcess(f"--auth_tokens_file={path}") as server:
+            self.assertIn("2 bearer tokens", server.output())
+            for token in (ALICE, BOB):
+                self.assertEqual(multiply_as(server, token).c.rows, 2)
+            self.assertEqual(server.stop(), 0)
 
 
 if __name__ == "__main__":

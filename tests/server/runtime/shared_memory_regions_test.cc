@@ -1,6 +1,7 @@
-// Shared-memory regions on the host: registration rules, per-owner visibility and limits, ranges
-// at unaligned offsets, and the SIGBUS guard (a truncated object faults into a zero page and the
-// region reports it; a fault outside every guarded range still kills the process).
+// Shared-memory regions on the host: registration rules, per-owner visibility and limits (count
+// and bytes), ranges at unaligned offsets, the object identity behind registrations, client
+// strings cut in messages, and the SIGBUS guard (a truncated object faults into a zero page and
+// the region reports it; a fault outside every guarded range still kills the process).
 #include "server/runtime/shared_memory_regions.h"
 
 #include <fcntl.h>
@@ -169,6 +170,76 @@ TEST(SharedMemoryRegions, DeviceRegionsAreCheckedAgainstTheAllocationAndShareThe
   EXPECT_EQ(registry.add_device("", info("x", "", 0, 8), refused).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.list("").size(), 2u);
+}
+
+TEST(SharedMemoryRegions, RegisteredBytesAreBoundedPerOwnerAndInAll) {
+  ShmObject obj(4 * kPage);
+  SharedMemoryRegistry registry(nullptr);
+  registry.set_max_bytes(3 * kPage, 5 * kPage);
+  ASSERT_TRUE(registry.add("a", info("a1", obj.key(), 0, 2 * kPage)).ok());
+  absl::Status s = registry.add("a", info("a2", obj.key(), 0, 2 * kPage)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("limit of " + std::to_string(3 * kPage) +
+                                     " bytes (--max_shared_memory_bytes_per_owner"));
+  ASSERT_TRUE(registry.add("a", info("a2", obj.key(), 0, kPage)).ok());  // exactly the limit
+  ASSERT_TRUE(registry.add("b", info("b1", obj.key(), 0, 2 * kPage)).ok());
+  s = registry.add("b", info("b2", obj.key(), 0, 1)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("limit of " + std::to_string(5 * kPage) +
+                                     " bytes (--max_shared_memory_bytes;"));
+  // Device regions map no host memory: not counted.
+  std::byte fake[64];
+  const auto opener = [&]() -> absl::StatusOr<OpenedDeviceMemory> {
+    return OpenedDeviceMemory{.device = 0, .label = "cuda:0", .base = fake, .bytes = 64};
+  };
+  EXPECT_TRUE(registry.add_device("b", info("gpu", "", 0, 64), opener).ok());
+  // Unregistering gives the bytes back; so does a refused open its reservation.
+  ASSERT_TRUE(registry.remove("a", "a1").ok());  // the server's total has room again
+  EXPECT_EQ(registry.add("b", info("none", "/matserve-no-such-object", 0, kPage)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.add("b", info("b2", obj.key(), 0, kPage)).ok());  // b at its limit
+  ASSERT_TRUE(registry.remove("b", "").ok());
+  ASSERT_TRUE(registry.remove("a", "").ok());
+  EXPECT_TRUE(registry.add("c", info("c1", obj.key(), 0, 3 * kPage)).ok());
+}
+
+TEST(SharedMemoryRegions, AHugeSparseObjectIsRefusedBeforeItIsMapped) {
+  ShmObject obj(kPage);
+  obj.resize(std::size_t{1} << 47);        // sparse: costs nothing until written
+  SharedMemoryRegistry registry(nullptr);  // the default limits
+  const absl::Status s =
+      registry.add("", info("huge", obj.key(), 0, std::int64_t{1} << 47)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("--max_shared_memory_bytes_per_owner"));
+  EXPECT_TRUE(registry.list("").empty());
+}
+
+TEST(SharedMemoryRegions, RegistrationsOfOneObjectShareItsIdentity) {
+  ShmObject obj(2 * kPage), other(kPage);
+  SharedMemoryRegistry registry(nullptr);
+  auto x = registry.add("", info("x", obj.key(), 0, 2 * kPage));
+  auto y = registry.add("", info("y", obj.key(), kPage, kPage));
+  auto z = registry.add("", info("z", other.key(), 0, kPage));
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  EXPECT_TRUE((*x)->object() == (*y)->object());
+  EXPECT_FALSE((*x)->object() == (*z)->object());
+  EXPECT_EQ((*y)->object_offset(), static_cast<std::int64_t>(kPage));
+  EXPECT_NE((*x)->bytes().data() + kPage, (*y)->bytes().data());  // two mappings, one object
+}
+
+TEST(SharedMemoryRegions, LongClientStringsAreCutInMessages) {
+  SharedMemoryRegistry registry(nullptr);
+  const std::string long_name(20000, 'n'), long_key = "/" + std::string(20000, 'k');
+  const std::string bad_name = std::string(60, 'x') + "!" + std::string(60, 'x');
+  for (const absl::Status& s :
+       {registry.add("", info(bad_name, "/k", 0, 1)).status(),
+        registry.add("", info("n", long_key, 0, 1)).status(),
+        registry.add("", info("n", "/" + std::string(200, 'k'), 0, 1)).status(),
+        registry.find("", long_name, "a.shm.region").status(),
+        registry.remove("", long_name).status()}) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_LT(s.message().size(), 400u) << s.message().substr(0, 400);
+  }
 }
 
 TEST(SharedMemoryRegionsDeathTest, FaultOutsideEveryGuardedRangeKeepsTheDefaultAction) {

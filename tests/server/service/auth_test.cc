@@ -1,6 +1,7 @@
 // Token sources: one format for the file and the environment variable (entries one per line or
-// separated by ';', '#' comment lines, blank lines), and sources that fail closed: a configured
-// source that cannot be read or holds no token is an error, never "authentication off".
+// separated by ';', '#' comment lines, blank lines, a leading byte-order mark), and sources that
+// fail closed: a configured source that cannot be read or holds no token is an error, never
+// "authentication off"; names are unique. And authentication: each token's name and permissions.
 #include "server/service/auth.h"
 
 #include <gtest/gtest.h>
@@ -101,6 +102,71 @@ TEST(AuthenticatorTest, BothSourcesAtOnceAreRefused) {
   const std::string env = std::string(kAlice) + " alice";
   absl::StatusOr<Authenticator> a = Authenticator::from_sources("/some/file", env.c_str());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AuthenticatorTest, TwoTokensWithOneNameAreRefusedNamingTheFileAndLines) {
+  const std::string path =
+      temp_file(std::string("# tokens\n") + kAlice + " alice\n" + kBob + " alice info,compute\n");
+  absl::StatusOr<Authenticator> a = Authenticator::from_sources(path, nullptr);
+  std::remove(path.c_str());
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("auth_tokens_file " + path +
+                                      ", line 3: the name 'alice' is given to another token "
+                                      "already (line 2)"),
+            std::string::npos)
+      << a.status();
+  // Also within one line of ';'-separated entries.
+  EXPECT_EQ(Authenticator::parse(std::string(kAlice) + " x; " + kBob + " x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AuthenticatorTest, AByteOrderMarkIsNotPartOfTheFirstToken) {
+  const std::string path =
+      temp_file(std::string("\xEF\xBB\xBF") + kAlice + " alice\n" + kBob + " bob info\n");
+  absl::StatusOr<Authenticator> a = Authenticator::from_sources(path, nullptr);
+  std::remove(path.c_str());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string bearer = std::string("Bearer ") + kAlice;
+  absl::StatusOr<std::string> who = a->authenticate(bearer, Permission::kCompute, "Multiply");
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ(*who, "alice");
+}
+
+TEST(AuthenticatorTest, EachTokenIsItsOwnNameWithItsOwnPermissions) {
+  absl::StatusOr<Authenticator> a =
+      Authenticator::parse(std::string(kAlice) + " alice\n" + kBob + " bob info,compute\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string alice = std::string("Bearer ") + kAlice, bob = std::string("Bearer ") + kBob;
+  for (Permission p : {Permission::kInfo, Permission::kCompute, Permission::kResident,
+                       Permission::kSharedMemory}) {
+    absl::StatusOr<std::string> who = a->authenticate(alice, p, "Rpc");
+    ASSERT_TRUE(who.ok()) << who.status();
+    EXPECT_EQ(*who, "alice");  // all permissions when none are listed
+  }
+  for (Permission p : {Permission::kInfo, Permission::kCompute}) {
+    absl::StatusOr<std::string> who = a->authenticate(bob, p, "Rpc");
+    ASSERT_TRUE(who.ok()) << who.status();
+    EXPECT_EQ(*who, "bob");
+  }
+  for (Permission p : {Permission::kResident, Permission::kSharedMemory}) {
+    absl::StatusOr<std::string> who = a->authenticate(bob, p, "Upload");
+    EXPECT_EQ(who.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(who.status().message(),
+              "token 'bob' may not call Upload (its permissions: info,compute)");
+  }
+  EXPECT_EQ(a->authenticate(std::nullopt, Permission::kInfo, "Rpc").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(a->authenticate(std::string(kAlice), Permission::kInfo, "Rpc").status().code(),
+            absl::StatusCode::kUnauthenticated);  // no "Bearer "
+  EXPECT_EQ(a->authenticate("Bearer " + std::string(kAlice) + "x", Permission::kInfo, "Rpc")
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  // Authentication off: everyone is the anonymous owner, whatever they send.
+  Authenticator off;
+  absl::StatusOr<std::string> anyone = off.authenticate(std::nullopt, Permission::kResident, "R");
+  ASSERT_TRUE(anyone.ok());
+  EXPECT_EQ(*anyone, "");
 }
 
 }  // namespace
