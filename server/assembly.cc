@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> make_runtime(const ServerConfig& config
   runtime->verify_budget().set_limit(limits.max_verify_bytes);
   runtime->residents().set_fill_timeout(absl::Seconds(limits.stream_idle_timeout_seconds));
   runtime->shared_memory().set_max_regions_per_owner(limits.max_shm_regions_per_owner);
+  runtime->shared_memory().set_allow_other_uids(limits.shared_memory_allow_other_uids);
   runtime->shared_memory().set_max_bytes(limits.max_shared_memory_bytes_per_owner,
                                          limits.max_shared_memory_bytes);
   return runtime;

@@ -73,6 +73,9 @@ ABSL_FLAG(int64_t, max_verify_bytes, int64_t{1} << 30,
 ABSL_FLAG(bool, shared_memory, true,
           "accept shared-memory regions from clients on this node (RegisterSharedMemory): the "
           "server opens the POSIX shared-memory objects they name");
+ABSL_FLAG(bool, shared_memory_allow_other_uids, false,
+          "accept shared-memory objects owned by users other than the server's own (st_uid): "
+          "off, RegisterSharedMemory refuses them with PERMISSION_DENIED");
 ABSL_FLAG(int, max_shm_regions_per_owner, 64,
           "shared-memory regions one caller (token) may have registered at once");
 ABSL_FLAG(int64_t, max_shared_memory_bytes_per_owner, int64_t{64} << 30,
@@ -211,6 +214,7 @@ absl::StatusOr<ServerConfig> config_from_flags() {
   limits.max_verify_bytes = absl::GetFlag(FLAGS_max_verify_bytes);
   limits.stream_idle_timeout_seconds = absl::GetFlag(FLAGS_stream_idle_timeout_seconds);
   limits.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  limits.shared_memory_allow_other_uids = absl::GetFlag(FLAGS_shared_memory_allow_other_uids);
   limits.max_shm_regions_per_owner = absl::GetFlag(FLAGS_max_shm_regions_per_owner);
   limits.max_shared_memory_bytes_per_owner = absl::GetFlag(FLAGS_max_shared_memory_bytes_per_owner);
   limits.max_shared_memory_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cpp/shm_nonce.h"
 #include "client/cpp/striped_transfer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -338,19 +340,34 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std:
                                                                       const std::string& key,
                                                                       std::int64_t byte_size,
                                                                       std::int64_t offset) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::RegisterSharedMemoryRequest request;
   request.set_name(name);
   request.set_key(key);
   request.set_byte_size(byte_size);
   request.set_offset(offset);
-  v1::RegisterSharedMemoryReply reply;
-  if (absl::Status s = from_grpc_status(stub_->RegisterSharedMemory(&context, request, &reply));
-      !s.ok()) {
-    return s;
+  // The server asks for proof of possession: its nonce written into the range's first bytes
+  // (restored when `written` goes). A few tries: a concurrent registration of the same object by
+  // this caller may use up the nonce first.
+  std::optional<WrittenNonce> written;
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    prepare_context(context);
+    v1::RegisterSharedMemoryReply reply;
+    const grpc::Status status = stub_->RegisterSharedMemory(&context, request, &reply);
+    if (status.ok()) return reply.region();
+    std::string nonce;
+    for (const auto& [k, v] : context.GetServerTrailingMetadata()) {
+      if (k == kShmNonceMetadataKey) nonce.assign(v.data(), v.size());
+    }
+    if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION || nonce.empty() ||
+        attempt == 3) {
+      return from_grpc_status(status);
+    }
+    written.reset();  // the bytes of an earlier try go back before the next write
+    absl::StatusOr<WrittenNonce> w = WrittenNonce::write(key, offset, nonce);
+    if (!w.ok()) return w.status();
+    written.emplace(*std::move(w));
   }
-  return reply.region();
 }
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::register_cuda_memory(

@@ -111,6 +111,8 @@ class Client {
 
   // Shared-memory regions (a server on this node): register `key` (e.g. a SharedMemoryObject's)
   // as `name`, then name region + offset in Matrix.shm and output_shm. Unregister "" = all.
+  // This process must be able to write the object: the server's possession check (its nonce
+  // written into the range's first bytes, then restored) is done here.
   absl::StatusOr<v1::SharedMemoryRegion> register_shared_memory(const std::string& name,
                                                                 const std::string& key,
                                                                 std::int64_t byte_size,

@@ -34,6 +34,7 @@ TOPICS = [
      ["max_dimension", "max_matrix_bytes", "memory_budget_bytes", "max_queue_per_device",
       "max_resident_bytes_per_owner", "resident_ttl_seconds", "max_verify_flops",
       "max_verify_bytes", "stream_idle_timeout_seconds", "max_batch_products", "shared_memory",
+      "shared_memory_allow_other_uids",
       "max_shm_regions_per_owner", "max_shared_memory_bytes_per_owner",
       "max_shared_memory_bytes"]),
     ("Dynamic batching", "concurrent Multiply requests merged into one launch (docs/api.md)",

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/runtime/quote.h"
 
 namespace matserve::server {
@@ -64,7 +66,7 @@ absl::Status open_error(const std::string& key, int err) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
-    SharedMemoryRegionInfo info, const HostPinner& pin) {
+    SharedMemoryRegionInfo info, const HostPinner& pin, const OpenChecks& checks) {
   auto r = std::make_shared<SharedMemoryRegion>(Private{});
   r->info_ = std::move(info);
   const SharedMemoryRegionInfo& i = r->info_;
@@ -78,10 +80,20 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
     return absl::InvalidArgumentError(
         StrCat("key: ", quote(i.key), " is not a shared-memory object"));
   }
+  if (!checks.allow_other_uids && st.st_uid != ::geteuid()) {
+    return absl::PermissionDeniedError(StrCat(
+        "key: ", quote(i.key), " belongs to uid ", st.st_uid, ", the server runs as uid ",
+        ::geteuid(), "; objects of other users are refused (--shared_memory_allow_other_uids)"));
+  }
   if (i.offset > st.st_size || i.byte_size > st.st_size - i.offset) {
     return absl::InvalidArgumentError(StrCat("byte_size: offset ", i.offset, " + byte_size ",
                                              i.byte_size, " exceeds the ", st.st_size, " bytes of ",
                                              quote(i.key)));
+  }
+  if (checks.possession && i.byte_size < static_cast<std::int64_t>(ShmNonces::kBytes)) {
+    return absl::InvalidArgumentError(StrCat(
+        "byte_size: a shared-memory region holds at least ", ShmNonces::kBytes,
+        " bytes (the registration nonce is written into its first bytes; got ", i.byte_size, ")"));
   }
   const auto page = static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
   const std::int64_t start = i.offset / page * page;
@@ -97,6 +109,11 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::open(
       shm_fault_guard::Range::guard(r->mapping_, r->mapping_bytes_);
   if (!guard.ok()) return guard.status();
   r->guard_ = *std::move(guard);
+  if (checks.possession) {
+    // Read through the guarded mapping: an object truncated meanwhile reads as zeros.
+    if (absl::Status s = checks.possession(r->bytes()); !s.ok()) return s;
+    if (absl::Status s = r->check_not_faulted(); !s.ok()) return s;
+  }
   if (pin) {
     // Whole pages: the driver pins pages, and the range may start inside one.
     const auto pages = static_cast<std::size_t>(
@@ -235,10 +252,29 @@ void SharedMemoryRegistry::release_bytes(const std::string& owner, std::int64_t 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add(
     const std::string& owner, SharedMemoryRegionInfo info) {
   if (absl::Status s = check_key(info.key); !s.ok()) return s;
-  const std::string name = info.name;
+  const std::string name = info.name, key = info.key;
   const std::int64_t offset = info.offset, byte_size = info.byte_size;
+  OpenChecks checks;
+  {
+    absl::MutexLock lock(&mu_);
+    checks.allow_other_uids = allow_other_uids_;
+  }
+  checks.possession = [&](std::span<const std::byte> bytes) -> absl::Status {
+    const absl::Time now = absl::Now();
+    if (nonces_.redeem(owner, key, bytes, now)) return absl::OkStatus();
+    absl::Status s = absl::FailedPreconditionError(StrCat(
+        "key: the first ", ShmNonces::kBytes, " bytes of the range of ", quote(key), " at offset ",
+        offset,
+        " do not hold this caller's registration nonce: write the nonce "
+        "from the trailing metadata '",
+        kShmNonceMetadataKey,
+        "' there and register again (it proves that the caller may write the object; restore "
+        "the bytes afterwards)"));
+    s.SetPayload(kShmNonceMetadataKey, absl::Cord(nonces_.issue(owner, key, now)));
+    return s;
+  };
   return insert(owner, name, offset, byte_size, byte_size,
-                [&] { return SharedMemoryRegion::open(std::move(info), pin_); });
+                [&] { return SharedMemoryRegion::open(std::move(info), pin_, checks); });
 }
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::add_device(

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/shm_fault_guard.h"
+#include "server/runtime/shm_nonces.h"
 
 namespace matserve::server {
 
@@ -40,14 +41,27 @@ struct SharedMemoryRegionInfo {
 // given whole pages: the mapping that holds the registered range.
 using HostPinner = std::function<std::shared_ptr<void>(std::span<std::byte>)>;
 
+// What SharedMemoryRegion::open checks before it pins a host region.
+struct OpenChecks {
+  // Objects whose owner (st_uid) is not the server's effective uid are PERMISSION_DENIED unless
+  // this is set (--shared_memory_allow_other_uids).
+  bool allow_other_uids = false;
+  // Called with the registered range once it is mapped (guarded), before pinning; its error is
+  // open()'s. Set, a range of fewer than ShmNonces::kBytes bytes is INVALID_ARGUMENT. Empty: no
+  // check.
+  std::function<absl::Status(std::span<const std::byte>)> possession;
+};
+
 class SharedMemoryRegion {
  public:
   // Opens `key` (shm_open, read-write), checks that it holds offset + byte_size bytes, maps the
-  // range, guards it against SIGBUS, and pins it with `pin` (may be empty). NOT_FOUND when the
-  // object does not exist, PERMISSION_DENIED when the server may not open it, INVALID_ARGUMENT
-  // when it is too small or not a shared-memory object.
+  // range, guards it against SIGBUS, runs `checks`, and pins it with `pin` (may be empty).
+  // NOT_FOUND when the object does not exist, PERMISSION_DENIED when the server may not open it
+  // or another user owns it, INVALID_ARGUMENT when it is too small or not a shared-memory object,
+  // and the possession check's error.
   static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> open(SharedMemoryRegionInfo info,
-                                                                  const HostPinner& pin);
+                                                                  const HostPinner& pin,
+                                                                  const OpenChecks& checks = {});
   // A device region over `memory` (CUDA IPC): INVALID_ARGUMENT when offset + byte_size passes
   // the end of the exported allocation.
   static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> on_device(SharedMemoryRegionInfo info,
@@ -117,10 +131,19 @@ class SharedMemoryRegistry {
     max_bytes_ = total;
   }
 
+  // Objects of users other than the server's own accepted (--shared_memory_allow_other_uids).
+  void set_allow_other_uids(bool allow) {
+    absl::MutexLock lock(&mu_);
+    allow_other_uids_ = allow;
+  }
+
   // Registers a region under (owner, info.name): INVALID_ARGUMENT for a malformed name, key,
   // offset or size, ALREADY_EXISTS when the owner has that name, RESOURCE_EXHAUSTED past
   // max_regions_per_owner or either byte limit (checked before the object is opened), and
-  // SharedMemoryRegion::open's errors.
+  // SharedMemoryRegion::open's errors. Possession: the first ShmNonces::kBytes bytes of the range
+  // must hold the nonce this owner was issued for this key; when they do not, FAILED_PRECONDITION
+  // carrying a (new or still valid) nonce as the payload kShmNonceMetadataKey, which the caller
+  // writes there before it registers again (a range shorter than a nonce is INVALID_ARGUMENT).
   absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> add(const std::string& owner,
                                                           SharedMemoryRegionInfo info);
   // Registers a device region: `open` opens the client's memory (called outside the lock, after
@@ -154,6 +177,8 @@ class SharedMemoryRegistry {
   HostPinner pin_;
   mutable absl::Mutex mu_;
   int max_per_owner_ ABSL_GUARDED_BY(mu_) = 64;
+  bool allow_other_uids_ ABSL_GUARDED_BY(mu_) = false;
+  ShmNonces nonces_;  // issued by add(); has its own lock
   std::int64_t max_bytes_per_owner_ ABSL_GUARDED_BY(mu_) = std::int64_t{64} << 30;
   std::int64_t max_bytes_ ABSL_GUARDED_BY(mu_) = std::int64_t{256} << 30;
   // Host bytes registered (or reserved by a registration under way), per owner and in all.

@@ -19,7 +19,9 @@ struct ServiceLimits {
   // UploadStream/DownloadStream calls that move no chunk for this long are cancelled (0: never).
   std::int64_t stream_idle_timeout_seconds = 60;  // --stream_idle_timeout_seconds
   // Shared-memory regions (RegisterSharedMemory) accepted at all, and per caller at most.
-  bool shared_memory = true;           // --shared_memory
+  bool shared_memory = true;  // --shared_memory
+  // Objects owned by users other than the server's own accepted (--shared_memory_allow_other_uids).
+  bool shared_memory_allow_other_uids = false;
   int max_shm_regions_per_owner = 64;  // --max_shm_regions_per_owner
   // Bytes of host regions registered at once, per caller and in all (the server maps them all).
   std::int64_t max_shared_memory_bytes_per_owner = std::int64_t{64} << 30;

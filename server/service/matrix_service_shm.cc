@@ -57,6 +57,10 @@ grpc::Status MatrixServiceImpl::RegisterSharedMemory(grpc::ServerContext* contex
     fill_region((*region)->info(), reply->mutable_region());
     return absl::OkStatus();
   }();
+  // Possession not shown yet: the nonce to write into the object travels in trailing metadata.
+  if (auto nonce = status.GetPayload(kShmNonceMetadataKey)) {
+    context->AddTrailingMetadata(kShmNonceMetadataKey, std::string(*nonce));
+  }
   return finish_simple("RegisterSharedMemory", status, *request, *reply, start);
 }
 

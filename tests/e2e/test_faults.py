@@ -19,6 +19,7 @@ import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
 from server_process import MAX_MESSAGE, ServerProcess, health_check, matrix
+from shm_register import register
 from test_service import decode, rand, rel_l2
 
 MIB = 1 << 20
@@ -387,8 +388,8 @@ class TruncatedOutputTest(FaultTestBase):
             try:
                 stub = server.stub
                 for name, obj in zip(("in", "out"), objects):
-                    stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
-                        name=name, key="/" + obj.name, byte_size=size), timeout=60)
+                    register(stub.RegisterSharedMemory, pb.RegisterSharedMemoryRequest(
+                        name=name, key="/" + obj.name, byte_size=size))
                 request = pb.TransposeRequest(
                     a=pb.Matrix(rows=self.ROWS, cols=self.COLS, dtype=pb.FP32,
                                 shm=pb.SharedMemoryRef(region="in")),

@@ -470,9 +470,12 @@ class SharedMemoryClientTest(ClientServerTest):
         own = shared_memory.SharedMemory(create=True, size=1 << 16)
         try:
             a, b = rand(8, 8, np.float64), rand(8, 8, np.float64)
+            own.buf[5000:5032] = b"the caller's own first 32 bytes."
             with self.client.register_shared_memory("own", "/" + own.name, 8192,
                                                     offset=5000) as region:
                 self.assertFalse(region.owned)
+                # The server's nonce was written there to register, and the bytes put back.
+                self.assertEqual(bytes(own.buf[5000:5032]), b"the caller's own first 32 bytes.")
                 res = self.client.multiply(region.put(a), region.put(b),
                                            out=region.empty(8, 8, "fp64"))
                 np.testing.assert_allclose(res.c, a @ b, rtol=1e-12, atol=1e-12)

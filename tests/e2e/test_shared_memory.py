@@ -7,7 +7,9 @@ unregister; ownership across tokens; every malformed place and registration refu
 precise status, long client strings cut in it; a result overlapping an operand refused also
 through a second registration of the object; a truncated object refused (never a crash); the
 registered bytes bounded (a huge sparse object refused before it exhausts the server's address
-space); the server's mappings gone after unregistering; the switch that turns the feature off.
+space); the server's mappings gone after unregistering; possession (a key alone registers nothing: the
+caller writes the server's nonce into the object, its own and once) and objects of other users
+refused; the switch that turns the feature off.
 """
 import _posixshmem
 import os
@@ -20,6 +22,7 @@ import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
 from server_process import ServerProcess, call, matrix
+from shm_register import NONCE_KEY, nonce_of, register, write_object
 from test_service import decode, rand, rel_l2
 
 ALICE = "alice-token-0123456789"
@@ -81,8 +84,9 @@ class SharedMemoryTest(unittest.TestCase):
             self.stub.Release(pb.ReleaseRequest(handle=h.handle))
 
     def register(self, name, key, size, offset=0):
-        return self.stub.RegisterSharedMemory(
-            pb.RegisterSharedMemoryRequest(name=name, key=key, offset=offset, byte_size=size))
+        return register(self.stub.RegisterSharedMemory,
+                        pb.RegisterSharedMemoryRequest(name=name, key=key, offset=offset,
+                                                       byte_size=size))
 
     def expect(self, code, fragment, method, request):
         with self.assertRaises(grpc.RpcError) as ctx:
@@ -248,10 +252,10 @@ class SharedMemoryTest(unittest.TestCase):
             self.assertEqual(ctx.exception.code(), code, (name, key, ctx.exception.details()))
             self.assertIn(fragment, ctx.exception.details())
         # The per-caller limit (3 here): r, then two more, then refused.
-        self.register("two", self.shm.key, 16)
-        self.register("three", self.shm.key, 16)
+        self.register("two", self.shm.key, 32)
+        self.register("three", self.shm.key, 32)
         with self.assertRaises(grpc.RpcError) as ctx:
-            self.register("four", self.shm.key, 16)
+            self.register("four", self.shm.key, 32)
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertIn("the limit per caller is 3 (--max_shm_regions_per_owner)",
                       ctx.exception.details())
@@ -350,8 +354,8 @@ class SharedMemoryBytesTest(unittest.TestCase):
                 self.assertEqual(registered, 0)
                 # Up to the limit, and not a byte more.
                 for i in range(2):
-                    stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
-                        name=f"part{i}", key=key, byte_size=32 << 30), timeout=60)
+                    register(stub.RegisterSharedMemory, pb.RegisterSharedMemoryRequest(
+                        name=f"part{i}", key=key, byte_size=32 << 30))
                 with self.assertRaises(grpc.RpcError) as ctx:
                     stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(
                         name="more", key=key, byte_size=1), timeout=60)
@@ -388,8 +392,8 @@ class SharedMemoryOwnershipTest(unittest.TestCase):
         try:
             a = rand(4, 4)
             shm.put(0, a)
-            register = pb.RegisterSharedMemoryRequest(name="mine", key=shm.key, byte_size=4096)
-            call(self.stub.RegisterSharedMemory, register, ALICE)
+            request = pb.RegisterSharedMemoryRequest(name="mine", key=shm.key, byte_size=4096)
+            register(self.stub.RegisterSharedMemory, request, ALICE)
             use = pb.MultiplyRequest(a=shm_matrix(4, 4, "mine"), b=matrix(a))
             call(self.stub.Multiply, use, ALICE)
             with self.assertRaises(grpc.RpcError) as ctx:
@@ -402,14 +406,14 @@ class SharedMemoryOwnershipTest(unittest.TestCase):
                      pb.UnregisterSharedMemoryRequest(name="mine"), BOB)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
             # Bob may use the same name for his own registration of the same object.
-            call(self.stub.RegisterSharedMemory, register, BOB)
+            register(self.stub.RegisterSharedMemory, request, BOB)
             self.assertEqual(call(self.stub.UnregisterSharedMemory,
                                   pb.UnregisterSharedMemoryRequest(), BOB).unregistered, 1)
             self.assertEqual(
                 [r.name for r in call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(),
                                       ALICE).regions], ["mine"])
             with self.assertRaises(grpc.RpcError) as ctx:
-                call(self.stub.RegisterSharedMemory, register, NOSHM)
+                call(self.stub.RegisterSharedMemory, request, NOSHM)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
             self.assertIn("shm", ctx.exception.details())
             with self.assertRaises(grpc.RpcError) as ctx:
@@ -418,6 +422,113 @@ class SharedMemoryOwnershipTest(unittest.TestCase):
         finally:
             call(self.stub.UnregisterSharedMemory, pb.UnregisterSharedMemoryRequest(), ALICE)
             shm.close()
+
+
+class SharedMemoryPossessionTest(unittest.TestCase):
+    """A key is not enough to register an object: the caller proves possession by writing the
+    server's nonce into the first bytes of the range (so possession is exactly write access to the
+    object), the nonce is the caller's own and used once, and objects of other users are refused
+    unless the server is told to accept them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.dir.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"{ALICE} alice\n{BOB} bob\n")
+        cls.server = ServerProcess(f"--auth_tokens_file={path}")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.output()
+        cls.dir.cleanup()
+
+    def setUp(self):
+        self.shm = Shm(8192)  # alice's object; this test's uid, as the server's
+        self.secret = rand(8, 8)
+        self.shm.put(0, self.secret)
+
+    def tearDown(self):
+        for token in (ALICE, BOB):
+            call(self.stub.UnregisterSharedMemory, pb.UnregisterSharedMemoryRequest(), token)
+        self.shm.close()
+
+    def refused(self, request, token):
+        """A registration without the nonce in place: FAILED_PRECONDITION, returns the nonce."""
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(self.stub.RegisterSharedMemory, request, token)
+        e = ctx.exception
+        self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+        self.assertIn("do not hold this caller's registration nonce", e.details())
+        self.assertIn(NONCE_KEY, e.details())
+        nonce = nonce_of(e)
+        self.assertRegex(nonce or "", r"^[0-9a-f]{32}$")
+        return nonce
+
+    def test_a_key_alone_registers_nothing(self):
+        steal = pb.RegisterSharedMemoryRequest(name="stolen", key=self.shm.key, byte_size=8192)
+        first = self.refused(steal, BOB)
+        self.assertEqual(self.refused(steal, BOB), first)  # asked again: the same nonce
+        self.assertEqual(len(call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(),
+                                  BOB).regions), 0)
+        with self.assertRaises(grpc.RpcError) as ctx:  # so bob can neither read nor write it
+            call(self.stub.Multiply, pb.MultiplyRequest(a=shm_matrix(8, 8, "stolen"),
+                                                        b=matrix(self.secret)), BOB)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        # Possession is write access: a caller that can write the object (here, as the same
+        # user) proves it and registers; the bytes it covered are back afterwards.
+        register(self.stub.RegisterSharedMemory, steal, BOB)
+        np.testing.assert_array_equal(self.shm.get(0, 8, 8), self.secret)
+        reply = call(self.stub.Multiply, pb.MultiplyRequest(a=shm_matrix(8, 8, "stolen"),
+                                                            b=matrix(self.secret)), BOB)
+        self.assertLess(rel_l2(decode(reply.c), self.secret.astype(np.float64) @ self.secret),
+                        1e-5)
+
+    def test_the_nonce_is_the_callers_own_and_used_once(self):
+        request = pb.RegisterSharedMemoryRequest(name="r", key=self.shm.key, offset=4096,
+                                                 byte_size=4096)
+        alices = self.refused(request, ALICE)
+        saved = write_object(self.shm.key, 4096, alices.encode())
+        try:
+            # Alice's nonce in the object does not admit bob: he is given his own.
+            self.assertNotEqual(self.refused(request, BOB), alices)
+            info = call(self.stub.RegisterSharedMemory, request, ALICE).region
+            self.assertEqual((info.name, info.offset, info.byte_size), ("r", 4096, 4096))
+            # Used once: the same bytes do not register a second region.
+            second = pb.RegisterSharedMemoryRequest(name="again", key=self.shm.key, offset=4096,
+                                                    byte_size=4096)
+            self.assertNotEqual(self.refused(second, ALICE), alices)
+        finally:
+            write_object(self.shm.key, 4096, saved)
+        self.assertEqual([r.name for r in call(self.stub.ListSharedMemory,
+                                               pb.ListSharedMemoryRequest(), ALICE).regions],
+                         ["r"])
+
+    def test_a_range_smaller_than_the_nonce_is_refused(self):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(self.stub.RegisterSharedMemory,
+                 pb.RegisterSharedMemoryRequest(name="tiny", key=self.shm.key, byte_size=31),
+                 ALICE)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("byte_size: a shared-memory region holds at least 32 bytes",
+                      ctx.exception.details())
+        self.assertIn("got 31", ctx.exception.details())
+
+    def test_objects_of_other_users_are_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give an object to another user (uid 65534)")
+        os.fchown(self.shm.obj._fd, 65534, 65534)
+        request = pb.RegisterSharedMemoryRequest(name="theirs", key=self.shm.key, byte_size=8192)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            register(self.stub.RegisterSharedMemory, request, ALICE)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("belongs to uid 65534, the server runs as uid 0", ctx.exception.details())
+        self.assertIn("--shared_memory_allow_other_uids", ctx.exception.details())
+        with ServerProcess("--shared_memory_allow_other_uids") as server:
+            info = register(server.stub.RegisterSharedMemory, request).region
+            self.assertEqual(info.name, "theirs")
+            self.assertEqual(server.stop(), 0)
 
 
 class SharedMemoryOffTest(unittest.TestCase):

@@ -15,17 +15,25 @@ that leak, and only then. close() unlinks the object, which also unregisters it 
 register_shared_memory belongs to the caller: it is mapped with shm_open + mmap directly, never
 through the tracker, so it is neither unlinked at exit nor reported as leaked, and the caller's
 own SharedMemory bookkeeping is left untouched.
+
+Possession: the server registers an object only for a caller that can write it. It answers the
+first RegisterSharedMemory with FAILED_PRECONDITION and a nonce in the trailing metadata
+"matserve-shm-nonce"; the client writes the nonce into the first bytes of the range, registers
+again, and then puts back the bytes that were there (`written_nonce`). Client.create_shared_memory
+and Client.register_shared_memory do this themselves.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from multiprocessing import shared_memory as _mp_shm
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
+import grpc
 import numpy as np
 
 from . import dtypes
@@ -38,6 +46,49 @@ if TYPE_CHECKING:
     from .client import Client
 
 ALIGNMENT = 256  # bytes: where put/empty without an offset place a matrix
+NONCE_METADATA_KEY = "matserve-shm-nonce"  # the server's registration nonce (trailing metadata)
+
+
+def nonce_of(error: Any) -> Optional[str]:
+    """The registration nonce a refused RegisterSharedMemory carries (a grpc.RpcError), or None."""
+    try:
+        if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+            return None
+        pairs = error.trailing_metadata() or ()
+    except AttributeError:
+        return None
+    for key, value in pairs:
+        if key == NONCE_METADATA_KEY:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
+def _open_object(key: str) -> int:
+    try:
+        import _posixshmem  # CPython's shm_open, as multiprocessing.shared_memory uses it
+        return _posixshmem.shm_open(key, os.O_RDWR, mode=0o600)
+    except ImportError:  # shm_open's objects are the files of /dev/shm on Linux
+        return os.open("/dev/shm" + key, os.O_RDWR)
+
+
+@contextlib.contextmanager
+def written_nonce(key: str, offset: int, nonce: str) -> Iterator[None]:
+    """Writes `nonce` at `offset` of the object `key` for the duration of the block (the proof of
+    possession RegisterSharedMemory asks for), then puts back the bytes that were there."""
+    data = nonce.encode()
+    fd = _open_object(key)
+    try:
+        saved = os.pread(fd, len(data), offset)
+        if len(saved) != len(data):
+            raise ValueError(f"shared-memory object {key!r} ends before offset {offset} + "
+                             f"{len(data)}: no room for the server's registration nonce")
+        os.pwrite(fd, data, offset)
+        try:
+            yield
+        finally:
+            os.pwrite(fd, saved, offset)
+    finally:
+        os.close(fd)
 
 
 def _align(n: int) -> int:
@@ -47,11 +98,7 @@ def _align(n: int) -> int:
 def _map_object(key: str, length: int) -> mmap.mmap:
     """Maps the first `length` bytes of the POSIX shared-memory object `key`, read-write, without
     multiprocessing's resource_tracker (which would unlink the object when this process exits)."""
-    try:
-        import _posixshmem  # CPython's shm_open, as multiprocessing.shared_memory uses it
-        fd = _posixshmem.shm_open(key, os.O_RDWR, mode=0o600)
-    except ImportError:  # shm_open's objects are the files of /dev/shm on Linux
-        fd = os.open("/dev/shm" + key, os.O_RDWR)
+    fd = _open_object(key)
     try:
         size = os.fstat(fd).st_size
         if size < length:

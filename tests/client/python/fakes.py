@@ -3,8 +3,11 @@ import grpc
 
 
 class FakeRpcError(grpc.RpcError):
-    def __init__(self, code, details):
-        self._code, self._details = code, details
+    def __init__(self, code, details, trailing=()):
+        self._code, self._details, self._trailing = code, details, tuple(trailing)
+
+    def trailing_metadata(self):
+        return self._trailing
 
     def code(self):
         return self._code

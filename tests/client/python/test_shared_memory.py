@@ -1,8 +1,8 @@
 """Unit tests (no server) for matserve_client.shared_memory and the Client's shared-memory paths,
 against a fake MatrixService stub that reads and writes the POSIX objects as the server would:
 placing and viewing every dtype and order, the allocator, `out` checked before anything is sent,
-requests naming region and offset, closing (unregister, unmap, unlink), and resource_tracker
-staying quiet unless a region really leaked."""
+requests naming region and offset, closing (unregister, unmap, unlink), resource_tracker
+staying quiet unless a region really leaked, and the registration nonce written and put back."""
 import os
 import subprocess
 import sys
@@ -435,6 +435,76 @@ class ResourceTrackerTest(unittest.TestCase):
             """)
         self.assertIn("leaked shared_memory", err)
         self.assertFalse(os.path.exists("/dev/shm" + out.strip()))
+
+
+class NonceStub(FakeStub):
+    """As the server checks possession: a registration passes only with its nonce in the first 32
+    bytes of the range (after `refusals` more refusals, whatever the bytes)."""
+
+    NONCE = "0123456789abcdef" * 2
+
+    def __init__(self, refusals=0):
+        super().__init__()
+        self.seen = []
+        self.refusals = refusals
+
+    def RegisterSharedMemory(self, request, timeout=None):
+        if os.path.exists("/dev/shm" + request.key):
+            with open("/dev/shm" + request.key, "rb") as f:
+                f.seek(request.offset)
+                self.seen.append(f.read(32))
+            if self.seen[-1] != self.NONCE.encode() or self.refusals > 0:
+                self.refusals -= self.seen[-1] == self.NONCE.encode()
+                raise FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION,
+                                   "key: ... do not hold this caller's registration nonce",
+                                   trailing=[("matserve-shm-nonce", self.NONCE)])
+        return super().RegisterSharedMemory(request, timeout)
+
+
+class PossessionTest(unittest.TestCase):
+    """The client writes the server's nonce into the range to register, then puts the bytes back."""
+
+    def client(self, stub):
+        client = Client("127.0.0.1:1", timeout=5)
+        client._stub = stub
+        return client
+
+    def test_the_nonce_is_written_for_the_retry_and_the_bytes_restored(self):
+        stub = NonceStub()
+        client = self.client(stub)
+        own = shared_memory.SharedMemory(create=True, size=8192)
+        try:
+            own.buf[100:132] = b"x" * 32
+            with client.register_shared_memory("own", "/" + own.name, 4096, offset=100) as r:
+                self.assertEqual(r.offset, 100)
+                self.assertEqual(stub.seen, [b"x" * 32, NonceStub.NONCE.encode()])
+                self.assertEqual(bytes(own.buf[100:132]), b"x" * 32)
+            with client.create_shared_memory(4096) as made:
+                self.assertEqual(bytes(made._bytes(0, 32)), bytes(32))  # zeros again
+        finally:
+            own.close()
+            own.unlink()
+
+    def test_a_server_that_keeps_refusing_is_answered_after_three_tries(self):
+        stub = NonceStub(refusals=5)
+        client = self.client(stub)
+        own = shared_memory.SharedMemory(create=True, size=4096)
+        try:
+            own.buf[0:32] = b"y" * 32
+            with self.assertRaises(mc.FailedPrecondition) as ctx:
+                client.register_shared_memory("own", "/" + own.name, 4096)
+            self.assertIn("registration nonce", str(ctx.exception))
+            self.assertEqual(len(stub.seen), 3)
+            self.assertEqual(bytes(own.buf[0:32]), b"y" * 32)
+        finally:
+            own.close()
+            own.unlink()
+
+    def test_other_errors_are_not_retried(self):
+        stub = NonceStub()
+        with self.assertRaises(mc.NotFound):
+            self.client(stub).register_shared_memory("x", "/matserve-absent-object", 64)
+        self.assertEqual(len(stub.calls), 1)
 
 
 if __name__ == "__main__":

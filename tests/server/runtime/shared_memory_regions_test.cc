@@ -1,7 +1,8 @@
 // Shared-memory regions on the host: registration rules, per-owner visibility and limits (count
 // and bytes), ranges at unaligned offsets, the object identity behind registrations, client
-// strings cut in messages, and the SIGBUS guard (a truncated object faults into a zero page and
-// the region reports it; a fault outside every guarded range still kills the process).
+// strings cut in messages, possession (the owner's nonce in the range) and the objects' users, and
+// the SIGBUS guard (a truncated object faults into a zero page and the region reports it; a fault
+// outside every guarded range still kills the process).
 #include "server/runtime/shared_memory_regions.h"
 
 #include <fcntl.h>
@@ -51,12 +52,34 @@ SharedMemoryRegionInfo info(const std::string& name, const std::string& key, std
   return SharedMemoryRegionInfo{.name = name, .key = key, .offset = offset, .byte_size = bytes};
 }
 
+// Registers as a client that holds the object does: when the registry asks for its nonce, writes
+// it into the first bytes of the range, registers again, and puts the bytes back. Other answers
+// are returned as they are.
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> holding(SharedMemoryRegistry& registry,
+                                                            const std::string& owner,
+                                                            const SharedMemoryRegionInfo& i) {
+  auto first = registry.add(owner, i);
+  if (first.ok()) return first;
+  const auto nonce = first.status().GetPayload(kShmNonceMetadataKey);
+  if (!nonce) return first;
+  const int fd = ::shm_open(i.key.c_str(), O_RDWR, 0);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
+  const std::string text(*nonce);
+  std::string saved(text.size(), '\0');
+  EXPECT_EQ(::pread(fd, saved.data(), saved.size(), i.offset), static_cast<ssize_t>(saved.size()));
+  EXPECT_EQ(::pwrite(fd, text.data(), text.size(), i.offset), static_cast<ssize_t>(text.size()));
+  auto second = registry.add(owner, i);
+  EXPECT_EQ(::pwrite(fd, saved.data(), saved.size(), i.offset), static_cast<ssize_t>(saved.size()));
+  ::close(fd);
+  return second;
+}
+
 TEST(SharedMemoryRegions, RangeAtAnUnalignedOffsetSeesTheObjectsBytes) {
   ShmObject obj(3 * kPage);
   SharedMemoryRegistry registry(nullptr);
-  auto writer = registry.add("", info("all", obj.key(), 0, 3 * kPage));
+  auto writer = holding(registry, "", info("all", obj.key(), 0, 3 * kPage));
   ASSERT_TRUE(writer.ok()) << writer.status();
-  auto sub = registry.add("", info("sub", obj.key(), kPage + 100, 500));
+  auto sub = holding(registry, "", info("sub", obj.key(), kPage + 100, 500));
   ASSERT_TRUE(sub.ok()) << sub.status();
   std::memcpy((*writer)->bytes().data() + kPage + 100, "hello", 5);
   EXPECT_EQ(std::memcmp((*sub)->bytes().data(), "hello", 5), 0);
@@ -68,13 +91,13 @@ TEST(SharedMemoryRegions, OwnersSeeOnlyTheirOwnAndTheLimitIsPerOwner) {
   ShmObject obj(kPage);
   SharedMemoryRegistry registry(nullptr);
   registry.set_max_regions_per_owner(2);
-  ASSERT_TRUE(registry.add("alice", info("x", obj.key(), 0, 64)).ok());
-  ASSERT_TRUE(registry.add("alice", info("y", obj.key(), 0, 64)).ok());
-  EXPECT_EQ(registry.add("alice", info("z", obj.key(), 0, 64)).status().code(),
+  ASSERT_TRUE(holding(registry, "alice", info("x", obj.key(), 0, 64)).ok());
+  ASSERT_TRUE(holding(registry, "alice", info("y", obj.key(), 0, 64)).ok());
+  EXPECT_EQ(holding(registry, "alice", info("z", obj.key(), 0, 64)).status().code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(registry.add("alice", info("x", obj.key(), 0, 64)).status().code(),
+  EXPECT_EQ(holding(registry, "alice", info("x", obj.key(), 0, 64)).status().code(),
             absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(registry.add("bob", info("x", obj.key(), 0, 64)).ok());
+  ASSERT_TRUE(holding(registry, "bob", info("x", obj.key(), 0, 64)).ok());
   EXPECT_EQ(registry.find("bob", "y", "a.shm.region").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(registry.list("alice").size(), 2u);
   EXPECT_EQ(registry.list("bob").size(), 1u);
@@ -87,7 +110,7 @@ TEST(SharedMemoryRegions, OwnersSeeOnlyTheirOwnAndTheLimitIsPerOwner) {
 TEST(SharedMemoryRegions, RegistrationErrorsNameTheField) {
   ShmObject obj(kPage);
   SharedMemoryRegistry registry(nullptr);
-  const auto code = [&](SharedMemoryRegionInfo i) { return registry.add("", i).status(); };
+  const auto code = [&](SharedMemoryRegionInfo i) { return holding(registry, "", i).status(); };
   EXPECT_THAT(code(info("x", obj.key(), 0, kPage + 1)).message(),
               HasSubstr("byte_size: offset 0 + byte_size"));
   EXPECT_EQ(code(info("x", "/matserve-no-such-object", 0, 1)).code(), absl::StatusCode::kNotFound);
@@ -103,7 +126,7 @@ TEST(SharedMemoryRegions, PinnerSeesTheRangeAndIsReleasedWithTheRegion) {
     ranges.add(bytes.data(), bytes.size());
     return std::shared_ptr<void>(bytes.data(), [&](void* p) { ranges.remove(p); });
   });
-  auto r = registry.add("", info("p", obj.key(), 10, kPage));
+  auto r = holding(registry, "", info("p", obj.key(), 10, kPage));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE((*r)->info().pinned);
   const std::byte* base = (*r)->bytes().data();
@@ -120,7 +143,7 @@ TEST(SharedMemoryRegions, PinnerSeesTheRangeAndIsReleasedWithTheRegion) {
 TEST(SharedMemoryRegions, TruncatedObjectFaultsIntoZerosAndIsReported) {
   ShmObject obj(4 * kPage);
   SharedMemoryRegistry registry(nullptr);
-  auto r = registry.add("", info("t", obj.key(), 0, 4 * kPage));
+  auto r = holding(registry, "", info("t", obj.key(), 0, 4 * kPage));
   ASSERT_TRUE(r.ok()) << r.status();
   std::byte* bytes = (*r)->bytes().data();
   std::memset(bytes, 0x5a, 4 * kPage);
@@ -143,7 +166,7 @@ TEST(SharedMemoryRegions, TruncatedObjectFaultsIntoZerosAndIsReported) {
 TEST(SharedMemoryRegions, DeviceRegionsAreCheckedAgainstTheAllocationAndShareTheNames) {
   ShmObject obj(kPage);
   SharedMemoryRegistry registry(nullptr);
-  ASSERT_TRUE(registry.add("", info("host", obj.key(), 0, 64)).ok());
+  ASSERT_TRUE(holding(registry, "", info("host", obj.key(), 0, 64)).ok());
   std::byte fake[1000];  // stands for the client's device allocation (never dereferenced here)
   int opened = 0;
   const auto opener = [&]() -> absl::StatusOr<OpenedDeviceMemory> {
@@ -176,14 +199,14 @@ TEST(SharedMemoryRegions, RegisteredBytesAreBoundedPerOwnerAndInAll) {
   ShmObject obj(4 * kPage);
   SharedMemoryRegistry registry(nullptr);
   registry.set_max_bytes(3 * kPage, 5 * kPage);
-  ASSERT_TRUE(registry.add("a", info("a1", obj.key(), 0, 2 * kPage)).ok());
-  absl::Status s = registry.add("a", info("a2", obj.key(), 0, 2 * kPage)).status();
+  ASSERT_TRUE(holding(registry, "a", info("a1", obj.key(), 0, 2 * kPage)).ok());
+  absl::Status s = holding(registry, "a", info("a2", obj.key(), 0, 2 * kPage)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("limit of " + std::to_string(3 * kPage) +
                                      " bytes (--max_shared_memory_bytes_per_owner"));
-  ASSERT_TRUE(registry.add("a", info("a2", obj.key(), 0, kPage)).ok());  // exactly the limit
-  ASSERT_TRUE(registry.add("b", info("b1", obj.key(), 0, 2 * kPage)).ok());
-  s = registry.add("b", info("b2", obj.key(), 0, 1)).status();
+  ASSERT_TRUE(holding(registry, "a", info("a2", obj.key(), 0, kPage)).ok());  // exactly the limit
+  ASSERT_TRUE(holding(registry, "b", info("b1", obj.key(), 0, 2 * kPage)).ok());
+  s = holding(registry, "b", info("b2", obj.key(), 0, 1)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("limit of " + std::to_string(5 * kPage) +
                                      " bytes (--max_shared_memory_bytes;"));
@@ -195,12 +218,13 @@ TEST(SharedMemoryRegions, RegisteredBytesAreBoundedPerOwnerAndInAll) {
   EXPECT_TRUE(registry.add_device("b", info("gpu", "", 0, 64), opener).ok());
   // Unregistering gives the bytes back; so does a refused open its reservation.
   ASSERT_TRUE(registry.remove("a", "a1").ok());  // the server's total has room again
-  EXPECT_EQ(registry.add("b", info("none", "/matserve-no-such-object", 0, kPage)).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_TRUE(registry.add("b", info("b2", obj.key(), 0, kPage)).ok());  // b at its limit
+  EXPECT_EQ(
+      holding(registry, "b", info("none", "/matserve-no-such-object", 0, kPage)).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_TRUE(holding(registry, "b", info("b2", obj.key(), 0, kPage)).ok());  // b at its limit
   ASSERT_TRUE(registry.remove("b", "").ok());
   ASSERT_TRUE(registry.remove("a", "").ok());
-  EXPECT_TRUE(registry.add("c", info("c1", obj.key(), 0, 3 * kPage)).ok());
+  EXPECT_TRUE(holding(registry, "c", info("c1", obj.key(), 0, 3 * kPage)).ok());
 }
 
 TEST(SharedMemoryRegions, AHugeSparseObjectIsRefusedBeforeItIsMapped) {
@@ -208,7 +232,7 @@ TEST(SharedMemoryRegions, AHugeSparseObjectIsRefusedBeforeItIsMapped) {
   obj.resize(std::size_t{1} << 47);        // sparse: costs nothing until written
   SharedMemoryRegistry registry(nullptr);  // the default limits
   const absl::Status s =
-      registry.add("", info("huge", obj.key(), 0, std::int64_t{1} << 47)).status();
+      holding(registry, "", info("huge", obj.key(), 0, std::int64_t{1} << 47)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("--max_shared_memory_bytes_per_owner"));
   EXPECT_TRUE(registry.list("").empty());
@@ -217,9 +241,9 @@ TEST(SharedMemoryRegions, AHugeSparseObjectIsRefusedBeforeItIsMapped) {
 TEST(SharedMemoryRegions, RegistrationsOfOneObjectShareItsIdentity) {
   ShmObject obj(2 * kPage), other(kPage);
   SharedMemoryRegistry registry(nullptr);
-  auto x = registry.add("", info("x", obj.key(), 0, 2 * kPage));
-  auto y = registry.add("", info("y", obj.key(), kPage, kPage));
-  auto z = registry.add("", info("z", other.key(), 0, kPage));
+  auto x = holding(registry, "", info("x", obj.key(), 0, 2 * kPage));
+  auto y = holding(registry, "", info("y", obj.key(), kPage, kPage));
+  auto z = holding(registry, "", info("z", other.key(), 0, kPage));
   ASSERT_TRUE(x.ok() && y.ok() && z.ok());
   EXPECT_TRUE((*x)->object() == (*y)->object());
   EXPECT_FALSE((*x)->object() == (*z)->object());
@@ -232,9 +256,9 @@ TEST(SharedMemoryRegions, LongClientStringsAreCutInMessages) {
   const std::string long_name(20000, 'n'), long_key = "/" + std::string(20000, 'k');
   const std::string bad_name = std::string(60, 'x') + "!" + std::string(60, 'x');
   for (const absl::Status& s :
-       {registry.add("", info(bad_name, "/k", 0, 1)).status(),
-        registry.add("", info("n", long_key, 0, 1)).status(),
-        registry.add("", info("n", "/" + std::string(200, 'k'), 0, 1)).status(),
+       {holding(registry, "", info(bad_name, "/k", 0, 1)).status(),
+        holding(registry, "", info("n", long_key, 0, 1)).status(),
+        holding(registry, "", info("n", "/" + std::string(200, 'k'), 0, 1)).status(),
         registry.find("", long_name, "a.shm.region").status(),
         registry.remove("", long_name).status()}) {
     EXPECT_FALSE(s.ok());
@@ -242,11 +266,87 @@ TEST(SharedMemoryRegions, LongClientStringsAreCutInMessages) {
   }
 }
 
+// Writes `text` at `offset` of the object `key` (as a client that may write it does).
+void write_object(const std::string& key, std::int64_t offset, const std::string& text) {
+  const int fd = ::shm_open(key.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, text.data(), text.size(), offset), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+}
+
+std::string nonce_of(const absl::Status& s) {
+  const auto nonce = s.GetPayload(kShmNonceMetadataKey);
+  return nonce ? std::string(*nonce) : "";
+}
+
+TEST(SharedMemoryRegions, PossessionIsTheOwnersNonceInTheFirstBytesOfTheRange) {
+  ShmObject obj(2 * kPage);
+  SharedMemoryRegistry registry(nullptr);
+  // The key alone is not enough: refused with a nonce, nothing registered or mapped.
+  const absl::Status asked = registry.add("alice", info("x", obj.key(), 100, kPage)).status();
+  EXPECT_EQ(asked.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(asked.message(), HasSubstr("registration nonce"));
+  EXPECT_THAT(asked.message(), HasSubstr(kShmNonceMetadataKey));
+  const std::string nonce = nonce_of(asked);
+  ASSERT_EQ(nonce.size(), ShmNonces::kBytes);
+  EXPECT_TRUE(registry.list("alice").empty());
+  // Asked again without writing: the same nonce, refused again.
+  const absl::Status again = registry.add("alice", info("x", obj.key(), 100, kPage)).status();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(nonce_of(again), nonce);
+  // Written elsewhere than the range's first bytes: refused.
+  write_object(obj.key(), 0, nonce);
+  EXPECT_EQ(registry.add("alice", info("x", obj.key(), 100, kPage)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Alice's nonce does not admit bob.
+  write_object(obj.key(), 100, nonce);
+  const absl::Status bob = registry.add("bob", info("x", obj.key(), 100, kPage)).status();
+  EXPECT_EQ(bob.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(nonce_of(bob), nonce);
+  // Alice, with her nonce in place: registered.
+  auto r = registry.add("alice", info("x", obj.key(), 100, kPage));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(std::memcmp((*r)->bytes().data(), nonce.data(), nonce.size()), 0);
+  // Used once: the same bytes do not register a second region.
+  const absl::Status used = registry.add("alice", info("y", obj.key(), 100, kPage)).status();
+  EXPECT_EQ(used.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(nonce_of(used), nonce);
+  EXPECT_EQ(registry.list("alice").size(), 1u);
+}
+
+TEST(SharedMemoryRegions, ARangeSmallerThanTheNonceIsRefused) {
+  ShmObject obj(kPage);
+  SharedMemoryRegistry registry(nullptr);
+  const absl::Status s = registry.add("", info("x", obj.key(), 0, 31)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("byte_size: a shared-memory region holds at least 32 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("got 31"));
+  EXPECT_TRUE(holding(registry, "", info("x", obj.key(), 0, 32)).ok());
+}
+
+TEST(SharedMemoryRegions, ObjectsOfOtherUsersAreRefusedUnlessAllowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give an object to another user";
+  ShmObject obj(kPage);
+  {
+    const int fd = ::shm_open(obj.key().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fchown(fd, 65534, 65534), 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  SharedMemoryRegistry registry(nullptr);
+  const absl::Status s = holding(registry, "", info("x", obj.key(), 0, kPage)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("belongs to uid 65534, the server runs as uid 0"));
+  EXPECT_THAT(s.message(), HasSubstr("--shared_memory_allow_other_uids"));
+  registry.set_allow_other_uids(true);
+  EXPECT_TRUE(holding(registry, "", info("x", obj.key(), 0, kPage)).ok());
+}
+
 TEST(SharedMemoryRegionsDeathTest, FaultOutsideEveryGuardedRangeKeepsTheDefaultAction) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ShmObject guarded(kPage);
   SharedMemoryRegistry registry(nullptr);
-  ASSERT_TRUE(registry.add("", info("g", guarded.key(), 0, kPage)).ok());  // handler installed
+  ASSERT_TRUE(holding(registry, "", info("g", guarded.key(), 0, kPage)).ok());  // handler installed
   // The death test's child runs this body again and dies: nothing it makes may need cleaning.
   guarded.unlink();
   EXPECT_EXIT(
