@@ -7,56 +7,35 @@ HealthCheckResponse { ServingStatus status = 1; }.
 """
 from typing import Any, List, Sequence, Tuple
 
+from ._wire import read_varint, varint
+
 STATUS_NAMES = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 METHOD = "/grpc.health.v1.Health/Check"
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def encode_request(service: str) -> bytes:
     """HealthCheckRequest for `service` ("" asks about the server as a whole)."""
     name = service.encode()
-    return b"\x0a" + _varint(len(name)) + name if name else b""
+    return b"\x0a" + varint(len(name)) + name if name else b""
 
 
 def decode_status(reply: bytes) -> str:
     """The ServingStatus name of a HealthCheckResponse ("UNKNOWN" when the field is absent)."""
     i, status = 0, 0
     while i < len(reply):
-        key, i = _read_varint(reply, i)
+        key, i = read_varint(reply, i)
         if key == 0x08:  # field 1, varint
-            status, i = _read_varint(reply, i)
+            status, i = read_varint(reply, i)
         elif key & 7 == 2:  # a length-delimited field this version does not know
-            length, i = _read_varint(reply, i)
+            length, i = read_varint(reply, i)
             i += length
         elif key & 7 == 0:
-            _, i = _read_varint(reply, i)
+            _, i = read_varint(reply, i)
         else:
             raise ValueError(f"health reply: unexpected wire type {key & 7}")
     return STATUS_NAMES.get(status, f"STATUS_{status}")
 
 
-def _read_varint(data: bytes, i: int) -> Tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if i >= len(data):
-            raise ValueError("health reply: truncated varint")
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, i
-        shift += 7
 
 
 def balancing_options(target: str, options: Sequence[Tuple[str, Any]]) -> List[Tuple[str, Any]]:

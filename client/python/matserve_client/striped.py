@@ -18,6 +18,7 @@ import grpc
 import numpy as np
 
 from ._stubs import pb
+from ._wire import read_varint, varint
 from .errors import error_for, from_rpc_error
 
 CREATE = "/matserve.v1.MatrixService/CreateResident"
@@ -26,36 +27,11 @@ READ = "/matserve.v1.MatrixService/ReadRange"
 RELEASE = "/matserve.v1.MatrixService/Release"
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_write_range(handle: bytes, offset: int, data: memoryview) -> bytes:
     """The wire bytes of WriteRangeRequest{handle=1, offset=2, data=3}: one copy of `data`."""
-    head = (b"\x0a" + _varint(len(handle)) + handle + b"\x10" + _varint(offset) + b"\x1a" +
-            _varint(data.nbytes))
+    head = (b"\x0a" + varint(len(handle)) + handle + b"\x10" + varint(offset) + b"\x1a" +
+            varint(data.nbytes))
     return b"".join((head, data))
-
-
-def _read_varint(buf: memoryview, pos: int) -> Tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def read_range_into(reply: bytes, out: np.ndarray) -> None:
@@ -65,15 +41,15 @@ def read_range_into(reply: bytes, out: np.ndarray) -> None:
     pos = 0
     got = None
     while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         field, wire = key >> 3, key & 7
         if wire == 2:
-            length, pos = _read_varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             if field == 1:
                 got = (pos, length)
             pos += length
         elif wire == 0:
-            _, pos = _read_varint(buf, pos)
+            _, pos = read_varint(buf, pos)
         elif wire == 1:
             pos += 8
         elif wire == 5:
