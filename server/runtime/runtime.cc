@@ -232,7 +232,7 @@ absl::StatusOr<bool> Runtime::write_range(const std::shared_ptr<ResidentMatrix>&
   // In use while the bytes move: the sweep leaves it alone, and its idle time restarts after.
   const ResidentLock lock(m, /*exclusive=*/false);
   if (absl::Status s = m->fill->claim(offset, bytes.size(), m->handle); !s.ok()) return s;
-  const absl::Status written = backend_->write_resident(*m, offset, bytes, waiter);
+  const absl::Status written = write(*m, offset, bytes, waiter);
   const bool completed = m->fill->finish(offset, bytes.size(), written.ok());
   if (!written.ok()) return written;
   return completed;
