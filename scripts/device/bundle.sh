@@ -43,7 +43,7 @@ tar -C "$stage" -cJf "$out/bundle.tar.xz" bin lib
 here=$(cd "$(dirname "$0")" && pwd)
 # Python stubs for the end-to-end tests and the Python client (plain files; no compiled code).
 if [ -d "$build/python" ]; then rm -rf "$out/python" && cp -r "$build/python" "$out/python"; fi
-cp "$here/with-env.sh" "$here/run-gpu-checks.sh" "$out/"
+cp "$here/with-env.sh" "$here/run-gpu-checks.sh" "$here/run-gpu-mutants.sh" "$out/"
 chmod +x "$out"/*.sh
 echo "device-bundle: $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries," \
      "$(du -h "$out/bundle.tar.xz" | cut -f1) compressed in $out/bundle.tar.xz"
