@@ -1,11 +1,27 @@
 // LaunchGraphs: capture once per key, replay after; see launch_graphs.h.
 #include "kernels/cuda/launch_graphs.h"
 
+#include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "kernels/cuda/cuda_status.h"
 
 namespace matserve::kernels {
+namespace {
+
+// With MATSERVE_GRAPH_DOT_DIR set, each captured graph is written there as Graphviz DOT (every
+// node with its kind and parameters): what a replay runs on the device, node by node.
+void write_dot(cudaGraph_t graph) {
+  static const char* dir = std::getenv("MATSERVE_GRAPH_DOT_DIR");
+  if (dir == nullptr) return;
+  const std::string path = std::string(dir) + "/graph-" +
+                           std::to_string(reinterpret_cast<std::uintptr_t>(graph)) + ".dot";
+  (void)cudaGraphDebugDotPrint(graph, path.c_str(), cudaGraphDebugDotFlagsVerbose);
+}
+
+}  // namespace
 
 LaunchKey& LaunchKey::add(const GemmProblem& p) {
   add(p.m).add(p.n).add(p.k);
@@ -60,6 +76,7 @@ absl::StatusOr<LaunchGraphs::Prepared> LaunchGraphs::prepare(
     entry->uncapturable = true;
     return Prepared{};
   }
+  write_dot(graph.get());
   cudaGraphExec_t exec = nullptr;
   if (absl::Status s = cuda_status(cudaGraphInstantiate(&exec, graph.get(), 0), "instantiate");
       !s.ok()) {
