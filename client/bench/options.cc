@@ -306,8 +306,8 @@ usage: matserve-bench [options]
                            cuda-ipc (operands and result in this process's GPU memory, shared
                            with the server by CUDA IPC; a CUDA build, the server on this node)
                            / striped
-  --stripes N              connections of each client in the striped mode (default 8)
-  --stripe-chunk-bytes N   bytes per range in the striped mode (default 8388608)
+  --stripes N              connections of each client in the striped mode (default 16)
+  --stripe-chunk-bytes N   bytes per range in the striped mode (default 2097152)
   --cuda-device N          the GPU the cuda-ipc transport allocates on (default 0)
   --variants LIST          kernel variants (names from matserve-cli kernels, or auto); default auto
   --compute LIST           fp64 fp32 tf32 (fp32 data, tf32 tensor cores) fp16 bf16 fp8 (fp32

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "client/bench/stability.h"
 #include "client/bench/workload.h"
+#include "client/cpp/client.h"
 #include "client/cpp/connection_security.h"
 
 namespace matserve::client::bench {
@@ -60,8 +61,8 @@ struct BenchOptions {
   int cuda_device = 0;  // --cuda-device: where the cuda-ipc transport allocates
   // The striped mode's connections per client and bytes per range (--stripes,
   // --stripe-chunk-bytes).
-  int stripes = 8;
-  std::int64_t stripe_chunk_bytes = std::int64_t{8} << 20;
+  int stripes = ClientOptions{}.stripes;
+  std::int64_t stripe_chunk_bytes = ClientOptions{}.stripe_chunk_bytes;
   // --channel-arg NAME=INT (repeatable): integer gRPC channel arguments of every client.
   std::vector<std::pair<std::string, int>> channel_args;
   // --token-file, --tls-ca, --tls-cert, --tls-key, --tls-server-name: as matserve-cli's.

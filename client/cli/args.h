@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/cpp/client.h"
 #include "client/cpp/connection_security.h"
 #include "kernels/types.h"
 #include "matserve/v1/matrix_service.pb.h"
@@ -37,9 +38,9 @@ struct GlobalOptions {
   std::int64_t max_message_bytes = std::int64_t{1} << 30;
   // Striped transfer (ClientOptions::stripes, stripe_threshold_bytes, stripe_chunk_bytes):
   // --stripes N (0: every call inline), --stripe-threshold-bytes N, --stripe-chunk-bytes N.
-  int stripes = 8;
-  std::int64_t stripe_threshold_bytes = std::int64_t{16} << 20;
-  std::int64_t stripe_chunk_bytes = std::int64_t{8} << 20;
+  int stripes = ClientOptions{}.stripes;
+  std::int64_t stripe_threshold_bytes = ClientOptions{}.stripe_threshold_bytes;
+  std::int64_t stripe_chunk_bytes = ClientOptions{}.stripe_chunk_bytes;
   // --token-file (first line = bearer token, else $MATSERVE_TOKEN), --tls-ca (PEM roots; turns
   // TLS on), --tls-cert/--tls-key (client certificate: mutual TLS), --tls-server-name.
   SecurityFiles security;

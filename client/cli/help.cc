@@ -33,9 +33,9 @@ global options (before or after the command):
   --deadline-ms N        deadline of each call (default 120000)
   --max-message-mb N     largest message sent or received (default 1024)
   --stripes N            connections a large call's operands and result move over as ranges
-                         (default 8; 0: every call in one message)
-  --stripe-threshold-bytes N   inline operands of at least N bytes go striped (default 16 MiB)
-  --stripe-chunk-bytes N       bytes per range (default 8 MiB)
+                         (default 16; 0: every call in one message)
+  --stripe-threshold-bytes N   inline operands of at least N bytes go striped (default 8 MiB)
+  --stripe-chunk-bytes N       bytes per range (default 2 MiB)
   --token-file F         bearer token: F's first line not blank or '#' (default: $MATSERVE_TOKEN)
   --tls-ca F             TLS, trusting the PEM roots in F
   --tls-cert F --tls-key F   client certificate and key (mutual TLS)

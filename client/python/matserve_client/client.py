@@ -30,10 +30,12 @@ Operand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, ShmMatrix, Any]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 DEFAULT_CHUNK_BYTES = 4 << 20
-# Striped transfer (docs/client.md): starting points, to be measured on the deployment.
+# Striped transfer (docs/client.md): the best of a loopback sweep on an H100 node; striping wins
+# from 1024^3 fp32 (8 MiB of operands) up. More than 8 stripes only adds threads contending for
+# the GIL here (the C++ client's default is 16).
 DEFAULT_STRIPES = 8
-DEFAULT_STRIPE_THRESHOLD_BYTES = 16 << 20
-DEFAULT_STRIPE_CHUNK_BYTES = 8 << 20
+DEFAULT_STRIPE_THRESHOLD_BYTES = 8 << 20
+DEFAULT_STRIPE_CHUNK_BYTES = 2 << 20
 # MultiplyBatched stripes only when each stacked matrix holds at least this much.
 MIN_STRIPED_BATCH_MATRIX_BYTES = 1 << 20
 # Room for the message's fields other than the matrix bytes when deciding "fits in one message".
