@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Round trip of one multiply through the Python client, per transport, against the server's own
 time: operands and result as bytes in one message each (`inline`), as ranges over several
-connections at once (`striped`, once per stripe count of --stripes), in a shared-memory region
+connections at once (`striped`, once per stripe count of --stripes and range size of
+--stripe-chunk-bytes), what a client made with its defaults does (`default`: inline below the
+stripe threshold, striped above it), in a shared-memory region
 (`shm`), or in the client's GPU tensors shared by CUDA IPC (`cuda-ipc`, needs PyTorch on the
 server's GPU); and `torch`, the same product done locally by PyTorch from and to the same host
 arrays (`(torch.from_numpy(a).cuda() @ torch.from_numpy(b).cuda()).cpu().numpy()`; skipped
@@ -11,8 +13,9 @@ and C) per second of it, and the reply's timing, as medians. Every last result i
 against float64.
 
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
-       inline,striped,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16] [--reps 30] [--warmup 5]
-       [--out DIR]  (writes transport.{json,md})
+       inline,striped,default,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
+       [--stripe-chunk-bytes N[,N...]] [--reps 30] [--warmup 5] [--tls-ca PEM] [--out DIR]
+       (writes transport.{json,md}); --tls-ca: the server runs TLS, trust this root
 """
 import argparse
 import json
@@ -59,7 +62,7 @@ def run(client, shape, transport, reps, warmup):
     a = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     b = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     closers = []
-    if transport in ("inline", "striped"):
+    if transport in ("inline", "striped", "default"):
         call = lambda: client.multiply(a, b, compute="fp32")  # noqa: E731
     elif transport == "torch":
         call = torch_call(a, b)
@@ -97,8 +100,10 @@ def run(client, shape, transport, reps, warmup):
             x.close()
     client_us = median([x[0] for x in rows])
     t = [x[1] for x in rows]
-    stripes = client.stripes if transport == "striped" else 0
-    return {"shape": f"{n}^3 fp32", "transport": transport, "stripes": stripes, "reps": reps,
+    stripes = client.stripes if transport in ("striped", "default") else 0
+    chunk = client.stripe_chunk_bytes if stripes else 0
+    return {"shape": f"{n}^3 fp32", "transport": transport, "stripes": stripes,
+            "chunk_bytes": chunk, "reps": reps,
             "client_us": client_us, "wire_gb_per_s": 3 * a.nbytes / (client_us * 1e3),
             "server_total_us": median([x.total_us for x in t]),
             "kernel_us": median([x.kernel_us for x in t]),
@@ -114,6 +119,10 @@ def main():
     p.add_argument("--transports", default="inline,striped,shm,cuda-ipc,torch")
     p.add_argument("--stripes", default="1,2,4,8,16",
                    help="stripe counts the striped transport runs with, one run each")
+    p.add_argument("--stripe-chunk-bytes", default="",
+                   help="range sizes the striped transport runs with, one run each (default: "
+                        "the client's)")
+    p.add_argument("--tls-ca", help="PEM root the server's certificate chains to (TLS)")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=".")
@@ -122,24 +131,35 @@ def main():
     results = []
     # `inline` is one message per operand and result (no striping however large); each striped
     # run uses a client of that many stripes that stripes every call.
-    with Client(args.target, timeout=600, stripes=0) as client:
+    tls = {}
+    if args.tls_ca:
+        import grpc
+        with open(args.tls_ca, "rb") as f:
+            tls["credentials"] = grpc.ssl_channel_credentials(root_certificates=f.read())
+    chunks = [int(c) for c in args.stripe_chunk_bytes.split(",") if c] or [None]
+    with Client(args.target, timeout=600, stripes=0, **tls) as client:
         info = client.server_info()
         for shape in [int(s) for s in args.shapes.split(",")]:
             for transport in args.transports.split(","):
-                counts = ([int(c) for c in args.stripes.split(",")] if transport == "striped"
-                          else [0])
-                for count in counts:
+                runs = ([(int(c), chunk) for c in args.stripes.split(",") for chunk in chunks]
+                        if transport == "striped" else [(0, None)])
+                for count, chunk in runs:
                     if transport == "striped":
+                        sized = {} if chunk is None else {"stripe_chunk_bytes": chunk}
                         with Client(args.target, timeout=600, stripes=count,
-                                    stripe_threshold_bytes=0) as striped:
+                                    stripe_threshold_bytes=0, **sized, **tls) as striped:
                             r = run(striped, shape, transport, args.reps, args.warmup)
+                    elif transport == "default":
+                        with Client(args.target, timeout=600, **tls) as default:
+                            r = run(default, shape, transport, args.reps, args.warmup)
                     else:
                         r = run(client, shape, transport, args.reps, args.warmup)
                     if r is None:
                         print(f"{shape}^3 {transport}: skipped (no PyTorch with CUDA here)",
                               flush=True)
                         continue
-                    print(f"{r['shape']} {transport} {count or ''}: client {r['client_us']:.0f} "
+                    print(f"{r['shape']} {transport} {count or ''} {chunk or ''}: client "
+                          f"{r['client_us']:.0f} "
                           f"us, {r['wire_gb_per_s']:.2f} GB/s, server {r['server_total_us']:.0f} "
                           f"us, {r['check']}", flush=True)
                     results.append(r)
@@ -151,12 +171,13 @@ def main():
         json.dump(doc, f, indent=1)
     lines = [f"# Transports through the Python client ({doc['date']}, {doc['server']['device']}, "
              f"server {info.git_sha[:7]})", "",
-             "| shape | transport | stripes | client p50 us | GB/s (A+B+C / client) | "
+             "| shape | transport | stripes | range MiB | client p50 us | GB/s (A+B+C / client) | "
              "server total p50 us | client - server us | host-to-device us | kernel us | "
              "result back us | check |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
-        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | "
+        mib = f"{r['chunk_bytes'] / 2**20:g}" if r["chunk_bytes"] else "-"
+        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | {mib} | "
                      f"{r['client_us']:,.0f} | {r['wire_gb_per_s']:.2f} | "
                      f"{r['server_total_us']:,.0f} | "
                      f"{r['client_us'] - r['server_total_us']:,.0f} | "
