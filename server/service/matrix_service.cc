@@ -19,7 +19,7 @@ namespace {
 // What a transpose lists as its precisions: the element types it moves, named as precisions
 // (tf32 is a way of computing fp32, not a type; no transpose lists fp8).
 constexpr kernels::PrecisionSet kTransposePrecisions =
-    kernels::kAllPrecisions & ~kernels::precision_bit(kernels::Precision::kTF32);
+    kernels::kEveryPrecisionButF8 & ~kernels::precision_bit(kernels::Precision::kTF32);
 
 // `set`'s precisions in the order of kEveryPrecision.
 void add_precisions(kernels::PrecisionSet set, v1::KernelInfo* k) {

@@ -2,7 +2,7 @@
 
 Wraps one gRPC channel (1 GiB message limits by default). Operands and results too large for one
 message go through resident matrices and chunked streams automatically; every failure is raised as a
-MatservError subclass carrying the gRPC status code and the server's message.
+MatserveError subclass carrying the gRPC status code and the server's message.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
                        decode, memory_order, prepare)
-from .errors import (MatservError, NotFound, PermissionDenied, Unimplemented, error_for,
+from .errors import (MatserveError, NotFound, PermissionDenied, Unimplemented, error_for,
                      from_rpc_error)
 from .resident import ResidentMatrix
 from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
@@ -155,7 +155,7 @@ class Client:
             for region in regions:
                 try:
                     region.close()
-                except MatservError:
+                except MatserveError:
                     pass  # closed locally all the same; the server unmaps it at its own exit
         finally:
             with self._lock:
@@ -257,7 +257,7 @@ class Client:
         out: a ShmMatrix (e.g. region.empty(m, n, dtype)) the server writes C into; it must have
         the result's shape, dtype (out_dtype, else the inputs') and order (ValueError otherwise).
         result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
-        Raises a MatservError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
+        Raises a MatserveError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         compute = _compute(compute, precision)
         _check_out_place(out, keep_result)
@@ -331,7 +331,7 @@ class Client:
         result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
         Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
-        MatservError subclass on failure (InvalidArgument for mismatched counts or shapes).
+        MatserveError subclass on failure (InvalidArgument for mismatched counts or shapes).
         """
         return batched.multiply_batched(
             self, a, b, c=c, alpha=alpha, beta=beta, transpose_a=transpose_a,
@@ -692,7 +692,7 @@ class Client:
         for m in matrices:
             try:
                 m.release()
-            except MatservError:
+            except MatserveError:
                 pass  # best effort: the server's idle TTL frees what a failed release leaves
 
 
