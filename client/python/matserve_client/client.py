@@ -71,6 +71,30 @@ def _order(order: Optional[str]) -> Optional[str]:
     return key
 
 
+def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str], order_of,
+                      transpose_a: bool, transpose_b: bool, alpha: float, beta: float,
+                      variant: str, compute: int, verify: bool):
+    """The MultiplyRequest that Client.multiply and AsyncClient.multiply send, all but the places
+    of its operands (and keep_result), with the operands prepared: (request, ops, out_name,
+    order). `operand(x, dtype, what, order=None)` prepares one operand for its client. The
+    result's order: `order` when known (out_order, or the `out` place's), else c's
+    (`order_of(c)`), else "C"; c is converted to the output's dtype and order."""
+    ops = {"a": operand(a, dtype, "a"), "b": operand(b, dtype, "b")}
+    out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
+    if c is not None:
+        if order is None:
+            order = order_of(c)
+        ops["c"] = operand(c, out_name, "c", order=order)
+    order = order or "C"
+    request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
+                                 alpha=float(alpha), beta=float(beta),
+                                 variant=variant or "auto", compute=compute, verify=verify,
+                                 output_layout=ORDER_TO_LAYOUT[order])
+    if out_dtype is not None:
+        request.output_dtype = DTYPE_TO_PROTO[out_name]
+    return request, ops, out_name, order
+
+
 class Client:
     """A connection to one matserve server.
 
@@ -261,23 +285,15 @@ class Client:
         """
         compute = _compute(compute, precision)
         _check_out_place(out, keep_result)
-        ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
-        out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
         order = _order(out_order)
         if order is None and out is not None:
             order = out.order
-        if c is not None:
-            if order is None:
-                order = (c.order if isinstance(c, (ResidentMatrix, ShmMatrix))
-                         else memory_order(c))
-            ops["c"] = self._operand(c, out_name, "c", order=order)
-        order = order or "C"
-        request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
-                                     alpha=float(alpha), beta=float(beta),
-                                     variant=variant or "auto", compute=compute, verify=verify,
-                                     output_layout=ORDER_TO_LAYOUT[order])
-        if out_dtype is not None:
-            request.output_dtype = DTYPE_TO_PROTO[out_name]
+        request, ops, out_name, order = _multiply_request(
+            self._operand, a, b, c, dtype=dtype, out_dtype=out_dtype, order=order,
+            order_of=lambda x: (x.order if isinstance(x, (ResidentMatrix, ShmMatrix))
+                                else memory_order(x)),
+            transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
+            variant=variant, compute=compute, verify=verify)
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
