@@ -43,6 +43,11 @@ struct ComputeSteps {
   Keep keep;
   Fill fill;
 };
+// Written positionally (with each step's name in a comment): clang before 17 deduces no aggregate
+// from designated initializers.
+template <typename Validate, typename SizeReply, typename Run, typename Keep, typename Fill>
+ComputeSteps(Validate, SizeReply, Run, Keep, Fill)
+    -> ComputeSteps<Validate, SizeReply, Run, Keep, Fill>;
 
 // What the lifecycle reads of each kind of job: its owner and shared-memory regions, its shape
 // for the trace label, the bytes a kept result holds against the quota, its precision and

@@ -50,44 +50,43 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
       {.name = "Multiply", .op = "gemm", .kind = "gemm", .resident = resident}, *context, *request,
       *reply,
       ComputeSteps{
-          .validate =
-              [&](const HandleResolver& handles, const RegionResolver* regions) {
-                return validate_multiply(*request, limits_, handles, regions);
-              },
-          .size_reply =
-              [&](GemmJob& job) {
-                v1::Matrix* c = reply->mutable_c();
-                c->set_rows(job.m());
-                c->set_cols(job.n());
-                c->set_dtype(to_proto(job.out_dtype));
-                c->set_layout(request->output_layout());
-                std::string* data = c->mutable_data();
-                // The result in the reply only when it goes nowhere else (kept, shared memory,
-                // CUDA memory).
-                if (!job.keep_result && job.shm_out.empty() && job.device_out == nullptr) {
-                  data->resize(job.out_bytes());
-                }
-                return job.shm_out.empty() ? as_span(*data) : job.shm_out;
-              },
-          .run =
-              [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
-                return runtime_.multiply(job, request->variant(), out, waiter_of(*context),
-                                         outcome);
-              },
-          .keep = [&](GemmJob&, Outcome& outcome, absl::Time received) -> absl::Status {
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_multiply(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](GemmJob& job) {
+            v1::Matrix* c = reply->mutable_c();
+            c->set_rows(job.m());
+            c->set_cols(job.n());
+            c->set_dtype(to_proto(job.out_dtype));
+            c->set_layout(request->output_layout());
+            std::string* data = c->mutable_data();
+            // The result in the reply only when it goes nowhere else (kept, shared memory,
+            // CUDA memory).
+            if (!job.keep_result && job.shm_out.empty() && job.device_out == nullptr) {
+              data->resize(job.out_bytes());
+            }
+            return job.shm_out.empty() ? as_span(*data) : job.shm_out;
+          },
+          /*run=*/
+          [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
+            return runtime_.multiply(job, request->variant(), out, waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](GemmJob&, Outcome& outcome, absl::Time received) -> absl::Status {
             if (outcome.result == nullptr) return absl::OkStatus();
             if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
             runtime_.publish(outcome.result);
             fill_resident(*outcome.result, reply->mutable_result());
             return absl::OkStatus();
           },
-          .fill =
-              [&](const GemmJob&, const Outcome& outcome, RequestRecord& rec) {
-                reply->set_precision(rec.precision);
-                reply->set_gflops(outcome.rate());
-                rec.merged_requests = outcome.merged_requests;
-                rec.batch_wait_us = outcome.times.batch_wait_us;
-              },
+          /*fill=*/
+          [&](const GemmJob&, const Outcome& outcome, RequestRecord& rec) {
+            reply->set_precision(rec.precision);
+            reply->set_gflops(outcome.rate());
+            rec.merged_requests = outcome.merged_requests;
+            rec.batch_wait_us = outcome.times.batch_wait_us;
+          },
       });
 }
 
@@ -100,11 +99,11 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
       {.name = "MultiplyBatched", .op = "gemm", .kind = "gemm batched", .resident = resident},
       *context, *request, *reply,
       ComputeSteps{
-          .validate =
-              [&](const HandleResolver& handles, const RegionResolver* regions) {
-                return validate_multiply_batched(*request, limits_, handles, regions);
-              },
-          .size_reply = [&](GemmBatchJob& batch) -> std::span<std::byte> {
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_multiply_batched(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](GemmBatchJob& batch) -> std::span<std::byte> {
             const GemmJob& shape = batch.shape;
             v1::Matrix* c = reply->mutable_c();
             c->set_rows(shape.m());
@@ -119,12 +118,12 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
             }
             return {};  // the batch's outs say where each product goes
           },
-          .run =
-              [&](GemmBatchJob& batch, std::span<std::byte>, Outcome& outcome) {
-                return runtime_.multiply_batch(batch, request->variant(), waiter_of(*context),
-                                               outcome);
-              },
-          .keep = [&](GemmBatchJob&, Outcome& outcome, absl::Time received) -> absl::Status {
+          /*run=*/
+          [&](GemmBatchJob& batch, std::span<std::byte>, Outcome& outcome) {
+            return runtime_.multiply_batch(batch, request->variant(), waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](GemmBatchJob&, Outcome& outcome, absl::Time received) -> absl::Status {
             if (outcome.results.empty()) return absl::OkStatus();
             if (absl::Status s = abandoned(*context, "its results", received); !s.ok()) return s;
             for (const std::shared_ptr<ResidentMatrix>& r : outcome.results) {
@@ -133,12 +132,12 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
             }
             return absl::OkStatus();
           },
-          .fill =
-              [&](const GemmBatchJob& batch, const Outcome& outcome, RequestRecord& rec) {
-                reply->set_precision(rec.precision);
-                reply->set_gflops(outcome.rate());
-                rec.products = batch.count;
-              },
+          /*fill=*/
+          [&](const GemmBatchJob& batch, const Outcome& outcome, RequestRecord& rec) {
+            reply->set_precision(rec.precision);
+            reply->set_gflops(outcome.rate());
+            rec.products = batch.count;
+          },
       });
 }
 
@@ -150,31 +149,30 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
       {.name = "Transpose", .op = "transpose", .kind = "transpose", .resident = resident}, *context,
       *request, *reply,
       ComputeSteps{
-          .validate =
-              [&](const HandleResolver& handles, const RegionResolver* regions) {
-                return validate_transpose(*request, limits_, handles, regions);
-              },
-          .size_reply =
-              [&](TransposeJob& job) {
-                v1::Matrix* b = reply->mutable_b();
-                b->set_rows(job.a.cols);
-                b->set_cols(job.a.rows);
-                b->set_dtype(to_proto(job.a.dtype));
-                b->set_layout(job.a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR
-                                                                         : v1::COL_MAJOR);
-                std::string* data = b->mutable_data();
-                if (!job.keep_result && !job.in_place && job.shm_out.empty() &&
-                    job.device_out == nullptr) {
-                  data->resize(job.out_bytes());
-                }
-                return job.shm_out.empty() ? as_span(*data) : job.shm_out;
-              },
-          .run =
-              [&](TransposeJob& job, std::span<std::byte> out, Outcome& outcome) {
-                return runtime_.transpose(job, request->variant(), out, waiter_of(*context),
-                                          outcome);
-              },
-          .keep = [&](TransposeJob& job, Outcome& outcome, absl::Time received) -> absl::Status {
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_transpose(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](TransposeJob& job) {
+            v1::Matrix* b = reply->mutable_b();
+            b->set_rows(job.a.cols);
+            b->set_cols(job.a.rows);
+            b->set_dtype(to_proto(job.a.dtype));
+            b->set_layout(job.a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR
+                                                                     : v1::COL_MAJOR);
+            std::string* data = b->mutable_data();
+            if (!job.keep_result && !job.in_place && job.shm_out.empty() &&
+                job.device_out == nullptr) {
+              data->resize(job.out_bytes());
+            }
+            return job.shm_out.empty() ? as_span(*data) : job.shm_out;
+          },
+          /*run=*/
+          [&](TransposeJob& job, std::span<std::byte> out, Outcome& outcome) {
+            return runtime_.transpose(job, request->variant(), out, waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](TransposeJob& job, Outcome& outcome, absl::Time received) -> absl::Status {
             if (outcome.result == nullptr) return absl::OkStatus();
             if (!job.in_place) {
               if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
@@ -184,8 +182,10 @@ grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
             fill_resident(*outcome.result, reply->mutable_result());
             return absl::OkStatus();
           },
-          .fill = [&](const TransposeJob&, const Outcome& outcome,
-                      RequestRecord&) { reply->set_gb_per_s(outcome.rate()); },
+          /*fill=*/
+          [&](const TransposeJob&, const Outcome& outcome, RequestRecord&) {
+            reply->set_gb_per_s(outcome.rate());
+          },
       });
 }
 
