@@ -75,7 +75,9 @@ const std::vector<TransposeVariant>& transpose_variants();
 const GemmVariant* find_gemm_variant(std::string_view name);
 const TransposeVariant* find_transpose_variant(std::string_view name);
 
-// can_implement plus the precision and output-dtype checks every variant shares.
+// can_implement plus the checks every variant shares: a GEMM variant's precision and whether it
+// takes a batch; a transpose variant's in-place or out-of-place form. The output dtype is no
+// variant's concern: the service checks it once, with check_output_dtype (precision.h).
 absl::Status check_gemm_variant(const GemmVariant& v, const GemmProblem& p);
 absl::Status check_transpose_variant(const TransposeVariant& v, const TransposeProblem& p);
 

@@ -13,7 +13,7 @@ void append_cpu_variants(std::vector<GemmVariant>& gemm, std::vector<TransposeVa
                      "to that format (fp8 with per-tensor scales) and accumulating in fp32",
       .constraints = "",
       .backend = Backend::kCpu,
-      .precisions = kAllPrecisions | precision_bit(Precision::kF8),
+      .precisions = kEveryPrecisionButF8 | precision_bit(Precision::kF8),
       .can_implement = nullptr,
       .launch = &openblas_gemm,
       .batched = true,

@@ -70,7 +70,7 @@ constexpr PrecisionSet precision_bit(Precision p) {
 inline constexpr Precision kEveryPrecision[] = {Precision::kF64, Precision::kF32,  Precision::kTF32,
                                                 Precision::kF16, Precision::kBF16, Precision::kF8};
 // Every precision but fp8, which only the variants that implement it claim.
-constexpr PrecisionSet kAllPrecisions = [] {
+constexpr PrecisionSet kEveryPrecisionButF8 = [] {
   PrecisionSet s = 0;
   for (Precision p : kEveryPrecision) {
     if (p != Precision::kF8) s |= precision_bit(p);

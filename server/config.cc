@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/runtime/host_limits.h"
+#include "server/service/limits.h"
 #include "server/service/tls_files.h"
-#include "server/service/validation.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address (host:port; port 0 picks a free one)");
@@ -230,10 +230,7 @@ absl::StatusOr<ServerConfig> config_from_flags() {
   c.credentials = *std::move(credentials);
   c.tls = !absl::GetFlag(FLAGS_tls_cert).empty();
   c.mutual_tls = c.tls && !absl::GetFlag(FLAGS_tls_client_ca).empty();
-  if (limits.max_message_bytes < 1024 || limits.max_message_bytes > 2147483647) {
-    return absl::InvalidArgumentError("max_message_bytes: must be in [1024, 2147483647]");
-  }
-  if (absl::Status s = check_limits(limits); !s.ok()) return s;
+  if (absl::Status s = check_limits(limits); !s.ok()) return s;  // service/limits.h
   absl::StatusOr<std::vector<std::pair<std::string, int>>> args = grpc_channel_args();
   if (!args.ok()) return args.status();
   c.grpc_args = *std::move(args);

@@ -139,7 +139,7 @@ int run_bench(int argc, char** argv) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     RunContext context{o, o.client_per_worker ? nullptr : client->get(), tty,
                        label(plan[i], i, plan.size()), files ? &*files : nullptr};
-    reports.push_back(make_report(RunOne(context, plan[i]), info->devices_size()));
+    reports.push_back(make_report(run_one(context, plan[i]), info->devices_size()));
     if (!tty) {
       const RunReport& r = reports.back();
       std::cerr << context.label << ": " << r.requests << " requests, " << r.errors << " errors, "

@@ -506,7 +506,7 @@ StabilityResult watch_windows(Shared& shared, const std::atomic<bool>& started, 
 
 }  // namespace
 
-RunResult RunOne(const RunContext& context, const RunSpec& spec) {
+RunResult run_one(const RunContext& context, const RunSpec& spec) {
   const BenchOptions& o = context.options;
   Shared shared(context, spec);
   shared.budget = o.requests;

@@ -50,6 +50,6 @@ struct RunContext {
   const FileOperands* files = nullptr;  // --a-npy / --b-npy: every worker sends these operands
 };
 
-RunResult RunOne(const RunContext& context, const RunSpec& spec);
+RunResult run_one(const RunContext& context, const RunSpec& spec);
 
 }  // namespace matserve::client::bench

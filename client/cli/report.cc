@@ -23,6 +23,22 @@ void line(std::ostream& out, std::string_view key, std::string_view value) {
   out << value << '\n';
 }
 
+// Rows as columns, each as wide as its widest cell, two spaces apart (the first row is the header).
+void print_table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
+    }
+    out << line << '\n';
+  }
+}
+
 std::string fixed(double v, int decimals = 1) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -231,18 +247,7 @@ void print_resident_list(const v1::ListResidentReply& reply, bool json, std::ost
                     std::string(DTypeName(r.dtype())), layout_name(r.layout()),
                     absl::StrCat(r.bytes()), r.device(), absl::StrCat(r.idle_expires_in_ms())});
   }
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& r : rows) {
-    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
-    }
-    out << line << '\n';
-  }
+  print_table(rows, out);
   out << "total_bytes " << reply.total_bytes() << '\n';
 }
 
@@ -343,18 +348,7 @@ void print_kernels(const v1::ListKernelsReply& reply, std::optional<v1::Operatio
                     absl::StrJoin(k->precisions(), ","), k->backend(),
                     k->constraints().empty() ? "-" : k->constraints(), k->description()});
   }
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& r : rows) {
-    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
-    }
-    out << line << '\n';
-  }
+  print_table(rows, out);
 }
 
 void print_multiply(const v1::MultiplyReply& reply, const RunSummary& s, bool json,

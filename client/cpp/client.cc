@@ -113,13 +113,7 @@ absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& re
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::MultiplyReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Multiply(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::Multiply, *stub_, request);
 }
 
 absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
@@ -141,14 +135,7 @@ absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::MultiplyBatchedReply reply;
-  if (absl::Status s = from_grpc_status(stub_->MultiplyBatched(&context, request, &reply));
-      !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::MultiplyBatched, *stub_, request);
 }
 
 absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest& request) {
@@ -158,47 +145,25 @@ absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest&
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::TransposeReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Transpose(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::Transpose, *stub_, request);
 }
 
 absl::StatusOr<v1::ListKernelsReply> Client::list_kernels() {
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::ListKernelsReply reply;
-  const v1::ListKernelsRequest request;
-  if (absl::Status s = from_grpc_status(stub_->ListKernels(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::ListKernels, *stub_, v1::ListKernelsRequest());
 }
 
 absl::StatusOr<std::string> Client::health(const std::string& service) {
   namespace health = ::grpc::health::v1;
-  grpc::ClientContext context;
-  prepare_context(context);
   health::HealthCheckRequest request;
   request.set_service(service);
-  health::HealthCheckResponse reply;
-  if (absl::Status s = from_grpc_status(health_stub_->Check(&context, request, &reply)); !s.ok())
-    return s;
-  return health::HealthCheckResponse::ServingStatus_Name(reply.status());
+  absl::StatusOr<health::HealthCheckResponse> reply =
+      unary(&health::Health::Stub::Check, *health_stub_, request);
+  if (!reply.ok()) return reply.status();
+  return health::HealthCheckResponse::ServingStatus_Name(reply->status());
 }
 
 absl::StatusOr<v1::GetServerInfoReply> Client::get_server_info() {
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::GetServerInfoReply reply;
-  const v1::GetServerInfoRequest request;
-  if (absl::Status s = from_grpc_status(stub_->GetServerInfo(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::GetServerInfo, *stub_, v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
@@ -206,16 +171,13 @@ absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::i
   constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;  // header fields, framing
   const auto size = static_cast<std::int64_t>(matrix.data().size());
   if (chunk_bytes <= 0 && size + kHeadroom <= options_.max_message_bytes) {
-    grpc::ClientContext context;
-    prepare_context(context);
     v1::UploadRequest request;
     *request.mutable_matrix() = matrix;
     request.set_colocate_with(colocate_with);
-    v1::UploadReply reply;
-    if (absl::Status s = from_grpc_status(stub_->Upload(&context, request, &reply)); !s.ok()) {
-      return s;
-    }
-    return reply.resident();
+    absl::StatusOr<v1::UploadReply> reply =
+        unary(&v1::MatrixService::Stub::Upload, *stub_, request);
+    if (!reply.ok()) return reply.status();
+    return std::move(*reply->mutable_resident());
   }
   if (chunk_bytes <= 0)
     chunk_bytes =
@@ -263,15 +225,12 @@ absl::StatusOr<v1::ResidentInfo> Client::upload_stream(const v1::Matrix& matrix,
 }
 
 absl::StatusOr<v1::Matrix> Client::download(const std::string& handle) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::DownloadRequest request;
   request.set_handle(handle);
-  v1::DownloadReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Download(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return std::move(*reply.mutable_matrix());
+  absl::StatusOr<v1::DownloadReply> reply =
+      unary(&v1::MatrixService::Stub::Download, *stub_, request);
+  if (!reply.ok()) return reply.status();
+  return std::move(*reply->mutable_matrix());
 }
 
 absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
@@ -302,38 +261,19 @@ absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
 }
 
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::string& handle) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::ReleaseRequest request;
   request.set_handle(handle);
-  v1::ReleaseReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Release(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::Release, *stub_, request);
 }
 
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::vector<std::string>& handles) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::ReleaseRequest request;
   for (const std::string& h : handles) request.add_handles(h);
-  v1::ReleaseReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Release(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::Release, *stub_, request);
 }
 
 absl::StatusOr<v1::ListResidentReply> Client::list_resident() {
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::ListResidentReply reply;
-  const v1::ListResidentRequest request;
-  if (absl::Status s = from_grpc_status(stub_->ListResident(&context, request, &reply)); !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::ListResident, *stub_, v1::ListResidentRequest());
 }
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std::string& name,
@@ -372,39 +312,23 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std:
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::register_cuda_memory(
     const v1::RegisterCudaMemoryRequest& request) {
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::RegisterSharedMemoryReply reply;
-  if (absl::Status s = from_grpc_status(stub_->RegisterCudaMemory(&context, request, &reply));
-      !s.ok()) {
-    return s;
-  }
-  return reply.region();
+  absl::StatusOr<v1::RegisterSharedMemoryReply> reply =
+      unary(&v1::MatrixService::Stub::RegisterCudaMemory, *stub_, request);
+  if (!reply.ok()) return reply.status();
+  return std::move(*reply->mutable_region());
 }
 
 absl::StatusOr<int> Client::unregister_shared_memory(const std::string& name) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::UnregisterSharedMemoryRequest request;
   request.set_name(name);
-  v1::UnregisterSharedMemoryReply reply;
-  if (absl::Status s = from_grpc_status(stub_->UnregisterSharedMemory(&context, request, &reply));
-      !s.ok()) {
-    return s;
-  }
-  return reply.unregistered();
+  absl::StatusOr<v1::UnregisterSharedMemoryReply> reply =
+      unary(&v1::MatrixService::Stub::UnregisterSharedMemory, *stub_, request);
+  if (!reply.ok()) return reply.status();
+  return reply->unregistered();
 }
 
 absl::StatusOr<v1::ListSharedMemoryReply> Client::list_shared_memory() {
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::ListSharedMemoryReply reply;
-  if (absl::Status s = from_grpc_status(
-          stub_->ListSharedMemory(&context, v1::ListSharedMemoryRequest(), &reply));
-      !s.ok()) {
-    return s;
-  }
-  return reply;
+  return unary(&v1::MatrixService::Stub::ListSharedMemory, *stub_, v1::ListSharedMemoryRequest());
 }
 
 }  // namespace matserve::client

@@ -138,6 +138,20 @@ class Client {
 
  private:
   void prepare_context(grpc::ClientContext& context) const;
+  // One unary call, `stub.*rpc`, with prepare_context's deadline and token: the reply, or the
+  // call's status.
+  template <typename Stub, typename Request, typename Reply>
+  absl::StatusOr<Reply> unary(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                        Reply*),
+                              Stub& stub, const Request& request) const {
+    grpc::ClientContext context;
+    prepare_context(context);
+    Reply reply;
+    if (absl::Status s = from_grpc_status((stub.*rpc)(&context, request, &reply)); !s.ok()) {
+      return s;
+    }
+    return reply;
+  }
   absl::StatusOr<v1::ResidentInfo> upload_stream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
                                                  const std::string& colocate_with);
   // The striped path (striped_calls.cc). stripes_call: whether operands of these inline sizes

@@ -5,6 +5,7 @@
 // matrix it made, also after a failure. Smaller calls, and calls naming shared memory, go inline.
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -89,18 +90,17 @@ absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
     return s;
   }
   for (std::size_t i = 0; i < targets.size(); ++i) *targets[i] = made[i];
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::MultiplyReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Multiply(&context, r, &reply)); !s.ok()) return s;
-  if (request.keep_result()) return reply;  // the caller keeps the result; the operands go
+  absl::StatusOr<v1::MultiplyReply> called = unary(&v1::MatrixService::Stub::Multiply, *stub_, r);
+  if (!called.ok()) return called.status();
+  v1::MultiplyReply& reply = *called;
+  if (request.keep_result()) return std::move(reply);  // the caller keeps it; the operands go
   made.push_back(reply.result().handle());
   std::string* data = reply.mutable_c()->mutable_data();
   data->resize(static_cast<std::size_t>(reply.result().bytes()));
   const StripedTransfer::Sink sink{reply.result().handle(), {data->data(), data->size()}};
   if (absl::Status s = striped_->get({&sink, 1}); !s.ok()) return s;
   reply.clear_result();
-  return reply;
+  return std::move(reply);
 }
 
 absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
@@ -119,18 +119,17 @@ absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
     return s;
   }
   r.set_a_handle(made.front());
-  grpc::ClientContext context;
-  prepare_context(context);
-  v1::TransposeReply reply;
-  if (absl::Status s = from_grpc_status(stub_->Transpose(&context, r, &reply)); !s.ok()) return s;
-  if (request.keep_result()) return reply;
+  absl::StatusOr<v1::TransposeReply> called = unary(&v1::MatrixService::Stub::Transpose, *stub_, r);
+  if (!called.ok()) return called.status();
+  v1::TransposeReply& reply = *called;
+  if (request.keep_result()) return std::move(reply);
   made.push_back(reply.result().handle());
   std::string* data = reply.mutable_b()->mutable_data();
   data->resize(static_cast<std::size_t>(reply.result().bytes()));
   const StripedTransfer::Sink sink{reply.result().handle(), {data->data(), data->size()}};
   if (absl::Status s = striped_->get({&sink, 1}); !s.ok()) return s;
   reply.clear_result();
-  return reply;
+  return std::move(reply);
 }
 
 absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched_striped(

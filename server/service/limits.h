@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 namespace matserve::server {
 
 struct ServiceLimits {
@@ -35,5 +37,10 @@ struct ServiceLimits {
   // fields.
   std::int64_t max_range_bytes() const { return max_message_bytes - 1024; }
 };
+
+// The limits themselves, checked once at start-up (limits.cc): INVALID_ARGUMENT naming the flag
+// when one is out of its range (e.g. --max_dimension above 2^31 - 1: the kernels take 32-bit
+// dimensions; --max_message_bytes outside [1024, 2^31 - 1]).
+absl::Status check_limits(const ServiceLimits& limits);
 
 }  // namespace matserve::server

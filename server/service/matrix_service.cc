@@ -1,14 +1,13 @@
 // MatrixService handlers: see matrix_service.h.
 #include "server/service/matrix_service.h"
 
-#include <chrono>
 #include <span>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "kernels/registry.h"
 #include "matserve/version.h"
+#include "server/service/compute_call.h"
 #include "server/service/proto_convert.h"
 #include "server/service/service_context.h"
 #include "server/service/status_mapping.h"
@@ -17,46 +16,21 @@
 namespace matserve::server {
 namespace {
 
-std::span<std::byte> as_span(std::string& s) {
-  return {reinterpret_cast<std::byte*>(s.data()), s.size()};
-}
+// What a transpose lists as its precisions: the element types it moves, named as precisions
+// (tf32 is a way of computing fp32, not a type; no transpose lists fp8).
+constexpr kernels::PrecisionSet kTransposePrecisions =
+    kernels::kEveryPrecisionButF8 & ~kernels::precision_bit(kernels::Precision::kTF32);
 
-// "cuda:0 NVIDIA H100 80GB HBM3" -> "cuda:0" for metric labels.
-std::string device_label(const std::string& device) {
-  const auto space = device.find(' ');
-  return space == std::string::npos ? device : device.substr(0, space);
-}
-
-// What Multiply and Transpose replies share: the variant and device that ran, the timing, the
-// verification; and the same facts for the request's metrics record.
-template <typename Reply>
-void report_outcome(const Outcome& outcome, Reply& reply, RequestRecord& rec) {
-  reply.set_variant(outcome.variant);
-  reply.set_device(outcome.device);
-  fill_timing(outcome.times, reply.mutable_timing());
-  reply.mutable_timing()->set_merged_requests(outcome.merged_requests);
-  if (outcome.verification.has_value()) {
-    fill_verification(*outcome.verification, reply.mutable_verification());
+// `set`'s precisions in the order of kEveryPrecision.
+void add_precisions(kernels::PrecisionSet set, v1::KernelInfo* k) {
+  for (kernels::Precision p : kernels::kEveryPrecision) {
+    if ((set & kernels::precision_bit(p)) != 0) {
+      k->add_precisions(std::string(kernels::precision_name(p)));
+    }
   }
-  rec.variant = outcome.variant;
-  rec.device = device_label(outcome.device);
-  rec.times = outcome.times;
-  rec.work = outcome.work;
-  rec.launch_path = outcome.launch_path;
 }
 
 }  // namespace
-
-template <typename Reply>
-grpc::Status MatrixServiceImpl::finish_rpc(const absl::Status& status, Reply& reply,
-                                           RequestRecord& rec, absl::Time received) {
-  if (!status.ok()) reply.Clear();  // a failed call carries no partial result
-  rec.code = absl::StatusCodeToString(status.code());
-  rec.times.total_us = micros_since(received);
-  rec.bytes_sent = static_cast<std::int64_t>(reply.ByteSizeLong());
-  metrics_.record(rec);
-  return to_grpc(status);
-}
 
 MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
                                      const ServiceLimits& limits, const Authenticator& auth,
@@ -70,227 +44,149 @@ MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
 grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          const v1::MultiplyRequest* request,
                                          v1::MultiplyReply* reply) {
-  const absl::Time received = absl::Now();
-  const std::size_t request_bytes = request->ByteSizeLong();
-  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
-  RequestRecord rec{
-      .rpc = "Multiply", .op = "gemm", .variant = "none", .precision = "none", .device = "none"};
-  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
-  Outcome outcome;
-  StageMarks& marks = outcome.marks;
   const bool resident = request->keep_result() || !request->a_handle().empty() ||
                         !request->b_handle().empty() || !request->c_handle().empty();
-  if (runtime_.trace().enabled()) marks.start(resident ? "gemm resident" : "gemm inline");
-  const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = gate_.authorize_compute(*context, resident, "Multiply");
-    if (!owner.ok()) return owner.status();
-    marks.mark("authorize");
-    const RegionResolver regions = gate_.regions(*owner);
-    absl::StatusOr<GemmJob> job =
-        validate_multiply(*request, limits_, gate_.handles(*owner), &regions);
-    if (!job.ok()) return job.status();
-    job->owner = *owner;
-    marks.mark("validate");
-    if (marks.enabled()) {
-      marks.relabel(absl::StrCat(marks.label(), " ", job->m(), "x", job->n(), "x", job->k()));
-    }
-    absl::StatusOr<QuotaReservation> quota =
-        gate_.reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
-    if (!quota.ok()) return quota.status();
-    rec.precision = std::string(kernels::precision_name(job->precision));
-    rec.problem_size = static_cast<double>(job->m()) * static_cast<double>(job->n()) *
-                       static_cast<double>(job->k());
-    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
-    v1::Matrix* c = reply->mutable_c();
-    c->set_rows(job->m());
-    c->set_cols(job->n());
-    c->set_dtype(to_proto(job->out_dtype));
-    c->set_layout(request->output_layout());
-    std::string* data = c->mutable_data();
-    // The result in the reply only when it goes nowhere else (kept, shared memory, CUDA memory).
-    if (!job->keep_result && job->shm_out.empty() && job->device_out == nullptr) {
-      data->resize(job->out_bytes());
-    }
-    marks.mark("quota+reply_alloc");
-    const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
-    if (absl::Status s =
-            runtime_.multiply(*job, request->variant(), out, waiter_of(*context), outcome);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = regions_intact(job->regions); !s.ok()) return s;
-    if (outcome.result != nullptr) {
-      if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
-      runtime_.publish(outcome.result);
-      fill_resident(*outcome.result, reply->mutable_result());
-    }
-    marks.mark("publish");
-    outcome.times.total_us = micros_since(received);
-    reply->set_precision(rec.precision);
-    reply->set_gflops(outcome.rate());
-    report_outcome(outcome, *reply, rec);
-    rec.merged_requests = outcome.merged_requests;
-    rec.batch_wait_us = outcome.times.batch_wait_us;
-    return absl::OkStatus();
-  }();
-  grpc::Status done = finish_rpc(status, *reply, rec, received);
-  marks.mark("metrics");
-  runtime_.trace().record(marks);
-  return done;
+  return compute_call<GemmJob>(
+      {.name = "Multiply", .op = "gemm", .kind = "gemm", .resident = resident}, *context, *request,
+      *reply,
+      ComputeSteps{
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_multiply(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](GemmJob& job) {
+            v1::Matrix* c = reply->mutable_c();
+            c->set_rows(job.m());
+            c->set_cols(job.n());
+            c->set_dtype(to_proto(job.out_dtype));
+            c->set_layout(request->output_layout());
+            std::string* data = c->mutable_data();
+            // The result in the reply only when it goes nowhere else (kept, shared memory,
+            // CUDA memory).
+            if (!job.keep_result && job.shm_out.empty() && job.device_out == nullptr) {
+              data->resize(job.out_bytes());
+            }
+            return job.shm_out.empty() ? as_span(*data) : job.shm_out;
+          },
+          /*run=*/
+          [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
+            return runtime_.multiply(job, request->variant(), out, waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](GemmJob&, Outcome& outcome, absl::Time received) -> absl::Status {
+            if (outcome.result == nullptr) return absl::OkStatus();
+            if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
+            runtime_.publish(outcome.result);
+            fill_resident(*outcome.result, reply->mutable_result());
+            return absl::OkStatus();
+          },
+          /*fill=*/
+          [&](const GemmJob&, const Outcome& outcome, RequestRecord& rec) {
+            reply->set_precision(rec.precision);
+            reply->set_gflops(outcome.rate());
+            rec.merged_requests = outcome.merged_requests;
+            rec.batch_wait_us = outcome.times.batch_wait_us;
+          },
+      });
 }
 
 grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
                                                 const v1::MultiplyBatchedRequest* request,
                                                 v1::MultiplyBatchedReply* reply) {
-  const absl::Time received = absl::Now();
-  const std::size_t request_bytes = request->ByteSizeLong();
-  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
-  RequestRecord rec{.rpc = "MultiplyBatched",
-                    .op = "gemm",
-                    .variant = "none",
-                    .precision = "none",
-                    .device = "none"};
-  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
-  Outcome outcome;
-  StageMarks& marks = outcome.marks;
   const bool resident = request->keep_result() || !request->a_handles().empty() ||
                         !request->b_handles().empty() || !request->c_handles().empty();
-  if (runtime_.trace().enabled()) {
-    marks.start(resident ? "gemm batched resident" : "gemm batched inline");
-  }
-  const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner =
-        gate_.authorize_compute(*context, resident, "MultiplyBatched");
-    if (!owner.ok()) return owner.status();
-    marks.mark("authorize");
-    const RegionResolver regions = gate_.regions(*owner);
-    absl::StatusOr<GemmBatchJob> batch =
-        validate_multiply_batched(*request, limits_, gate_.handles(*owner), &regions);
-    if (!batch.ok()) return batch.status();
-    GemmJob& shape = batch->shape;
-    shape.owner = *owner;
-    marks.mark("validate");
-    if (marks.enabled()) {
-      marks.relabel(absl::StrCat(marks.label(), " ", shape.m(), "x", shape.n(), "x", shape.k(),
-                                 " x", batch->count));
-    }
-    const std::size_t all_bytes = shape.out_bytes() * static_cast<std::size_t>(batch->count);
-    absl::StatusOr<QuotaReservation> quota =
-        gate_.reserve_quota(*owner, shape.keep_result ? all_bytes : 0);
-    if (!quota.ok()) return quota.status();
-    rec.precision = std::string(kernels::precision_name(shape.precision));
-    rec.problem_size = static_cast<double>(shape.m()) * static_cast<double>(shape.n()) *
-                       static_cast<double>(shape.k()) * static_cast<double>(batch->count);
-    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
-    v1::Matrix* c = reply->mutable_c();
-    c->set_rows(shape.m());
-    c->set_cols(shape.n());
-    c->set_batch(batch->count);
-    c->set_dtype(to_proto(shape.out_dtype));
-    c->set_layout(request->output_layout());
-    if (!shape.keep_result && shape.shm_out.empty()) {
-      std::string* data = c->mutable_data();
-      data->resize(all_bytes);
-      batch->outs = {as_span(*data)};
-    }
-    marks.mark("quota+reply_alloc");
-    if (absl::Status s =
-            runtime_.multiply_batch(*batch, request->variant(), waiter_of(*context), outcome);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = regions_intact(shape.regions); !s.ok()) return s;
-    if (!outcome.results.empty()) {
-      if (absl::Status s = abandoned(*context, "its results", received); !s.ok()) return s;
-      for (const std::shared_ptr<ResidentMatrix>& r : outcome.results) {
-        runtime_.publish(r);
-        fill_resident(*r, reply->add_results());
-      }
-    }
-    marks.mark("publish");
-    outcome.times.total_us = micros_since(received);
-    reply->set_precision(rec.precision);
-    reply->set_gflops(outcome.rate());
-    report_outcome(outcome, *reply, rec);
-    rec.products = batch->count;
-    return absl::OkStatus();
-  }();
-  grpc::Status done = finish_rpc(status, *reply, rec, received);
-  marks.mark("metrics");
-  runtime_.trace().record(marks);
-  return done;
+  return compute_call<GemmBatchJob>(
+      {.name = "MultiplyBatched", .op = "gemm", .kind = "gemm batched", .resident = resident},
+      *context, *request, *reply,
+      ComputeSteps{
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_multiply_batched(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](GemmBatchJob& batch) -> std::span<std::byte> {
+            const GemmJob& shape = batch.shape;
+            v1::Matrix* c = reply->mutable_c();
+            c->set_rows(shape.m());
+            c->set_cols(shape.n());
+            c->set_batch(batch.count);
+            c->set_dtype(to_proto(shape.out_dtype));
+            c->set_layout(request->output_layout());
+            if (!shape.keep_result && shape.shm_out.empty()) {
+              std::string* data = c->mutable_data();
+              data->resize(shape.out_bytes() * static_cast<std::size_t>(batch.count));
+              batch.outs = {as_span(*data)};
+            }
+            return {};  // the batch's outs say where each product goes
+          },
+          /*run=*/
+          [&](GemmBatchJob& batch, std::span<std::byte>, Outcome& outcome) {
+            return runtime_.multiply_batch(batch, request->variant(), waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](GemmBatchJob&, Outcome& outcome, absl::Time received) -> absl::Status {
+            if (outcome.results.empty()) return absl::OkStatus();
+            if (absl::Status s = abandoned(*context, "its results", received); !s.ok()) return s;
+            for (const std::shared_ptr<ResidentMatrix>& r : outcome.results) {
+              runtime_.publish(r);
+              fill_resident(*r, reply->add_results());
+            }
+            return absl::OkStatus();
+          },
+          /*fill=*/
+          [&](const GemmBatchJob& batch, const Outcome& outcome, RequestRecord& rec) {
+            reply->set_precision(rec.precision);
+            reply->set_gflops(outcome.rate());
+            rec.products = batch.count;
+          },
+      });
 }
 
 grpc::Status MatrixServiceImpl::Transpose(grpc::ServerContext* context,
                                           const v1::TransposeRequest* request,
                                           v1::TransposeReply* reply) {
-  const absl::Time received = absl::Now();
-  const std::size_t request_bytes = request->ByteSizeLong();
-  const CallScope call = begin_call(request_bytes >= CpuKeepAwake::kHeavyCallBytes);
-  RequestRecord rec{.rpc = "Transpose",
-                    .op = "transpose",
-                    .variant = "none",
-                    .precision = "none",
-                    .device = "none"};
-  rec.bytes_received = static_cast<std::int64_t>(request_bytes);
-  Outcome outcome;
-  StageMarks& marks = outcome.marks;
   const bool resident = request->keep_result() || !request->a_handle().empty();
-  if (runtime_.trace().enabled()) marks.start(resident ? "transpose resident" : "transpose inline");
-  const absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<std::string> owner = gate_.authorize_compute(*context, resident, "Transpose");
-    if (!owner.ok()) return owner.status();
-    marks.mark("authorize");
-    const RegionResolver regions = gate_.regions(*owner);
-    absl::StatusOr<TransposeJob> job =
-        validate_transpose(*request, limits_, gate_.handles(*owner), &regions);
-    if (!job.ok()) return job.status();
-    job->owner = *owner;
-    marks.mark("validate");
-    if (marks.enabled()) {
-      marks.relabel(absl::StrCat(marks.label(), " ", job->a.rows, "x", job->a.cols));
-    }
-    absl::StatusOr<QuotaReservation> quota =
-        gate_.reserve_quota(*owner, job->keep_result ? job->out_bytes() : 0);
-    if (!quota.ok()) return quota.status();
-    rec.precision = std::string(kernels::dtype_name(job->a.dtype));
-    rec.problem_size = static_cast<double>(job->a.rows) * static_cast<double>(job->a.cols);
-    if (absl::Status s = cancelled_or_expired(*context); !s.ok()) return s;
-    v1::Matrix* b = reply->mutable_b();
-    b->set_rows(job->a.cols);
-    b->set_cols(job->a.rows);
-    b->set_dtype(to_proto(job->a.dtype));
-    b->set_layout(job->a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR : v1::COL_MAJOR);
-    std::string* data = b->mutable_data();
-    if (!job->keep_result && !job->in_place && job->shm_out.empty() && job->device_out == nullptr) {
-      data->resize(job->out_bytes());
-    }
-    marks.mark("quota+reply_alloc");
-    const std::span<std::byte> out = job->shm_out.empty() ? as_span(*data) : job->shm_out;
-    if (absl::Status s =
-            runtime_.transpose(*job, request->variant(), out, waiter_of(*context), outcome);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = regions_intact(job->regions); !s.ok()) return s;
-    if (outcome.result != nullptr) {
-      if (!job->in_place) {
-        if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
-        runtime_.publish(outcome.result);
-      }
-      job->locks.clear();  // fill_resident reads the shape under the matrix's own lock
-      fill_resident(*outcome.result, reply->mutable_result());
-    }
-    marks.mark("publish");
-    outcome.times.total_us = micros_since(received);
-    reply->set_gb_per_s(outcome.rate());
-    report_outcome(outcome, *reply, rec);
-    return absl::OkStatus();
-  }();
-  grpc::Status done = finish_rpc(status, *reply, rec, received);
-  marks.mark("metrics");
-  runtime_.trace().record(marks);
-  return done;
+  return compute_call<TransposeJob>(
+      {.name = "Transpose", .op = "transpose", .kind = "transpose", .resident = resident}, *context,
+      *request, *reply,
+      ComputeSteps{
+          /*validate=*/[&](const HandleResolver& handles, const RegionResolver* regions) {
+            return validate_transpose(*request, limits_, handles, regions);
+          },
+          /*size_reply=*/
+          [&](TransposeJob& job) {
+            v1::Matrix* b = reply->mutable_b();
+            b->set_rows(job.a.cols);
+            b->set_cols(job.a.rows);
+            b->set_dtype(to_proto(job.a.dtype));
+            b->set_layout(job.a.layout == kernels::Layout::kRowMajor ? v1::ROW_MAJOR
+                                                                     : v1::COL_MAJOR);
+            std::string* data = b->mutable_data();
+            if (!job.keep_result && !job.in_place && job.shm_out.empty() &&
+                job.device_out == nullptr) {
+              data->resize(job.out_bytes());
+            }
+            return job.shm_out.empty() ? as_span(*data) : job.shm_out;
+          },
+          /*run=*/
+          [&](TransposeJob& job, std::span<std::byte> out, Outcome& outcome) {
+            return runtime_.transpose(job, request->variant(), out, waiter_of(*context), outcome);
+          },
+          /*keep=*/
+          [&](TransposeJob& job, Outcome& outcome, absl::Time received) -> absl::Status {
+            if (outcome.result == nullptr) return absl::OkStatus();
+            if (!job.in_place) {
+              if (absl::Status s = abandoned(*context, "its result", received); !s.ok()) return s;
+              runtime_.publish(outcome.result);
+            }
+            job.locks.clear();  // fill_resident reads the shape under the matrix's own lock
+            fill_resident(*outcome.result, reply->mutable_result());
+            return absl::OkStatus();
+          },
+          /*fill=*/
+          [&](const TransposeJob&, const Outcome& outcome, RequestRecord&) {
+            reply->set_gb_per_s(outcome.rate());
+          },
+      });
 }
 
 grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
@@ -307,11 +203,7 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
     k->set_name(std::string(v.name));
     k->set_family(std::string(v.family));
     k->set_operation(v1::GEMM);
-    for (kernels::Precision p :
-         {kernels::Precision::kF64, kernels::Precision::kF32, kernels::Precision::kTF32,
-          kernels::Precision::kF16, kernels::Precision::kBF16, kernels::Precision::kF8}) {
-      if (v.supports(p)) k->add_precisions(std::string(kernels::precision_name(p)));
-    }
+    add_precisions(v.precisions, k);
     k->set_constraints(std::string(v.constraints));
     k->set_description(std::string(v.description));
     k->set_backend(std::string(kernels::backend_name(v.backend)));
@@ -323,7 +215,7 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
     k->set_name(std::string(v.name));
     k->set_family(std::string(v.family));
     k->set_operation(v1::TRANSPOSE);
-    for (const char* p : {"fp64", "fp32", "fp16", "bf16"}) k->add_precisions(p);
+    add_precisions(kTransposePrecisions, k);
     std::string constraints(v.constraints);
     if (v.in_place) {
       constraints = constraints.empty()

@@ -20,6 +20,8 @@
 
 namespace matserve::server {
 
+struct ComputeRpc;  // compute_call.h
+
 class MatrixServiceImpl final : public v1::MatrixService::Service {
  public:
   // `keep_awake` (may be null: off) hears of every call that does work.
@@ -94,10 +96,11 @@ class MatrixServiceImpl final : public v1::MatrixService::Service {
   absl::Duration stream_idle_timeout() const;
   absl::Status stream_idle_error(const char* field) const;
   void fill_resident(ResidentMatrix& m, v1::ResidentInfo* out);
-  // Ends a Multiply/Transpose: clears the reply on failure, records the request, maps the status.
-  template <typename Reply>
-  grpc::Status finish_rpc(const absl::Status& status, Reply& reply, RequestRecord& rec,
-                          absl::Time received);
+  // The lifecycle of Multiply, MultiplyBatched and Transpose, with the RPC's own steps (defined
+  // in compute_call.h).
+  template <typename Job, typename Request, typename Reply, typename Steps>
+  grpc::Status compute_call(const ComputeRpc& rpc, grpc::ServerContext& context,
+                            const Request& request, Reply& reply, Steps steps);
   // Ends a unary RPC that manages shared-memory regions: clears the reply on failure, records
   // it, maps the status (defined in matrix_service_shm.cc, where it is used).
   template <typename Request, typename Reply>

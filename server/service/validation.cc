@@ -238,6 +238,62 @@ absl::Status check_inline_result(const char* field, std::size_t bytes,
       " bytes (--max_message_bytes): use keep_result, then DownloadStream"));
 }
 
+// What a result is, for placing it.
+struct ResultShape {
+  const char* field;  // in messages: "c (the result)"
+  std::int64_t rows;
+  std::int64_t cols;
+  kernels::DType dtype;
+  kernels::Layout layout;
+  std::int64_t products;  // results one after another (a batch's), else 1
+  std::size_t bytes;      // of all of them
+};
+
+// Where a result goes when it is not kept on the device (and not written over its input): the
+// output_shm place (host shared memory, or CUDA memory for a single result), else the reply.
+struct ResultPlace {
+  std::span<std::byte> shm_out;
+  std::shared_ptr<ResidentMatrix> device_out;
+};
+
+// The one rule for a result's place, for every compute RPC. `output_shm` is null when the request
+// names none; a caller refuses output_shm with a result that `stays` (kept or in place) first,
+// with its own fields in the message. A result that goes to the reply must fit in it.
+absl::StatusOr<ResultPlace> place_result(const v1::SharedMemoryRef* output_shm, bool stays,
+                                         const ResultShape& r, const ServiceLimits& limits,
+                                         SharedMemoryPlaces& shm) {
+  ResultPlace place;
+  if (output_shm != nullptr) {
+    absl::StatusOr<SharedMemoryPlaces::Place> out =
+        shm.place("output_shm", *output_shm, static_cast<std::int64_t>(r.bytes), true);
+    if (!out.ok()) return out.status();
+    if (out->region->is_device()) {
+      if (r.products > 1) {
+        return absl::InvalidArgumentError(
+            "output_shm: a batch's results go to host shared memory or the reply (not CUDA "
+            "memory)");
+      }
+      place.device_out = device_view(*out, r.rows, r.cols, r.dtype, r.layout);
+    } else {
+      place.shm_out = out->range;
+    }
+  } else if (!stays) {
+    if (absl::Status s = check_inline_result(r.field, r.bytes, limits); !s.ok()) return s;
+  }
+  return place;
+}
+
+// The one rule for verify's place: the reference reads the result on the host, so a result in
+// CUDA memory cannot be verified.
+absl::Status check_verify_place(bool verify, const std::shared_ptr<ResidentMatrix>& device_out) {
+  if (verify && device_out != nullptr) {
+    return absl::InvalidArgumentError(
+        "verify: not with a result in CUDA memory (the server does not read it back; check it "
+        "where it is)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace {
@@ -321,39 +377,29 @@ absl::Status check_c(const Operand& c, const GemmJob& job) {
 
 // Where the results go (`products` of them): kept, a shared-memory place, or the reply.
 template <typename Request>
-absl::Status place_result(const Request& request, const ServiceLimits& limits,
-                          SharedMemoryPlaces& shm, std::int64_t products, GemmJob& job) {
+absl::Status place_gemm_result(const Request& request, const ServiceLimits& limits,
+                               SharedMemoryPlaces& shm, std::int64_t products, GemmJob& job) {
   job.verify = request.verify();
   job.keep_result = request.keep_result();
-  const std::size_t bytes = job.out_bytes() * static_cast<std::size_t>(products);
-  if (request.has_output_shm()) {
-    if (job.keep_result) {
-      return absl::InvalidArgumentError(
-          "output_shm: not with keep_result (the result goes to one place)");
-    }
-    absl::StatusOr<SharedMemoryPlaces::Place> out =
-        shm.place("output_shm", request.output_shm(), static_cast<std::int64_t>(bytes), true);
-    if (!out.ok()) return out.status();
-    if (out->region->is_device()) {
-      if (products > 1) {
-        return absl::InvalidArgumentError(
-            "output_shm: a batch's results go to host shared memory or the reply (not CUDA "
-            "memory)");
-      }
-      job.device_out = device_view(*out, job.m(), job.n(), job.out_dtype, job.out_layout);
-    } else {
-      job.shm_out = out->range;
-    }
-  } else if (!job.keep_result) {
-    if (absl::Status s = check_inline_result("c (the result)", bytes, limits); !s.ok()) return s;
-  }
-  job.regions = shm.take_regions();
-  if (job.verify && job.device_out != nullptr) {
+  if (request.has_output_shm() && job.keep_result) {
     return absl::InvalidArgumentError(
-        "verify: not with a result in CUDA memory (the server does not read it back; check it "
-        "where it is)");
+        "output_shm: not with keep_result (the result goes to one place)");
   }
-  return absl::OkStatus();
+  absl::StatusOr<ResultPlace> place =
+      place_result(request.has_output_shm() ? &request.output_shm() : nullptr, job.keep_result,
+                   {.field = "c (the result)",
+                    .rows = job.m(),
+                    .cols = job.n(),
+                    .dtype = job.out_dtype,
+                    .layout = job.out_layout,
+                    .products = products,
+                    .bytes = job.out_bytes() * static_cast<std::size_t>(products)},
+                   limits, shm);
+  if (!place.ok()) return place.status();
+  job.shm_out = place->shm_out;
+  job.device_out = std::move(place->device_out);
+  job.regions = shm.take_regions();
+  return check_verify_place(job.verify, job.device_out);
 }
 
 }  // namespace
@@ -394,7 +440,7 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
     if (absl::Status s = check_c(*c, job); !s.ok()) return s;
     job.c = *std::move(c);
   }
-  if (absl::Status s = place_result(request, limits, shm, 1, job); !s.ok()) return s;
+  if (absl::Status s = place_gemm_result(request, limits, shm, 1, job); !s.ok()) return s;
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, 1);
     if (!bytes.ok()) return bytes.status();
@@ -405,20 +451,40 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
 
 namespace {
 
+// One operand of a batch as the request gives it: `field` inline (has_inline: the request sets
+// it) or `field`_handles; `required`: a and b must be given, c may be left out.
+struct BatchOperandFields {
+  std::string field;
+  bool has_inline;
+  const v1::Matrix& m;
+  const google::protobuf::RepeatedPtrField<std::string>& handles;
+  bool required;
+};
+
+// What a batch's operands are resolved with: the batch's product count, the limits, and the
+// handles and shared-memory places the request names (collected for the job).
+struct BatchResolution {
+  std::int64_t count;
+  const ServiceLimits& limits;
+  ResidentOperands& residents;
+  SharedMemoryPlaces& shm;
+};
+
 // One operand of a batch: an inline (or shared-memory) stack of 1 or `count` matrices, or 1 or
 // `count` resident handles. Returns the operands in order (size 1: every product uses it).
-absl::StatusOr<std::vector<Operand>> batch_operand(
-    const std::string& field, bool has_inline, const v1::Matrix& m,
-    const google::protobuf::RepeatedPtrField<std::string>& handles, std::int64_t count,
-    bool required, const ServiceLimits& limits, ResidentOperands& residents,
-    SharedMemoryPlaces& shm) {
+absl::StatusOr<std::vector<Operand>> batch_operand(const BatchOperandFields& f,
+                                                   const BatchResolution& with) {
+  const std::string& field = f.field;
+  const v1::Matrix& m = f.m;
+  const google::protobuf::RepeatedPtrField<std::string>& handles = f.handles;
+  const std::int64_t count = with.count;
   const std::string handles_field = field + "_handles";
-  if (has_inline && !handles.empty()) {
+  if (f.has_inline && !handles.empty()) {
     return absl::InvalidArgumentError(
         StrCat(field, " and ", handles_field, ": give one of them, not both"));
   }
-  if (!has_inline && handles.empty()) {
-    if (!required) return std::vector<Operand>{};
+  if (!f.has_inline && handles.empty()) {
+    if (!f.required) return std::vector<Operand>{};
     return absl::InvalidArgumentError(
         StrCat(field, ": missing (send ", field, " or ", handles_field, ")"));
   }
@@ -433,7 +499,7 @@ absl::StatusOr<std::vector<Operand>> batch_operand(
     }
     for (int i = 0; i < handles.size(); ++i) {
       const std::string at = StrCat(handles_field, "[", i, "]");
-      absl::StatusOr<std::shared_ptr<ResidentMatrix>> r = residents.add(at, handles[i]);
+      absl::StatusOr<std::shared_ptr<ResidentMatrix>> r = with.residents.add(at, handles[i]);
       if (!r.ok()) return r.status();
       if (*r == nullptr) return absl::InvalidArgumentError(StrCat(at, ": empty handle"));
       Operand o;
@@ -449,7 +515,7 @@ absl::StatusOr<std::vector<Operand>> batch_operand(
                                              "batch = ",
                                              count));
   }
-  absl::StatusOr<HostMatrix> h = check_header(field, m, limits, /*batched=*/true);
+  absl::StatusOr<HostMatrix> h = check_header(field, m, with.limits, /*batched=*/true);
   if (!h.ok()) return h.status();
   const std::size_t one = h->bytes();
   const std::size_t total = one * static_cast<std::size_t>(stacked);
@@ -460,7 +526,7 @@ absl::StatusOr<std::vector<Operand>> batch_operand(
           StrCat(field, ".data and ", field, ".shm: give one of them, not both"));
     }
     absl::StatusOr<SharedMemoryPlaces::Place> p =
-        shm.place(field + ".shm", m.shm(), static_cast<std::int64_t>(total), false);
+        with.shm.place(field + ".shm", m.shm(), static_cast<std::int64_t>(total), false);
     if (!p.ok()) return p.status();
     if (p->region->is_device()) {
       return absl::InvalidArgumentError(
@@ -528,14 +594,27 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
   GemmJob& job = batch.shape;
   SharedMemoryPlaces shm(regions);
   ResidentOperands residents(resolve);
-  absl::StatusOr<std::vector<Operand>> a = batch_operand(
-      "a", request.has_a(), request.a(), request.a_handles(), count, true, limits, residents, shm);
+  const BatchResolution with{.count = count, .limits = limits, .residents = residents, .shm = shm};
+  absl::StatusOr<std::vector<Operand>> a = batch_operand({.field = "a",
+                                                          .has_inline = request.has_a(),
+                                                          .m = request.a(),
+                                                          .handles = request.a_handles(),
+                                                          .required = true},
+                                                         with);
   if (!a.ok()) return a.status();
-  absl::StatusOr<std::vector<Operand>> b = batch_operand(
-      "b", request.has_b(), request.b(), request.b_handles(), count, true, limits, residents, shm);
+  absl::StatusOr<std::vector<Operand>> b = batch_operand({.field = "b",
+                                                          .has_inline = request.has_b(),
+                                                          .m = request.b(),
+                                                          .handles = request.b_handles(),
+                                                          .required = true},
+                                                         with);
   if (!b.ok()) return b.status();
-  absl::StatusOr<std::vector<Operand>> c = batch_operand(
-      "c", request.has_c(), request.c(), request.c_handles(), count, false, limits, residents, shm);
+  absl::StatusOr<std::vector<Operand>> c = batch_operand({.field = "c",
+                                                          .has_inline = request.has_c(),
+                                                          .m = request.c(),
+                                                          .handles = request.c_handles(),
+                                                          .required = false},
+                                                         with);
   if (!c.ok()) return c.status();
   job.locks = residents.lock(/*exclusive=*/false);
   batch.a = *std::move(a);
@@ -554,7 +633,9 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
     if (absl::Status s = check_c(batch.c[0], job); !s.ok()) return s;
     job.c = batch.c[0];
   }
-  if (absl::Status s = place_result(request, limits, shm, count, job); !s.ok()) return s;
+  if (absl::Status s = place_gemm_result(request, limits, shm, count, job); !s.ok()) {
+    return s;
+  }
   if (!job.shm_out.empty()) batch.outs.push_back(job.shm_out);
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, count);
@@ -595,97 +676,28 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
   job.keep_result = request.keep_result();
   job.scale = request.has_scale() ? request.scale() : 1.0;
   if (absl::Status s = check_finite("scale", job.scale); !s.ok()) return s;
-  if (request.has_output_shm()) {
-    absl::StatusOr<SharedMemoryPlaces::Place> out = shm.place(
-        "output_shm", request.output_shm(), static_cast<std::int64_t>(job.out_bytes()), true);
-    if (!out.ok()) return out.status();
-    if (out->region->is_device()) {
-      job.device_out = device_view(*out, job.a.cols, job.a.rows, job.a.dtype, job.a.layout);
-    } else {
-      job.shm_out = out->range;
-    }
-  } else if (!job.keep_result && !job.in_place) {
-    if (absl::Status s = check_inline_result("b (the result)", job.out_bytes(), limits); !s.ok()) {
-      return s;
-    }
-  }
+  absl::StatusOr<ResultPlace> place = place_result(
+      request.has_output_shm() ? &request.output_shm() : nullptr, job.keep_result || job.in_place,
+      {.field = "b (the result)",
+       .rows = job.a.cols,
+       .cols = job.a.rows,
+       .dtype = job.a.dtype,
+       .layout = job.a.layout,
+       .products = 1,
+       .bytes = job.out_bytes()},
+      limits, shm);
+  if (!place.ok()) return place.status();
+  job.shm_out = place->shm_out;
+  job.device_out = std::move(place->device_out);
   job.regions = shm.take_regions();
   job.verify = request.verify();
-  if (job.verify && job.device_out != nullptr) {
-    return absl::InvalidArgumentError(
-        "verify: not with a result in CUDA memory (the server does not read it back; check it "
-        "where it is)");
-  }
+  if (absl::Status s = check_verify_place(job.verify, job.device_out); !s.ok()) return s;
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = transpose_verify_bytes(job, limits);
     if (!bytes.ok()) return bytes.status();
     job.verify_bytes = *bytes;
   }
   return job;
-}
-
-}  // namespace matserve::server
-
-namespace matserve::server {
-
-absl::Status check_limits(const ServiceLimits& limits) {
-  constexpr std::int64_t kMaxInt32 = 2147483647;
-  if (limits.max_dimension < 1 || limits.max_dimension > kMaxInt32) {
-    return absl::InvalidArgumentError(StrCat("max_dimension: must be in [1, ", kMaxInt32,
-                                             "] (the kernels take 32-bit dimensions; got ",
-                                             limits.max_dimension, ")"));
-  }
-  if (limits.max_matrix_bytes < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("max_matrix_bytes: must be >= 1 (got ", limits.max_matrix_bytes, ")"));
-  }
-  if (limits.max_resident_bytes_per_owner < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("max_resident_bytes_per_owner: must be >= 0 (0: no per-caller limit; got ",
-               limits.max_resident_bytes_per_owner, ")"));
-  }
-  if (!(limits.max_verify_flops >= 0)) {
-    return absl::InvalidArgumentError(StrCat(
-        "max_verify_flops: must be >= 0 (0: verify refused; got ", limits.max_verify_flops, ")"));
-  }
-  if (limits.stream_idle_timeout_seconds < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("stream_idle_timeout_seconds: must be >= 0 (0: never; got ",
-               limits.stream_idle_timeout_seconds, ")"));
-  }
-  if (limits.max_batch_products < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("max_batch_products: must be >= 1 (got ", limits.max_batch_products, ")"));
-  }
-  if (limits.max_batch_size < 0 || limits.max_batch_size > 65535) {
-    return absl::InvalidArgumentError(
-        StrCat("max_batch_size: must be in [0, 65535] (0: dynamic batching off; got ",
-               limits.max_batch_size, ")"));
-  }
-  if (limits.max_batch_delay_us < 0 || limits.max_batch_delay_us > 1000000) {
-    return absl::InvalidArgumentError(StrCat("max_batch_delay_us: must be in [0, 1000000] (got ",
-                                             limits.max_batch_delay_us, ")"));
-  }
-  if (limits.max_shm_regions_per_owner < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("max_shm_regions_per_owner: must be >= 0 (0: none; got ",
-               limits.max_shm_regions_per_owner, ")"));
-  }
-  if (limits.max_shared_memory_bytes_per_owner < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("max_shared_memory_bytes_per_owner: must be >= 0 (0: no host region; got ",
-               limits.max_shared_memory_bytes_per_owner, ")"));
-  }
-  if (limits.max_shared_memory_bytes < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("max_shared_memory_bytes: must be >= 0 (0: no host region; got ",
-               limits.max_shared_memory_bytes, ")"));
-  }
-  if (limits.max_verify_bytes < 0) {
-    return absl::InvalidArgumentError(StrCat(
-        "max_verify_bytes: must be >= 0 (0: verify refused; got ", limits.max_verify_bytes, ")"));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,

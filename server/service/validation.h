@@ -1,8 +1,9 @@
-// Request validation: every field checked against the API's rules and the server's limits before
-// anything is allocated, with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and a
-// message naming the field and the limit. A valid request becomes a runtime job whose matrices
-// are views into the request's bytes (no copy); the handles and shared-memory places it names are
-// resolved through operand_resolution.h.
+// Request validation: every field checked against the API's rules and the server's limits
+// (limits.h; the limits' own start-up checks are in limits.cc) before anything is allocated, with
+// INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and a message naming the field and the
+// limit. A valid request becomes a runtime job whose matrices are views into the request's bytes
+// (no copy); the handles and shared-memory places it names are resolved through
+// operand_resolution.h.
 #pragma once
 
 #include <functional>
@@ -28,9 +29,11 @@ using RegionResolver = std::function<absl::StatusOr<std::shared_ptr<SharedMemory
     const std::string& field, const std::string& name)>;
 
 // The job views into `request`, which must outlive it. Resident operands are locked for the
-// job's lifetime (shared; exclusive for an in-place transpose), in address order. Operands and
-// results in shared memory (Matrix.shm, output_shm) are found with `regions` (null: refused as
-// FAILED_PRECONDITION) and held by the job.
+// job's lifetime (shared; exclusive for an in-place transpose) in creation order
+// (ResidentMatrix::serial, then address: operand_resolution.h), so that concurrent requests
+// cannot deadlock. Operands and results in shared memory (Matrix.shm, output_shm) are found with
+// `regions` and held by the job; with `regions` null every such place is refused as
+// INVALID_ARGUMENT naming the field ("shared memory is for Upload, Multiply and Transpose").
 absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
                                           const ServiceLimits& limits,
                                           const HandleResolver& resolve,
@@ -47,13 +50,9 @@ absl::StatusOr<TransposeJob> validate_transpose(const v1::TransposeRequest& requ
                                                 const HandleResolver& resolve,
                                                 const RegionResolver* regions = nullptr);
 
-// The limits themselves, checked once at startup: INVALID_ARGUMENT naming the flag when one is
-// out of its range (e.g. --max_dimension above 2^31 - 1: the kernels take 32-bit dimensions).
-absl::Status check_limits(const ServiceLimits& limits);
-
-// A whole matrix (Upload), named `field` in messages. With `regions` (may be null: refused) its
-// bytes may be at a place in a host shared-memory region (Matrix.shm); `hold` then keeps the
-// region mapped for as long as the caller needs the bytes.
+// A whole matrix (Upload), named `field` in messages. With `regions` its bytes may be at a place
+// in a host shared-memory region (Matrix.shm; with `regions` null, INVALID_ARGUMENT); `hold` then
+// keeps the region mapped for as long as the caller needs the bytes.
 absl::StatusOr<HostMatrix> validate_matrix(const std::string& field, const v1::Matrix& m,
                                            const ServiceLimits& limits,
                                            const RegionResolver* regions = nullptr,

@@ -51,7 +51,7 @@ class GpuBatchedTest(unittest.TestCase):
             r = self.client.multiply_batched(
                 a, b, variant=kernel, compute=None if precision == DATA[precision] else precision,
                 **kwargs)
-        except mc.MatservError as e:
+        except mc.MatserveError as e:
             if e.code == grpc.StatusCode.FAILED_PRECONDITION:
                 return None
             failures.append(f"{what}: {e}")
@@ -205,7 +205,7 @@ class GpuDynamicBatchingTest(unittest.TestCase):
             futures = [self.pool.submit(call, i != 4) for i in range(9)]
             for i, f in enumerate(futures):
                 if i == 4:
-                    with self.assertRaises(mc.MatservError) as ctx:
+                    with self.assertRaises(mc.MatserveError) as ctx:
                         f.result()
                     self.assertEqual(ctx.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
                 else:

@@ -4,7 +4,7 @@ CPU backend.
 100 multiplies in flight at once from one event loop, each checked against NumPy in float64;
 compute= (and its deprecated name precision=) with the server's verify;
 resident matrices (upload, multiply by handle with the result kept, download, release);
-transposes; the server's information, kernels and health; errors surfacing as MatservError
+transposes; the server's information, kernels and health; errors surfacing as MatserveError
 subclasses with their codes; a bearer token on a server that requires one.
 """
 import asyncio

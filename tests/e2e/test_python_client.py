@@ -1,7 +1,7 @@
 """End-to-end: the Python client package (client/python, `matserve_client`) against the real server.
 
 Results are checked against NumPy in float64 for every dtype, transpose state and layout; every
-error class must surface as its MatservError subclass with the gRPC code and message; resident
+error class must surface as its MatserveError subclass with the gRPC code and message; resident
 handles and streamed transfers above the unary message limit; shared-memory regions (operands and
 results in place, cleanup, errors); and an offline `pip install`.
 """
@@ -194,7 +194,7 @@ class ClientTest(ClientServerTest):
         with self.assertRaises(cls) as ctx:
             call(*args, **kw)
         e = ctx.exception
-        self.assertIsInstance(e, mc.MatservError)
+        self.assertIsInstance(e, mc.MatserveError)
         self.assertEqual(e.code, code, e.message)
         self.assertIn(fragment, e.message)
         self.assertIn(code.name, str(e))

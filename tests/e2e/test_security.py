@@ -132,7 +132,7 @@ class TokenTest(unittest.TestCase):
         self.assertIn("--token-file", missing.stderr)
 
     def test_python_client_sends_its_token(self):
-        from matserve_client import Client, MatservError
+        from matserve_client import Client, MatserveError
         with Client(self.server.target, token=ALICE, timeout=30) as alice:
             with alice.upload(rand(6, 5)) as h:
                 self.assertEqual(len(alice.list_resident()), 1)
@@ -144,7 +144,7 @@ class TokenTest(unittest.TestCase):
                 r = alice.multiply(h, rand(5, 3))
                 self.assertEqual(r.c.shape, (6, 3))
         with Client(self.server.target, timeout=30) as anonymous:
-            with self.assertRaises(MatservError) as ctx:
+            with self.assertRaises(MatserveError) as ctx:
                 anonymous.server_info()
             self.assertIn("UNAUTHENTICATED", str(ctx.exception))
 

@@ -16,8 +16,8 @@ from .client import Client
 from .dtypes import (Bfloat16, Float8E4M3, bf16_bits_to_float32, float_to_bf16_bits,
                      fp8_e4m3_bits_to_float32)
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
-                     FailedPrecondition, Internal, InvalidArgument, MatservError, NotFound,
-                     OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
+                     FailedPrecondition, Internal, InvalidArgument, MatserveError, MatservError,
+                     NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
                      Unavailable, Unimplemented, Unknown)
 from .resident import ResidentMatrix
 from .results import (DeviceInfo, KernelInfo, MultiplyBatchedResult, MultiplyResult,
@@ -33,7 +33,7 @@ __all__ = [
     "Bfloat16", "Float8E4M3", "float_to_bf16_bits", "bf16_bits_to_float32",
     "fp8_e4m3_bits_to_float32", "MultiplyResult", "MultiplyBatchedResult", "TransposeResult",
     "Timing", "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo",
-    "ResidentInfo", "SharedMemoryInfo", "MatservError", "Cancelled", "Unknown",
+    "ResidentInfo", "SharedMemoryInfo", "MatserveError", "MatservError", "Cancelled", "Unknown",
     "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied",
     "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
     "Internal", "Unavailable", "DataLoss", "Unauthenticated",

@@ -28,9 +28,9 @@ from . import dtypes, health, striped
 from .auth import bearer, check_pairs, current_call_metadata
 from ._stubs import pb, rpc
 from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_CHUNK_BYTES,
-                     DEFAULT_STRIPE_THRESHOLD_BYTES, DEFAULT_STRIPES, _compute, _order)
-from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, assemble, decode,
-                       memory_order, prepare)
+                     DEFAULT_STRIPE_THRESHOLD_BYTES, DEFAULT_STRIPES, _compute,
+                     _multiply_request, _order)
+from .encoding import Prepared, assemble, decode, memory_order, prepare
 from .errors import NotFound, PermissionDenied, Unimplemented, from_rpc_error
 from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
                       TransposeResult, Verification)
@@ -186,20 +186,12 @@ class AsyncClient:
         """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply (precision: the deprecated
         name of compute); result.resident is an AsyncResidentMatrix with keep_result."""
         compute = _compute(compute, precision)
-        ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
-        out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
-        order = _order(out_order)
-        if c is not None:
-            if order is None:
-                order = c.order if isinstance(c, AsyncResidentMatrix) else memory_order(c)
-            ops["c"] = self._operand(c, out_name, "c", order=order)
-        request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
-                                     alpha=float(alpha), beta=float(beta),
-                                     variant=variant or "auto", compute=compute, verify=verify,
-                                     output_layout=ORDER_TO_LAYOUT[order or "C"],
-                                     keep_result=keep_result)
-        if out_dtype is not None:
-            request.output_dtype = DTYPE_TO_PROTO[out_name]
+        request, ops, _, _ = _multiply_request(
+            self._operand, a, b, c, dtype=dtype, out_dtype=out_dtype, order=_order(out_order),
+            order_of=lambda x: x.order if isinstance(x, AsyncResidentMatrix) else memory_order(x),
+            transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
+            variant=variant, compute=compute, verify=verify)
+        request.keep_result = keep_result
         made = await self._fill_striped(request, ops, timeout)
         try:
             reply = await self._call("Multiply", request, timeout)

@@ -2,7 +2,7 @@
 
 Wraps one gRPC channel (1 GiB message limits by default). Operands and results too large for one
 message go through resident matrices and chunked streams automatically; every failure is raised as a
-MatservError subclass carrying the gRPC status code and the server's message.
+MatserveError subclass carrying the gRPC status code and the server's message.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
                        decode, memory_order, prepare)
-from .errors import (MatservError, NotFound, PermissionDenied, Unimplemented, error_for,
+from .errors import (MatserveError, NotFound, PermissionDenied, Unimplemented, error_for,
                      from_rpc_error)
 from .resident import ResidentMatrix
 from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
@@ -71,6 +71,30 @@ def _order(order: Optional[str]) -> Optional[str]:
     if key is None:
         raise ValueError(f"order must be 'C' (row-major) or 'F' (column-major), got {order!r}")
     return key
+
+
+def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str], order_of,
+                      transpose_a: bool, transpose_b: bool, alpha: float, beta: float,
+                      variant: str, compute: int, verify: bool):
+    """The MultiplyRequest that Client.multiply and AsyncClient.multiply send, all but the places
+    of its operands (and keep_result), with the operands prepared: (request, ops, out_name,
+    order). `operand(x, dtype, what, order=None)` prepares one operand for its client. The
+    result's order: `order` when known (out_order, or the `out` place's), else c's
+    (`order_of(c)`), else "C"; c is converted to the output's dtype and order."""
+    ops = {"a": operand(a, dtype, "a"), "b": operand(b, dtype, "b")}
+    out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
+    if c is not None:
+        if order is None:
+            order = order_of(c)
+        ops["c"] = operand(c, out_name, "c", order=order)
+    order = order or "C"
+    request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
+                                 alpha=float(alpha), beta=float(beta),
+                                 variant=variant or "auto", compute=compute, verify=verify,
+                                 output_layout=ORDER_TO_LAYOUT[order])
+    if out_dtype is not None:
+        request.output_dtype = DTYPE_TO_PROTO[out_name]
+    return request, ops, out_name, order
 
 
 class Client:
@@ -157,7 +181,7 @@ class Client:
             for region in regions:
                 try:
                     region.close()
-                except MatservError:
+                except MatserveError:
                     pass  # closed locally all the same; the server unmaps it at its own exit
         finally:
             with self._lock:
@@ -259,27 +283,19 @@ class Client:
         out: a ShmMatrix (e.g. region.empty(m, n, dtype)) the server writes C into; it must have
         the result's shape, dtype (out_dtype, else the inputs') and order (ValueError otherwise).
         result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
-        Raises a MatservError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
+        Raises a MatserveError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         compute = _compute(compute, precision)
         _check_out_place(out, keep_result)
-        ops = {"a": self._operand(a, dtype, "a"), "b": self._operand(b, dtype, "b")}
-        out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else ops["a"].dtype
         order = _order(out_order)
         if order is None and out is not None:
             order = out.order
-        if c is not None:
-            if order is None:
-                order = (c.order if isinstance(c, (ResidentMatrix, ShmMatrix))
-                         else memory_order(c))
-            ops["c"] = self._operand(c, out_name, "c", order=order)
-        order = order or "C"
-        request = pb.MultiplyRequest(transpose_a=transpose_a, transpose_b=transpose_b,
-                                     alpha=float(alpha), beta=float(beta),
-                                     variant=variant or "auto", compute=compute, verify=verify,
-                                     output_layout=ORDER_TO_LAYOUT[order])
-        if out_dtype is not None:
-            request.output_dtype = DTYPE_TO_PROTO[out_name]
+        request, ops, out_name, order = _multiply_request(
+            self._operand, a, b, c, dtype=dtype, out_dtype=out_dtype, order=order,
+            order_of=lambda x: (x.order if isinstance(x, (ResidentMatrix, ShmMatrix))
+                                else memory_order(x)),
+            transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
+            variant=variant, compute=compute, verify=verify)
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
@@ -333,7 +349,7 @@ class Client:
         result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
         Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
-        MatservError subclass on failure (InvalidArgument for mismatched counts or shapes).
+        MatserveError subclass on failure (InvalidArgument for mismatched counts or shapes).
         """
         return batched.multiply_batched(
             self, a, b, c=c, alpha=alpha, beta=beta, transpose_a=transpose_a,
@@ -694,7 +710,7 @@ class Client:
         for m in matrices:
             try:
                 m.release()
-            except MatservError:
+            except MatserveError:
                 pass  # best effort: the server's idle TTL frees what a failed release leaves
 
 

@@ -1,4 +1,4 @@
-"""Exceptions: every failed call raises a MatservError carrying the gRPC status code and message.
+"""Exceptions: every failed call raises a MatserveError carrying the gRPC status code and message.
 
 There is one subclass per gRPC status code (InvalidArgument, FailedPrecondition, ResourceExhausted,
 DeadlineExceeded, Unavailable, ...), so callers can catch exactly the class of failure they handle.
@@ -10,7 +10,7 @@ from typing import Dict, Type
 import grpc
 
 
-class MatservError(Exception):
+class MatserveError(Exception):
     """A failed matserve call: `code` is the grpc.StatusCode, `message` the server's explanation."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
@@ -24,85 +24,89 @@ class MatservError(Exception):
         return f"{self.code.name}: {self.message}"
 
 
-class Cancelled(MatservError):
+class Cancelled(MatserveError):
     code = grpc.StatusCode.CANCELLED
 
 
-class Unknown(MatservError):
+class Unknown(MatserveError):
     code = grpc.StatusCode.UNKNOWN
 
 
-class InvalidArgument(MatservError):
+class InvalidArgument(MatserveError):
     """The request is malformed: a missing operand, bad shape or dtype, unknown variant, ..."""
 
     code = grpc.StatusCode.INVALID_ARGUMENT
 
 
-class DeadlineExceeded(MatservError):
+class DeadlineExceeded(MatserveError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-class NotFound(MatservError):
+class NotFound(MatserveError):
     """E.g. a resident-matrix handle that was released or expired."""
 
     code = grpc.StatusCode.NOT_FOUND
 
 
-class AlreadyExists(MatservError):
+class AlreadyExists(MatserveError):
     code = grpc.StatusCode.ALREADY_EXISTS
 
 
-class PermissionDenied(MatservError):
+class PermissionDenied(MatserveError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
-class ResourceExhausted(MatservError):
+class ResourceExhausted(MatserveError):
     """A matrix or message above the server's limits, or device memory exhausted."""
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-class FailedPrecondition(MatservError):
+class FailedPrecondition(MatserveError):
     """The request is well formed but cannot run here (e.g. a variant of another backend)."""
 
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
-class Aborted(MatservError):
+class Aborted(MatserveError):
     code = grpc.StatusCode.ABORTED
 
 
-class OutOfRange(MatservError):
+class OutOfRange(MatserveError):
     code = grpc.StatusCode.OUT_OF_RANGE
 
 
-class Unimplemented(MatservError):
+class Unimplemented(MatserveError):
     """The server does not offer this RPC (e.g. an older server)."""
 
     code = grpc.StatusCode.UNIMPLEMENTED
 
 
-class Internal(MatservError):
+class Internal(MatserveError):
     code = grpc.StatusCode.INTERNAL
 
 
-class Unavailable(MatservError):
+class Unavailable(MatserveError):
     """The server cannot be reached, or is shutting down."""
 
     code = grpc.StatusCode.UNAVAILABLE
 
 
-class DataLoss(MatservError):
+class DataLoss(MatserveError):
     """Raised by the client too when a reply's bytes do not match its declared shape."""
 
     code = grpc.StatusCode.DATA_LOSS
 
 
-class Unauthenticated(MatservError):
+class Unauthenticated(MatserveError):
     code = grpc.StatusCode.UNAUTHENTICATED
 
 
-ERROR_CLASSES: Dict[grpc.StatusCode, Type[MatservError]] = {
+# The base class's former name, kept for one release so that `except MatservError` still catches
+# every failure; new code names MatserveError.
+MatservError = MatserveError
+
+ERROR_CLASSES: Dict[grpc.StatusCode, Type[MatserveError]] = {
     cls.code: cls
     for cls in (Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists,
                 PermissionDenied, ResourceExhausted, FailedPrecondition, Aborted, OutOfRange,
@@ -110,14 +114,14 @@ ERROR_CLASSES: Dict[grpc.StatusCode, Type[MatservError]] = {
 }
 
 
-def error_for(code: grpc.StatusCode, message: str) -> MatservError:
-    """The MatservError subclass instance for a status code."""
-    cls = ERROR_CLASSES.get(code, MatservError)
+def error_for(code: grpc.StatusCode, message: str) -> MatserveError:
+    """The MatserveError subclass instance for a status code."""
+    cls = ERROR_CLASSES.get(code, MatserveError)
     return cls(code, message)
 
 
-def from_rpc_error(error: grpc.RpcError) -> MatservError:
-    """Converts a grpc.RpcError (a failed call) into the matching MatservError."""
+def from_rpc_error(error: grpc.RpcError) -> MatserveError:
+    """Converts a grpc.RpcError (a failed call) into the matching MatserveError."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = error.details() if hasattr(error, "details") else None
     return error_for(code or grpc.StatusCode.UNKNOWN, details or str(error))

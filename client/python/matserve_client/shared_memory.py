@@ -39,7 +39,7 @@ import numpy as np
 from . import dtypes
 from ._stubs import pb
 from .encoding import DTYPE_TO_PROTO, ORDER_TO_LAYOUT, prepare
-from .errors import MatservError
+from .errors import MatserveError
 from .results import SharedMemoryInfo
 
 if TYPE_CHECKING:
@@ -362,7 +362,7 @@ def attach(client: "Client", name: str, key: str, byte_size: int, offset: int,
     except BaseException:
         try:
             client._unregister_name(info.name, timeout)
-        except MatservError:
+        except MatserveError:
             pass  # the mapping's error is the one to report
         raise
     return SharedMemoryRegion(client, info, mapping)

@@ -33,7 +33,7 @@ class BenchRunner : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status();
     if (!client.ok()) return {};
     const RunContext context{options_, client->get(), false, "test", files};
-    return RunOne(context, RunSpec{kShape, mode, "auto", "fp32", kWorkers, batch});
+    return run_one(context, RunSpec{kShape, mode, "auto", "fp32", kWorkers, batch});
   }
 
   testing::FakeServer server_;

@@ -5,7 +5,7 @@ import unittest
 import grpc
 
 import matserve_client
-from matserve_client.errors import ERROR_CLASSES, MatservError, error_for, from_rpc_error
+from matserve_client.errors import ERROR_CLASSES, MatserveError, error_for, from_rpc_error
 from fakes import FakeRpcError
 
 
@@ -15,7 +15,7 @@ class ErrorsTest(unittest.TestCase):
             if code == grpc.StatusCode.OK:
                 continue
             cls = ERROR_CLASSES[code]
-            self.assertTrue(issubclass(cls, MatservError))
+            self.assertTrue(issubclass(cls, MatserveError))
             self.assertIs(getattr(matserve_client, cls.__name__), cls)
 
     def test_conversion_keeps_code_and_message(self):
@@ -27,10 +27,16 @@ class ErrorsTest(unittest.TestCase):
         self.assertEqual(e.args, (grpc.StatusCode.INVALID_ARGUMENT, "a.rows: must be >= 1"))
 
     def test_constructor_takes_code_then_message(self):
-        e = MatservError(grpc.StatusCode.UNAVAILABLE, "down")
+        e = MatserveError(grpc.StatusCode.UNAVAILABLE, "down")
         self.assertEqual((e.code, e.message), (grpc.StatusCode.UNAVAILABLE, "down"))
         self.assertIsInstance(error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "late"),
                               matserve_client.DeadlineExceeded)
+
+    def test_the_former_base_class_name_is_the_same_class(self):
+        # MatservError (deprecated) stays an alias for a release: old `except` clauses still catch.
+        self.assertIs(matserve_client.MatservError, MatserveError)
+        with self.assertRaises(matserve_client.MatservError):
+            raise error_for(grpc.StatusCode.NOT_FOUND, "gone")
 
     def test_missing_details_fall_back_to_the_error_text(self):
         e = from_rpc_error(FakeRpcError(grpc.StatusCode.INTERNAL, None))

@@ -176,28 +176,6 @@ TEST(ValidateMultiply, SizeProductsThatOverflowAreRefused) {
                absl::StatusCode::kResourceExhausted, "c (the result): 2147483648 * 2147483648 * 8");
 }
 
-TEST(CheckLimits, RefusesLimitsTheKernelsCannotHonour) {
-  EXPECT_TRUE(check_limits(ServiceLimits{}).ok());
-  ServiceLimits l;
-  l.max_dimension = std::int64_t{1} << 31;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument,
-               "max_dimension: must be in [1, 2147483647]");
-  l.max_dimension = 0;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_dimension");
-  l = ServiceLimits{};
-  l.max_matrix_bytes = 0;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_matrix_bytes");
-  l = ServiceLimits{};
-  l.max_verify_flops = -1;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_verify_flops");
-  l = ServiceLimits{};
-  l.max_verify_bytes = -1;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_verify_bytes");
-  l = ServiceLimits{};
-  l.max_resident_bytes_per_owner = -1;
-  expect_error(check_limits(l), absl::StatusCode::kInvalidArgument, "max_resident_bytes_per_owner");
-}
-
 TEST(ValidateMultiply, SizeLimitIsResourceExhausted) {
   Resolver r;
   ServiceLimits limits;
