@@ -30,6 +30,7 @@ namespace matserve::client {
 
 namespace v1 = ::matserve::v1;
 class StripedTransfer;
+class ReplicaRouter;
 
 struct ClientOptions {
   // Largest message sent or received. gRPC's 4 MiB default refuses a 1024 x 1024 fp32 matrix;
@@ -76,7 +77,11 @@ std::string status_code_name(absl::StatusCode code);
 // One Client may be shared by threads: every call makes its own context on the shared channel.
 class Client {
  public:
-  // `target` is any gRPC target: "host:port", "dns:///host:port", "unix:/path", ...
+  // `target` is any gRPC target: "host:port", "unix:/path", ... Several replicas: a list
+  // "host:port,host:port" or "dns:///name:port" (every address the name resolves to now) gets a
+  // channel per replica; calls naming a resident handle go to the replica whose id the handle
+  // carries, calls naming a region to the replica it was registered with, others round robin
+  // (replica_router.h; striping needs a single-replica target).
   static absl::StatusOr<std::unique_ptr<Client>> connect(const std::string& target,
                                                          ClientOptions options = {});
 
@@ -131,7 +136,10 @@ class Client {
     friend class Client;
     Key() = default;
   };
-  Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+  // `channels`: one per replica (the first also serves the striped path); `routed`: several
+  // replicas, calls routed by handle (false: one target, every call on channels[0]).
+  Client(Key, std::string target, ClientOptions options,
+         std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels, bool routed,
          std::vector<std::shared_ptr<grpc::Channel>> stripe_channels = {});
   ~Client();
 
@@ -158,7 +166,7 @@ class Client {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::MatrixService::Stub> stub_;
-  std::unique_ptr<::grpc::health::v1::Health::Stub> health_stub_;
+  std::unique_ptr<ReplicaRouter> router_;     // every call's replica (one: channel_'s)
   std::unique_ptr<StripedTransfer> striped_;  // null with 0 stripes
   std::once_flag ranges_fitted_;
 };
