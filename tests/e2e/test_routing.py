@@ -212,6 +212,23 @@ class Chains(unittest.TestCase):
             h.release()
 
 
+    def test_shared_memory_regions_go_to_the_replica_they_were_registered_with(self):
+        with mc.Client(self.target, timeout=30) as client:
+            regions = [client.create_shared_memory(1 << 16) for _ in range(3)]
+            for i, region in enumerate(regions * 2):
+                a, b = operands(i)
+                got = client.multiply(region.put(a, 0), region.put(b, 8192)).c
+                np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+            listed = client.list_shared_memory()  # every replica's, together
+            self.assertEqual(len(listed), 3, listed)
+            per_replica = [len(call(s.stub.ListSharedMemory, pb.ListSharedMemoryRequest()).regions)
+                           for s in self.servers]
+            self.assertEqual(per_replica, [1, 1, 1])  # registered round robin
+            for region in regions:
+                region.close()
+            self.assertEqual(client.list_shared_memory(), [])
+
+
 def forged_matrix(client, like, handle):
     """A ResidentMatrix of `client` named by `handle`, shaped as `like`."""
     return mc.ResidentMatrix(client, dataclasses.replace(like.info, handle=handle))

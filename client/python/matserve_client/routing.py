@@ -343,6 +343,12 @@ class RoutingStub:
         route = route_for(request)
         if method == "UnregisterSharedMemory":
             route = _Route(region=request.name)
+        if method in REGISTER:
+            # Every try of a registration (the second carries the nonce the first was given)
+            # goes to one replica: the region's, else the next in turn.
+            route = _Route(region=request.name)
+            if self._table.region(request.name) is None:
+                self._table.set_region(request.name, self._table.next())
         replica = self._pinned(route)
         if replica is not None:
             try:
@@ -548,6 +554,12 @@ class AsyncRoutingStub:
                 freed += reply.bytes_freed
             return pb.ReleaseReply(bytes_freed=freed)
         route = route_for(request)
+        if method in REGISTER:  # every try of a registration to one replica (its nonce)
+            route = _Route(region=request.name)
+            if self._table.region(request.name) is None:
+                self._table.set_region(request.name, self._table.next())
+        elif method == "UnregisterSharedMemory":
+            route = _Route(region=request.name)
         if route.handle is not None:
             replica = await self._by_handle(route.handle)
         elif route.region is not None:

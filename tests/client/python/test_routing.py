@@ -200,6 +200,11 @@ class RoutingStubTest(unittest.TestCase):
         self.stub.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(name="img"))
         self.assertEqual(self.log[-1], ("addr1", "UnregisterSharedMemory"))
 
+    def test_every_try_of_a_registration_goes_to_one_replica(self):
+        for _ in range(3):  # e.g. a first try answered with a nonce, then the try that proves it
+            self.stub.RegisterSharedMemory(pb.RegisterSharedMemoryRequest(name="r"))
+        self.assertEqual({name for name, _ in self.log}, {"addr0"})
+
     def test_upload_stream_routes_on_its_first_chunk(self):
         h = f"r2/{SECRET}"
         self.stub.Download(pb.DownloadRequest(handle=h))  # learns the ids
