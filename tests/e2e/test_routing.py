@@ -41,18 +41,23 @@ def check(test, got, a, b):
 
 def start_replicas():
     """Three servers, their target list and their replica ids."""
-    servers = [ServerProcess(f"--replica_id=replica-{i}") for i in range(3)]
+    servers = []
+    try:
+        for i in range(3):
+            servers.append(ServerProcess(f"--replica_id=replica-{i}"))
+    except BaseException:
+        stop_replicas(servers)
+        raise
     target = ",".join(s.target for s in servers)
     ids = [call(s.stub.GetServerInfo, pb.GetServerInfoRequest()).replica_id for s in servers]
     return servers, target, ids
 
 
 def stop_replicas(servers):
-    """Stops the servers still running; each must exit 0."""
-    for s in servers:
-        if s.proc.poll() is None:
-            code = s.stop()
-            assert code == 0, f"server exit code {code}\n{s.output()}"
+    """Stops the servers still running (all of them, whatever happens); each must exit 0."""
+    codes = [(s.stop(), s) for s in servers if s.proc.poll() is None]
+    for code, s in codes:
+        assert code == 0, f"server exit code {code}\n{s.output()}"
 
 
 def kill(server):
@@ -193,6 +198,13 @@ class Chains(unittest.TestCase):
         # on one replica: a chance of 3 in 3^12).
         self.assertGreaterEqual(len(on), 2, on)
         self.assertLessEqual(set(on), set(self.ids))
+
+    def test_each_replica_says_its_id(self):
+        for server, rid in zip(self.servers, self.ids):
+            with mc.Client(server.target, timeout=30) as client:
+                self.assertEqual(client.server_info().replica_id, rid)
+            info = CliChains(self, server.target, "").cli("info")
+            self.assertEqual(info["replica_id"], rid)
 
     def test_a_handle_of_no_replica_of_the_target_is_not_found_naming_it(self):
         with mc.Client(self.target, timeout=30) as client:

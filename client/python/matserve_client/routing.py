@@ -365,10 +365,12 @@ class RoutingStub:
     def _any(self, call: Callable[[Replica], Any], after: Callable[[Replica, Any], None]):
         """Round robin; a replica that answers UNAVAILABLE is skipped for the next in turn."""
         tried: List[Replica] = []
+        last: Optional[grpc.RpcError] = None
         while True:
             replica = self._table.next(tried)
             if replica is None:
-                raise last  # noqa: F821 (set on the way: at least one replica exists)
+                assert last is not None  # every replica tried: at least one exists
+                raise last
             try:
                 reply = call(replica)
             except grpc.RpcError as e:
@@ -508,10 +510,12 @@ class AsyncRoutingStub:
 
     async def _any(self, call, after):
         tried: List[Replica] = []
+        last: Optional[grpc.RpcError] = None
         while True:
             replica = self._table.next(tried)
             if replica is None:
-                raise last  # noqa: F821
+                assert last is not None  # every replica tried: at least one exists
+                raise last
             try:
                 reply = await call(replica)
             except grpc.RpcError as e:
