@@ -174,9 +174,9 @@ class Replica:
 
 
 class Table:
-    """The replicas of a target: round robin (from a random one) for calls on no handle, ids learnt from handles the
-    replicas return and from GetServerInfo, and the replica each shared-memory region was
-    registered with. Shared by threads."""
+    """The replicas of a target: round robin (from a random one) for calls on no handle, ids
+    learnt from handles the replicas return and from GetServerInfo, and the replica each
+    shared-memory region was registered with. Shared by threads."""
 
     def __init__(self, target: str, replicas: Sequence[Replica],
                  start: Optional[int] = None) -> None:
@@ -303,7 +303,7 @@ class RoutingStub:
         self._table = table
         self._health_calls = health_calls  # by address
 
-    # --- choosing a replica ------------------------------------------------------------------------
+    # --- choosing a replica ---------------------------------------------------------------------
     def _by_handle(self, handle: str) -> Replica:
         rid = handle_replica(handle)
         if rid is None:
