@@ -22,6 +22,7 @@ from matserve_client.routing import handle_replica
 from server_process import ServerProcess, call, pb
 
 CLI = os.environ.get("MATSERVE_CLI", "matserve-cli")
+BENCH = os.environ.get("MATSERVE_BENCH", "matserve-bench")
 CHAINS = 200
 CLI_CHAINS = 12
 
@@ -198,6 +199,23 @@ class Chains(unittest.TestCase):
         # on one replica: a chance of 3 in 3^12).
         self.assertGreaterEqual(len(on), 2, on)
         self.assertLessEqual(set(on), set(self.ids))
+
+    def test_bench_resident_mode_over_three_replicas(self):
+        """Each bench worker uploads its operands (beside each other) and multiplies them by
+        handle, results kept and released: every call lands on the replica holding them."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            p = subprocess.run([BENCH, "--target", self.target, "--json", path, "--shapes", "16",
+                                "--modes", "resident", "--concurrency", "6", "--requests", "60",
+                                "--warmup", "1", "--release", "inline"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(path) as f:
+                (run,) = json.load(f)["runs"]
+        self.assertEqual((run["ok"], run["errors"], run["release_errors"]), (60, 0, 0), run)
+        for s in self.servers:  # operands and results all released, on every replica
+            self.assertEqual(
+                len(call(s.stub.ListResident, pb.ListResidentRequest()).matrices), 0)
 
     def test_each_replica_says_its_id(self):
         for server, rid in zip(self.servers, self.ids):
