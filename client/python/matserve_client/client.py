@@ -199,7 +199,8 @@ class Client:
         self.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Blocks until the channel is connected; raises Unavailable after `timeout` seconds."""
+        """Blocks until the channel (every replica's, for a target naming several) is connected;
+        raises Unavailable after `timeout` seconds."""
         try:
             for channel in self._channels:  # every replica of the target
                 grpc.channel_ready_future(channel).result(timeout=timeout)
