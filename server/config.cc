@@ -10,11 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/runtime/host_limits.h"
+#include "server/runtime/replica_handle.h"
 #include "server/service/limits.h"
 #include "server/service/tls_files.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address (host:port; port 0 picks a free one)");
+ABSL_FLAG(std::string, replica_id, "",
+          "this replica's name, put in every resident handle it makes so that clients naming "
+          "several replicas send calls on a handle to the replica holding it (1 to 48 of "
+          "[A-Za-z0-9._:-]; empty: <hostname>:<gRPC port>, e.g. the pod's name in Kubernetes)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "HTTP address of /metrics (host:port; port 0 picks a free one; empty disables)");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{1} << 30,
@@ -205,6 +210,10 @@ absl::StatusOr<ServerConfig> config_from_flags() {
   ServerConfig c;
   c.listen = absl::GetFlag(FLAGS_listen);
   c.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  c.replica_id = absl::GetFlag(FLAGS_replica_id);
+  if (!c.replica_id.empty()) {
+    if (absl::Status s = check_replica_id(c.replica_id); !s.ok()) return s;
+  }
   ServiceLimits& limits = c.limits;
   limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   limits.max_dimension = absl::GetFlag(FLAGS_max_dimension);

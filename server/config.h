@@ -22,6 +22,7 @@ namespace matserve::server {
 struct ServerConfig {
   std::string listen;          // gRPC address
   std::string metrics_listen;  // /metrics address; empty: none
+  std::string replica_id;      // --replica_id; empty: <hostname>:<port>, known once bound
   ServiceLimits limits;
   BackendOptions backend;      // host limits read and copy threads resolved
   std::string autotune_table;  // "" built in, "none", or a file

@@ -84,6 +84,8 @@ void print_banner(const ServerConfig& c, const Runtime& runtime, int port, int m
               tls ? (c.mutual_tls ? "mutual TLS" : "TLS") : "plaintext",
               c.auth.enabled() ? absl::StrCat(c.auth.size(), " bearer tokens").c_str()
                                : "no authentication");
+  std::printf("matserve: replica id %s (in every resident handle)\n",
+              runtime.residents().replica_id().c_str());
   const BackendOptions& options = c.backend;
   const HostLimits& host_limits = *options.host;
   std::printf("matserve: %d CPUs usable%s, %d copy threads\n", host_limits.cpus,

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "server/metrics/metrics_http.h"
 #include "server/runtime/cpu_keep_awake.h"
 #include "server/runtime/message_memory.h"
+#include "server/runtime/replica_handle.h"
 #include "server/runtime/runtime.h"
 #include "server/service/matrix_service.h"
 
@@ -33,6 +35,12 @@ namespace matserve::server {
 namespace {
 
 constexpr char kServiceName[] = "matserve.v1.MatrixService";
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return {};
+  return name;
+}
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "matserve: %s\n", s.ToString().c_str());
@@ -61,8 +69,14 @@ int run() {
 
   MatrixServiceImpl service(**runtime, metrics, c.limits, c.auth, keep_awake->get());
   int port = 0;
+  // The replica id goes into handles from the first call on: set before the port is announced
+  // (a client learns an ephemeral port only from the banner).
+  if (!c.replica_id.empty()) (*runtime)->residents().set_replica_id(c.replica_id);
   absl::StatusOr<std::unique_ptr<grpc::Server>> server = start_grpc(c, service, port);
   if (!server.ok()) return fail(server.status());
+  if (c.replica_id.empty()) {
+    (*runtime)->residents().set_replica_id(default_replica_id(host_name(), port));
+  }
   grpc::HealthCheckServiceInterface& health = *(*server)->GetHealthCheckService();
   set_serving(health, kServiceName, true);
   print_banner(c, **runtime, port, *metrics_http ? (*metrics_http)->port() : 0, keep_awake->get());

@@ -291,7 +291,9 @@ std::string usage() {
 Transpose, or a mix of them).
 
 usage: matserve-bench [options]
-  --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target)
+  --target HOST:PORT       server address (default 127.0.0.1:50051; any gRPC target; several
+                           replicas: host:port,host:port or dns:///name:port, calls on a
+                           handle routed to its replica: docs/client.md)
   --shapes LIST            MxNxK (C m x n = A m x k * B k x n) or N for NxNxN; default 256
   --modes LIST             inline (operands sent as bytes each call) and/or resident (uploaded
                            once per worker, multiplied by handle, result kept and released

@@ -27,8 +27,9 @@ commands:
   help CMD    the options of CMD (same as: matserve-cli CMD --help)
 
 global options (before or after the command):
-  --target HOST:PORT     server address, any gRPC target (default localhost:50051;
-                         dns:///name:port balances round-robin over every address)
+  --target HOST:PORT     server address, any gRPC target (default localhost:50051);
+                         several replicas: host:port,host:port or dns:///name:port (every
+                         address): calls on a handle go to its replica, others round-robin
   --json                 print one JSON object instead of the aligned text block
   --deadline-ms N        deadline of each call (default 120000)
   --max-message-mb N     largest message sent or received (default 1024)

@@ -283,6 +283,7 @@ void print_info(const v1::GetServerInfoReply& reply, const std::string& target, 
                .add("version", reply.version())
                .add("git_sha", reply.git_sha())
                .add("backend", reply.backend())
+               .add("replica_id", reply.replica_id())
                .raw("devices", devices.str())
                .raw("limits", JsonObject()
                                   .add("max_message_bytes", l.max_message_bytes())
@@ -299,6 +300,7 @@ void print_info(const v1::GetServerInfoReply& reply, const std::string& target, 
   line(out, "version", reply.version());
   line(out, "git_sha", reply.git_sha());
   line(out, "backend", reply.backend());
+  line(out, "replica_id", reply.replica_id());
   line(out, "devices", absl::StrCat(reply.devices_size()));
   for (const v1::DeviceInfo& d : reply.devices()) {
     std::string desc = d.name();

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cpp/replica_router.h"
 #include "client/cpp/shm_nonce.h"
 #include "client/cpp/striped_transfer.h"
 #include "grpcpp/create_channel.h"
@@ -36,52 +37,79 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(const std::string& targe
     return absl::InvalidArgumentError(
         absl::StrCat("max_message_bytes ", options.max_message_bytes, " is outside 1 .. 2^31-1"));
   }
+  absl::StatusOr<std::optional<std::vector<std::string>>> addresses = replica_addresses(target);
+  if (!addresses.ok()) return addresses.status();
+  const bool routed = addresses->has_value();
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(options.max_message_bytes);
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  if (absl::StartsWith(target, "dns:") && !options.dns_load_balancing_policy.empty()) {
+  if (!routed && absl::StartsWith(target, "dns:") && !options.dns_load_balancing_policy.empty()) {
     args.SetLoadBalancingPolicyName(options.dns_load_balancing_policy);
+  }
+  if (routed && absl::StartsWith(target, "dns:///")) {
+    // Each channel goes to one resolved address; the name stays the authority and TLS name.
+    const std::string name = target.substr(7);
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, name);
+    if (options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(name.substr(0, name.rfind(':')));
+    }
   }
   if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
   for (const auto& [name, value] : options.channel_args) args.SetInt(name, value);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
-  if (channel == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
-  }
-  if (options.connect_timeout.count() > 0 &&
-      !channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to '", target, "' within ",
-                                               options.connect_timeout.count(), " ms"));
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels;
+  for (const std::string& address : routed ? **addresses : std::vector<std::string>{target}) {
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, credentials, args);
+    if (channel == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", address, "'"));
+    }
+    if (options.connect_timeout.count() > 0 &&
+        !channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to '", address, "' within ",
+                                                 options.connect_timeout.count(), " ms"));
+    }
+    channels.emplace_back(address, std::move(channel));
   }
   // The stripes: channels like the main one (credentials, token, limits), each with a channel id
   // of its own and its own subchannel pool, so that each opens a TCP connection of its own.
+  // Striping needs one replica: its temporaries must all land on the replica that computes.
   std::vector<std::shared_ptr<grpc::Channel>> stripe_channels;
   if (options.stripes < 0 || options.stripe_chunk_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("stripes ", options.stripes,
                                                    " must be 0 or more and stripe_chunk_bytes ",
                                                    options.stripe_chunk_bytes, " positive"));
   }
+  if (routed) options.stripes = 0;
   for (int i = 0; i < options.stripes; ++i) {
     grpc::ChannelArguments stripe_args = args;
     stripe_args.SetInt("grpc.channel_id", i + 1);
     stripe_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     stripe_channels.push_back(grpc::CreateCustomChannel(target, credentials, stripe_args));
   }
-  return std::make_unique<Client>(Key(), target, std::move(options), std::move(channel),
+  return std::make_unique<Client>(Key(), target, std::move(options), std::move(channels), routed,
                                   std::move(stripe_channels));
 }
 
 Client::Client(Key, std::string target, ClientOptions options,
-               std::shared_ptr<grpc::Channel> channel,
-               std::vector<std::shared_ptr<grpc::Channel>> stripe_channels)
+               std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels,
+               bool routed, std::vector<std::shared_ptr<grpc::Channel>> stripe_channels)
     : target_(std::move(target)),
       options_(std::move(options)),
-      channel_(std::move(channel)),
-      stub_(v1::MatrixService::NewStub(channel_)),
-      health_stub_(::grpc::health::v1::Health::NewStub(channel_)) {
+      channel_(channels.at(0).second),
+      stub_(v1::MatrixService::NewStub(channel_)) {
+  std::vector<ReplicaRouter::Replica> replicas;
+  for (auto& [address, channel] : channels) {
+    ReplicaRouter::Replica r;
+    r.address = address;
+    r.stub = v1::MatrixService::NewStub(channel);
+    r.health = ::grpc::health::v1::Health::NewStub(channel);
+    r.channel = std::move(channel);
+    replicas.push_back(std::move(r));
+  }
+  router_ = std::make_unique<ReplicaRouter>(
+      target_, std::move(replicas), [this](grpc::ClientContext& c) { prepare_context(c); }, routed);
   if (stripe_channels.empty()) return;
   std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs;
   for (const auto& c : stripe_channels) stubs.push_back(v1::MatrixService::NewStub(c));
@@ -104,6 +132,12 @@ void Client::prepare_context(grpc::ClientContext& context) const {
   }
 }
 
+absl::Status Client::run_routed(const Route& route, const RoutedCall& call) {
+  return router_->run(route, [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+    return call(*r.stub, context);
+  });
+}
+
 absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& request) {
   if (request.output_shm().region().empty() &&
       stripes_call({inline_bytes(request.has_a(), request.a()),
@@ -113,7 +147,7 @@ absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& re
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::Stub::Multiply, *stub_, request);
+  return unary(&v1::MatrixService::StubInterface::Multiply, request, route_of(request));
 }
 
 absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
@@ -135,7 +169,7 @@ absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::Stub::MultiplyBatched, *stub_, request);
+  return unary(&v1::MatrixService::StubInterface::MultiplyBatched, request, route_of(request));
 }
 
 absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest& request) {
@@ -145,25 +179,32 @@ absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest&
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::Stub::Transpose, *stub_, request);
+  return unary(&v1::MatrixService::StubInterface::Transpose, request, route_of(request));
 }
 
 absl::StatusOr<v1::ListKernelsReply> Client::list_kernels() {
-  return unary(&v1::MatrixService::Stub::ListKernels, *stub_, v1::ListKernelsRequest());
+  const v1::ListKernelsRequest request;
+  return unary(&v1::MatrixService::StubInterface::ListKernels, request, {});
 }
 
 absl::StatusOr<std::string> Client::health(const std::string& service) {
   namespace health = ::grpc::health::v1;
   health::HealthCheckRequest request;
   request.set_service(service);
-  absl::StatusOr<health::HealthCheckResponse> reply =
-      unary(&health::Health::Stub::Check, *health_stub_, request);
-  if (!reply.ok()) return reply.status();
-  return health::HealthCheckResponse::ServingStatus_Name(reply->status());
+  health::HealthCheckResponse reply;
+  if (absl::Status s = router_->run({},
+                                    [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+                                      return r.health->Check(&context, request, &reply);
+                                    });
+      !s.ok()) {
+    return s;
+  }
+  return health::HealthCheckResponse::ServingStatus_Name(reply.status());
 }
 
 absl::StatusOr<v1::GetServerInfoReply> Client::get_server_info() {
-  return unary(&v1::MatrixService::Stub::GetServerInfo, *stub_, v1::GetServerInfoRequest());
+  const v1::GetServerInfoRequest request;
+  return unary(&v1::MatrixService::StubInterface::GetServerInfo, request, {});
 }
 
 absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
@@ -175,7 +216,7 @@ absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::i
     *request.mutable_matrix() = matrix;
     request.set_colocate_with(colocate_with);
     absl::StatusOr<v1::UploadReply> reply =
-        unary(&v1::MatrixService::Stub::Upload, *stub_, request);
+        unary(&v1::MatrixService::StubInterface::Upload, request, {.handle = colocate_with});
     if (!reply.ok()) return reply.status();
     return std::move(*reply->mutable_resident());
   }
@@ -192,35 +233,36 @@ absl::StatusOr<v1::ResidentInfo> Client::upload_stream(const v1::Matrix& matrix,
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_bytes ", chunk_bytes, " is outside 1 .. max_message_bytes"));
   }
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::UploadReply reply;
-  std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
-      stub_->UploadStream(&context, &reply);
-  const std::string& data = matrix.data();
-  // First chunk: the header (no data) plus the first bytes; then the rest in order.
-  std::size_t offset = 0;
-  bool first = true;
-  bool open = true;
-  while (open && (first || offset < data.size())) {
-    v1::UploadChunk chunk;
-    if (first) {
-      v1::Matrix* header = chunk.mutable_header();
-      header->set_rows(matrix.rows());
-      header->set_cols(matrix.cols());
-      header->set_dtype(matrix.dtype());
-      header->set_layout(matrix.layout());
-      chunk.set_colocate_with(colocate_with);
-      first = false;
+  const auto call = [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+    std::unique_ptr<grpc::ClientWriterInterface<v1::UploadChunk>> writer =
+        r.stub->UploadStream(&context, &reply);
+    const std::string& data = matrix.data();
+    // First chunk: the header (no data) plus the first bytes; then the rest in order.
+    std::size_t offset = 0;
+    bool first = true;
+    bool open = true;
+    while (open && (first || offset < data.size())) {
+      v1::UploadChunk chunk;
+      if (first) {
+        v1::Matrix* header = chunk.mutable_header();
+        header->set_rows(matrix.rows());
+        header->set_cols(matrix.cols());
+        header->set_dtype(matrix.dtype());
+        header->set_layout(matrix.layout());
+        chunk.set_colocate_with(colocate_with);
+        first = false;
+      }
+      const std::size_t n =
+          std::min<std::size_t>(static_cast<std::size_t>(chunk_bytes), data.size() - offset);
+      chunk.set_data(data.substr(offset, n));
+      offset += n;
+      open = writer->Write(chunk);  // false: the server ended the call; Finish says why
     }
-    const std::size_t n =
-        std::min<std::size_t>(static_cast<std::size_t>(chunk_bytes), data.size() - offset);
-    chunk.set_data(data.substr(offset, n));
-    offset += n;
-    open = writer->Write(chunk);  // false: the server ended the call; Finish says why
-  }
-  writer->WritesDone();
-  if (absl::Status s = from_grpc_status(writer->Finish()); !s.ok()) return s;
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  if (absl::Status s = router_->run({.handle = colocate_with}, call); !s.ok()) return s;
   return reply.resident();
 }
 
@@ -228,34 +270,35 @@ absl::StatusOr<v1::Matrix> Client::download(const std::string& handle) {
   v1::DownloadRequest request;
   request.set_handle(handle);
   absl::StatusOr<v1::DownloadReply> reply =
-      unary(&v1::MatrixService::Stub::Download, *stub_, request);
+      unary(&v1::MatrixService::StubInterface::Download, request, {.handle = handle});
   if (!reply.ok()) return reply.status();
   return std::move(*reply->mutable_matrix());
 }
 
 absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
                                                    std::int64_t chunk_bytes) {
-  grpc::ClientContext context;
-  prepare_context(context);
   v1::DownloadRequest request;
   request.set_handle(handle);
   request.set_chunk_bytes(chunk_bytes);
-  std::unique_ptr<grpc::ClientReader<v1::DownloadChunk>> reader =
-      stub_->DownloadStream(&context, request);
   v1::Matrix out;
   bool have_header = false;
-  v1::DownloadChunk chunk;
-  while (reader->Read(&chunk)) {
-    if (chunk.has_header()) {
-      const std::string first = std::move(*out.mutable_data());
-      out = chunk.header();
-      out.clear_data();
-      out.mutable_data()->append(first);
-      have_header = true;
+  const auto call = [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+    std::unique_ptr<grpc::ClientReaderInterface<v1::DownloadChunk>> reader =
+        r.stub->DownloadStream(&context, request);
+    v1::DownloadChunk chunk;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_header()) {
+        const std::string first = std::move(*out.mutable_data());
+        out = chunk.header();
+        out.clear_data();
+        out.mutable_data()->append(first);
+        have_header = true;
+      }
+      out.mutable_data()->append(chunk.data());
     }
-    out.mutable_data()->append(chunk.data());
-  }
-  if (absl::Status s = from_grpc_status(reader->Finish()); !s.ok()) return s;
+    return reader->Finish();
+  };
+  if (absl::Status s = router_->run({.handle = handle}, call); !s.ok()) return s;
   if (!have_header) return absl::DataLossError("DownloadStream sent no header");
   return out;
 }
@@ -263,17 +306,48 @@ absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::string& handle) {
   v1::ReleaseRequest request;
   request.set_handle(handle);
-  return unary(&v1::MatrixService::Stub::Release, *stub_, request);
+  return unary(&v1::MatrixService::StubInterface::Release, request, {.handle = handle});
 }
 
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::vector<std::string>& handles) {
-  v1::ReleaseRequest request;
-  for (const std::string& h : handles) request.add_handles(h);
-  return unary(&v1::MatrixService::Stub::Release, *stub_, request);
+  // One call per replica holding some of them, in the order of their first handle.
+  std::vector<std::pair<std::string, v1::ReleaseRequest>> groups;  // (first handle, request)
+  for (const std::string& h : handles) {
+    std::string key;
+    if (router_->routed()) {
+      absl::StatusOr<ReplicaRouter::Replica*> r = router_->for_handle(h);
+      if (!r.ok()) return r.status();
+      key = (*r)->address;
+    }
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {key, v1::ReleaseRequest()});
+    it->second.add_handles(h);
+  }
+  v1::ReleaseReply total;
+  for (const auto& [key, request] : groups) {
+    absl::StatusOr<v1::ReleaseReply> reply =
+        unary(&v1::MatrixService::StubInterface::Release, request,
+              {.handle = router_->routed() ? request.handles(0) : std::string()});
+    if (!reply.ok()) return reply.status();
+    total.set_bytes_freed(total.bytes_freed() + reply->bytes_freed());
+  }
+  return total;
 }
 
 absl::StatusOr<v1::ListResidentReply> Client::list_resident() {
-  return unary(&v1::MatrixService::Stub::ListResident, *stub_, v1::ListResidentRequest());
+  v1::ListResidentReply all;  // every replica's, one after another
+  const v1::ListResidentRequest request;
+  if (absl::Status s = router_->each([&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+        v1::ListResidentReply reply;
+        grpc::Status status = r.stub->ListResident(&context, request, &reply);
+        all.MergeFrom(reply);
+        return status;
+      });
+      !s.ok()) {
+    return s;
+  }
+  return all;
 }
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std::string& name,
@@ -289,12 +363,19 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std:
   // (restored when `written` goes). A few tries: a concurrent registration of the same object by
   // this caller may use up the nonce first.
   std::optional<WrittenNonce> written;
+  ReplicaRouter::Replica* const target_replica = router_->pick();
   for (int attempt = 1;; ++attempt) {
+    // A try of each registration goes to one replica, the same for every try (its nonce), and
+    // calls naming the region go there afterwards.
     grpc::ClientContext context;
     prepare_context(context);
     v1::RegisterSharedMemoryReply reply;
-    const grpc::Status status = stub_->RegisterSharedMemory(&context, request, &reply);
-    if (status.ok()) return reply.region();
+    const grpc::Status status =
+        target_replica->stub->RegisterSharedMemory(&context, request, &reply);
+    if (status.ok()) {
+      router_->set_region(name, target_replica);
+      return reply.region();
+    }
     std::string nonce;
     for (const auto& [k, v] : context.GetServerTrailingMetadata()) {
       if (k == kShmNonceMetadataKey) nonce.assign(v.data(), v.size());
@@ -312,23 +393,52 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std:
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::register_cuda_memory(
     const v1::RegisterCudaMemoryRequest& request) {
-  absl::StatusOr<v1::RegisterSharedMemoryReply> reply =
-      unary(&v1::MatrixService::Stub::RegisterCudaMemory, *stub_, request);
-  if (!reply.ok()) return reply.status();
-  return std::move(*reply->mutable_region());
+  v1::RegisterSharedMemoryReply reply;
+  ReplicaRouter::Replica* used = nullptr;
+  if (absl::Status s = router_->run(
+          {},
+          [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+            return r.stub->RegisterCudaMemory(&context, request, &reply);
+          },
+          &used);
+      !s.ok()) {
+    return s;
+  }
+  router_->set_region(request.name(), used);
+  return reply.region();
 }
 
 absl::StatusOr<int> Client::unregister_shared_memory(const std::string& name) {
   v1::UnregisterSharedMemoryRequest request;
   request.set_name(name);
-  absl::StatusOr<v1::UnregisterSharedMemoryReply> reply =
-      unary(&v1::MatrixService::Stub::UnregisterSharedMemory, *stub_, request);
-  if (!reply.ok()) return reply.status();
-  return reply->unregistered();
+  int unregistered = 0;
+  const auto call = [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+    v1::UnregisterSharedMemoryReply reply;
+    grpc::Status status = r.stub->UnregisterSharedMemory(&context, request, &reply);
+    unregistered += reply.unregistered();
+    return status;
+  };
+  // "" drops every region of the caller: on every replica.
+  absl::Status s = name.empty() && router_->routed() ? router_->each(call)
+                                                     : router_->run({.region = name}, call);
+  if (!s.ok()) return s;
+  router_->set_region(name, nullptr);
+  return unregistered;
 }
 
 absl::StatusOr<v1::ListSharedMemoryReply> Client::list_shared_memory() {
-  return unary(&v1::MatrixService::Stub::ListSharedMemory, *stub_, v1::ListSharedMemoryRequest());
+  v1::ListSharedMemoryReply all;  // every replica's, one after another
+  if (absl::Status s = router_->each([&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+        v1::ListSharedMemoryReply reply;
+        grpc::Status status =
+            r.stub->ListSharedMemory(&context, v1::ListSharedMemoryRequest(), &reply);
+        all.MergeFrom(reply);
+        return status;
+      });
+      !s.ok()) {
+    return s;
+  }
+  return all;
 }
 
 }  // namespace matserve::client

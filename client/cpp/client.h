@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,8 @@ namespace matserve::client {
 
 namespace v1 = ::matserve::v1;
 class StripedTransfer;
+class ReplicaRouter;
+struct Route;
 
 struct ClientOptions {
   // Largest message sent or received. gRPC's 4 MiB default refuses a 1024 x 1024 fp32 matrix;
@@ -77,7 +80,11 @@ std::string status_code_name(absl::StatusCode code);
 // One Client may be shared by threads: every call makes its own context on the shared channel.
 class Client {
  public:
-  // `target` is any gRPC target: "host:port", "dns:///host:port", "unix:/path", ...
+  // `target` is any gRPC target: "host:port", "unix:/path", ... Several replicas: a list
+  // "host:port,host:port" or "dns:///name:port" (every address the name resolves to now) gets a
+  // channel per replica; calls naming a resident handle go to the replica whose id the handle
+  // carries, calls naming a region to the replica it was registered with, others round robin
+  // (replica_router.h; striping needs a single-replica target).
   static absl::StatusOr<std::unique_ptr<Client>> connect(const std::string& target,
                                                          ClientOptions options = {});
 
@@ -132,26 +139,33 @@ class Client {
     friend class Client;
     Key() = default;
   };
-  Client(Key, std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+  // `channels`: one per replica (the first also serves the striped path); `routed`: several
+  // replicas, calls routed by handle (false: one target, every call on channels[0]).
+  Client(Key, std::string target, ClientOptions options,
+         std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels, bool routed,
          std::vector<std::shared_ptr<grpc::Channel>> stripe_channels = {});
   ~Client();
 
  private:
   void prepare_context(grpc::ClientContext& context) const;
-  // One unary call, `stub.*rpc`, with prepare_context's deadline and token: the reply, or the
-  // call's status.
-  template <typename Stub, typename Request, typename Reply>
-  absl::StatusOr<Reply> unary(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                        Reply*),
-                              Stub& stub, const Request& request) const {
-    grpc::ClientContext context;
-    prepare_context(context);
+  // One unary call of `rpc` on the replica `route` names (its handle's or region's; none: the
+  // next in turn), with prepare_context's deadline and token: the reply, or the call's status.
+  template <typename Request, typename Reply>
+  absl::StatusOr<Reply> unary(grpc::Status (v1::MatrixService::StubInterface::*rpc)(
+                                  grpc::ClientContext*, const Request&, Reply*),
+                              const Request& request, const Route& route) {
     Reply reply;
-    if (absl::Status s = from_grpc_status((stub.*rpc)(&context, request, &reply)); !s.ok()) {
+    if (absl::Status s = run_routed(
+            route, [&](v1::MatrixService::StubInterface& stub,
+                       grpc::ClientContext& c) { return (stub.*rpc)(&c, request, &reply); });
+        !s.ok()) {
       return s;
     }
     return reply;
   }
+  using RoutedCall =
+      std::function<grpc::Status(v1::MatrixService::StubInterface&, grpc::ClientContext&)>;
+  absl::Status run_routed(const Route& route, const RoutedCall& call);
   absl::StatusOr<v1::ResidentInfo> upload_stream(const v1::Matrix& matrix, std::int64_t chunk_bytes,
                                                  const std::string& colocate_with);
   // The striped path (striped_calls.cc). stripes_call: whether operands of these inline sizes
@@ -173,7 +187,7 @@ class Client {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::MatrixService::Stub> stub_;
-  std::unique_ptr<::grpc::health::v1::Health::Stub> health_stub_;
+  std::unique_ptr<ReplicaRouter> router_;     // every call's replica (one: channel_'s)
   std::unique_ptr<StripedTransfer> striped_;  // null with 0 stripes
   std::once_flag ranges_fitted_;
 };

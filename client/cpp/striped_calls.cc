@@ -10,6 +10,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
+#include "client/cpp/replica_router.h"
 #include "client/cpp/striped_transfer.h"
 #include "grpcpp/client_context.h"
 
@@ -90,7 +91,8 @@ absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
     return s;
   }
   for (std::size_t i = 0; i < targets.size(); ++i) *targets[i] = made[i];
-  absl::StatusOr<v1::MultiplyReply> called = unary(&v1::MatrixService::Stub::Multiply, *stub_, r);
+  absl::StatusOr<v1::MultiplyReply> called =
+      unary(&v1::MatrixService::StubInterface::Multiply, r, {});
   if (!called.ok()) return called.status();
   v1::MultiplyReply& reply = *called;
   if (request.keep_result()) return std::move(reply);  // the caller keeps it; the operands go
@@ -119,7 +121,8 @@ absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
     return s;
   }
   r.set_a_handle(made.front());
-  absl::StatusOr<v1::TransposeReply> called = unary(&v1::MatrixService::Stub::Transpose, *stub_, r);
+  absl::StatusOr<v1::TransposeReply> called =
+      unary(&v1::MatrixService::StubInterface::Transpose, r, {});
   if (!called.ok()) return called.status();
   v1::TransposeReply& reply = *called;
   if (request.keep_result()) return std::move(reply);

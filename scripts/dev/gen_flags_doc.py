@@ -22,7 +22,7 @@ REGENERATE = "scripts/dev/gen_flags_doc.py --server <build>/server/matserve"
 
 TOPICS = [
     ("Network and transport", "where the server listens and how gRPC is tuned",
-     ["listen", "metrics_listen", "max_message_bytes", "max_concurrent_streams",
+     ["listen", "metrics_listen", "replica_id", "max_message_bytes", "max_concurrent_streams",
       "grpc_channel_args", "grpc_min_pollers", "grpc_max_pollers"]),
     ("Security", "TLS and bearer tokens (docs/security.md)",
      ["tls_cert", "tls_key", "tls_client_ca", "auth_tokens_file"]),

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/runtime/quote.h"
+#include "server/runtime/replica_handle.h"
 
 namespace matserve::server {
 namespace {
@@ -40,12 +41,18 @@ std::string new_handle() {
   return hex;
 }
 
-absl::Status not_found(const std::string& field, const std::string& handle) {
+}  // namespace
+
+absl::Status ResidentStore::not_found(const std::string& field, const std::string& handle) const {
+  if (const std::optional<std::string_view> replica = handle_replica(handle);
+      replica && *replica != replica_id_) {
+    return absl::NotFoundError(absl::StrCat(
+        field, ": no resident matrix ", quote(handle), " on this replica (", quote(replica_id_),
+        "): the handle names replica ", quote(*replica), "; send calls naming it there"));
+  }
   return absl::NotFoundError(absl::StrCat(field, ": no resident matrix ", quote(handle),
                                           " (never created, released, or expired)"));
 }
-
-}  // namespace
 
 std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
                                               std::int64_t cols, kernels::DType dtype,
@@ -74,11 +81,22 @@ std::int64_t monotonic_ms() {
 
 ResidentStore::ResidentStore(absl::Duration idle_ttl) : ttl_(idle_ttl) {}
 
-std::string ResidentStore::add(std::shared_ptr<ResidentMatrix> m) {
-  m->handle = new_handle();
-  m->last_used_ms.store(monotonic_ms());
-  std::string handle = m->handle;
+void ResidentStore::set_replica_id(std::string id) {
   absl::MutexLock lock(&mu_);
+  replica_id_ = std::move(id);
+}
+
+std::string ResidentStore::replica_id() const {
+  absl::MutexLock lock(&mu_);
+  return replica_id_;
+}
+
+std::string ResidentStore::add(std::shared_ptr<ResidentMatrix> m) {
+  const std::string secret = new_handle();
+  m->last_used_ms.store(monotonic_ms());
+  absl::MutexLock lock(&mu_);
+  m->handle = make_handle(replica_id_, secret);
+  std::string handle = m->handle;
   by_handle_.emplace(handle, std::move(m));
   return handle;
 }

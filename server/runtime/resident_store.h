@@ -1,7 +1,8 @@
 // Resident matrices: device memory that outlives a request, named by an unguessable handle
-// (128 random bits), visible only to the owner that created it, released on request or after an
-// idle TTL. Operations hold a shared lock on a matrix while they read it; in-place transposes hold
-// it exclusively. The memory is a long-lived pool block, so it counts against the device budget.
+// (128 random bits after this replica's id: replica_handle.h), visible only to the owner that
+// created it, released on request or after an idle TTL. Operations hold a shared lock on a matrix
+// while they read it; in-place transposes hold it exclusively. The memory is a long-lived pool
+// block, so it counts against the device budget.
 #pragma once
 
 #include <atomic>
@@ -85,9 +86,14 @@ class ResidentStore {
  public:
   explicit ResidentStore(absl::Duration idle_ttl);
 
+  // The replica id put in every handle made from now on (check_replica_id'd by the caller; set
+  // before the server takes calls); empty: bare handles.
+  void set_replica_id(std::string id);
+  std::string replica_id() const;
   // Gives `m` a fresh handle and keeps it; returns the handle.
   std::string add(std::shared_ptr<ResidentMatrix> m);
-  // NOT_FOUND (naming `field`) when the handle is unknown, released, expired or another owner's;
+  // NOT_FOUND (naming `field`) when the handle is unknown, released, expired or another owner's
+  // (naming the replica too when the handle is another replica's);
   // FAILED_PRECONDITION (naming the bytes still missing) while the matrix is being filled.
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> get(const std::string& field,
                                                       const std::string& handle,
@@ -130,12 +136,15 @@ class ResidentStore {
   const absl::Duration ttl_;
   std::atomic<std::int64_t> fill_timeout_ms_{0};
   mutable absl::Mutex mu_;
+  std::string replica_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<ResidentMatrix>> by_handle_ ABSL_GUARDED_BY(mu_);
   std::int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::int64_t> reserved_ ABSL_GUARDED_BY(mu_);  // by owner
 
   friend class QuotaReservation;
   void unreserve(const std::string& owner, std::int64_t bytes);
+  absl::Status not_found(const std::string& field, const std::string& handle) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::int64_t bytes_of_locked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The idle time after which `m` is released: the TTL, or the fill timeout while it fills.
   std::int64_t idle_limit_ms(const ResidentMatrix& m) const;

@@ -66,6 +66,7 @@ class Runtime {
                     const Waiter& waiter);
 
   ResidentStore& residents() { return residents_; }
+  const ResidentStore& residents() const { return residents_; }
   const BatchingOptions& batching() const { return batcher_.options(); }
   // Shared-memory regions registered by clients on this node (pinned by the backend).
   SharedMemoryRegistry& shared_memory() { return shared_memory_; }

@@ -247,6 +247,7 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
   }
   reply->set_version(kVersion);
   reply->set_git_sha(kGitSha);
+  reply->set_replica_id(runtime_.residents().replica_id());
   reply->set_backend(std::string(kernels::backend_name(runtime_.backend().kind())));
   for (const DeviceDescription& d : runtime_.backend().devices()) {
     fill_device(d, reply->add_devices());

@@ -80,7 +80,9 @@ grpc::Status product_operand(const std::string& field, bool has_inline, const v1
 
 v1::ResidentInfo FakeMatrixService::keep(v1::Matrix m, std::string handle) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (handle.empty()) handle = absl::StrCat("h", next_handle_++);
+  if (handle.empty()) {
+    handle = absl::StrCat(replica_id_.empty() ? "" : replica_id_ + "/", "h", next_handle_++);
+  }
   v1::ResidentInfo info;
   info.set_handle(handle);
   info.set_rows(m.rows());
@@ -292,6 +294,10 @@ grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::Transp
 
 grpc::Status FakeMatrixService::Upload(grpc::ServerContext*, const v1::UploadRequest* request,
                                        v1::UploadReply* reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++upload_calls_;
+  }
   *reply->mutable_resident() = keep(request->matrix());
   return grpc::Status::OK;
 }
@@ -458,6 +464,10 @@ grpc::Status FakeMatrixService::ListKernels(grpc::ServerContext*, const v1::List
 grpc::Status FakeMatrixService::GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
                                               v1::GetServerInfoReply* reply) {
   reply->set_version("0.0.0-fake");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reply->set_replica_id(replica_id_);
+  }
   reply->set_backend("cpu");
   reply->set_git_sha("abcdef");
   v1::DeviceInfo* d = reply->add_devices();

@@ -51,6 +51,16 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
   grpc::Status ReadRange(grpc::ServerContext*, const matserve::v1::ReadRangeRequest* request,
                          matserve::v1::ReadRangeReply* reply) override;
 
+  // Handles made from now on are "<id>/h<n>", and GetServerInfo names the id (as a replica).
+  void set_replica_id(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    replica_id_ = id;
+  }
+  int upload_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return upload_calls_;
+  }
+
   void set_ranged(bool on) {
     std::lock_guard<std::mutex> lock(mu_);
     ranged_ = on;
@@ -115,6 +125,8 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
   int upload_stream_chunks_ = 0;
   int download_stream_chunks_ = 0;
   bool ranged_ = false;
+  std::string replica_id_;
+  int upload_calls_ = 0;
   int write_range_calls_ = 0;
 };
 

@@ -61,7 +61,9 @@ class ResidentTest(unittest.TestCase):
         ha = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident
         hb = self.stub.Upload(pb.UploadRequest(matrix=matrix(b))).resident
         self.assertEqual((ha.rows, ha.cols, ha.dtype, ha.bytes), (40, 30, pb.FP32, 40 * 30 * 4))
-        self.assertEqual(len(ha.handle), 32)
+        replica, _, secret = ha.handle.rpartition("/")  # "<replica id>/<128 random bits>"
+        self.assertEqual(replica, self.stub.GetServerInfo(pb.GetServerInfoRequest()).replica_id)
+        self.assertRegex(secret, r"^[0-9a-f]{32}$")
         self.assertGreater(ha.idle_expires_in_ms, 0)
         r = self.stub.Multiply(pb.MultiplyRequest(a_handle=ha.handle, b_handle=hb.handle,
                                                   keep_result=True, verify=True))

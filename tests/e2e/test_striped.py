@@ -254,7 +254,7 @@ class OwnersAndAbandonedFillsTest(unittest.TestCase):
         proc = subprocess.Popen([sys.executable, "-c", HALF_WRITER, self.server.target, ALICE],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         handle = proc.stdout.readline().strip()
-        self.assertEqual(len(handle), 32, handle)
+        self.assertRegex(handle, r"^[A-Za-z0-9._:-]+/[0-9a-f]{32}$")
         held = self.listed(ALICE)
         self.assertEqual([(m.handle, m.state, m.bytes_missing) for m in held],
                          [(handle, pb.RESIDENT_FILLING, 65536 * 4 - 65536)])

@@ -24,7 +24,7 @@ import grpc.aio
 
 import numpy as np
 
-from . import dtypes, health, striped
+from . import dtypes, health, routing, striped
 from .auth import bearer, check_pairs, current_call_metadata
 from ._stubs import pb, rpc
 from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_CHUNK_BYTES,
@@ -86,7 +86,8 @@ AsyncOperand = Union[AsyncResidentMatrix, Any]
 class AsyncClient:
     """A grpc.aio connection to one matserve server. Arguments as for `Client`: target, default
     deadline `timeout` in seconds, `max_message_bytes`, TLS `credentials`, bearer `token`, extra
-    channel `options` (a dns:/// target balances round robin, as in Client), `metadata` pairs
+    channel `options` (several replicas, "host:port,host:port" or dns:///, routed as in Client),
+    `metadata` pairs
     sent with every call (and those of enclosing `call_metadata()` blocks), and the striped
     transfer's `stripes`, `stripe_threshold_bytes` and `stripe_chunk_bytes`. Use it from one event
     loop; `async with` closes it."""
@@ -108,22 +109,42 @@ class AsyncClient:
         self.target = target
         self.timeout = timeout
         self.max_message_bytes = int(max_message_bytes)
-        opts = [("grpc.max_receive_message_length", self.max_message_bytes),
-                ("grpc.max_send_message_length", self.max_message_bytes), *options,
-                *health.balancing_options(target, options)]
-        if credentials is not None:
-            self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
-        else:
-            self._channel = grpc.aio.insecure_channel(target, options=opts)
+        limits = [("grpc.max_receive_message_length", self.max_message_bytes),
+                  ("grpc.max_send_message_length", self.max_message_bytes), *options]
+        addresses = routing.replica_addresses(target)
         fixed = check_pairs(metadata, "metadata")
         self._fixed_metadata = ((bearer(token),) if token else ()) + fixed
-        self._stub = rpc.MatrixServiceStub(self._channel)
-        self._channel_options = opts
         self._credentials = credentials
         self._stripes: Optional[striped.AsyncStripes] = None  # made on first use
         self._no_ranges = False  # no ranged transfer on the server, or not for this token
-        self._health = self._channel.unary_unary(health.METHOD, request_serializer=lambda b: b,
-                                                 response_deserializer=lambda b: b)
+        # Several replicas: a channel each, calls routed as in Client (routing.AsyncRoutingStub).
+        self._table: Optional[routing.Table] = None
+        if addresses is not None:
+            opts = limits + routing.channel_options(target, options)
+            self._channels = [grpc.aio.secure_channel(a, credentials, options=opts)
+                              if credentials is not None
+                              else grpc.aio.insecure_channel(a, options=opts) for a in addresses]
+            self._table = routing.Table(target, [
+                routing.Replica(a, c, rpc.MatrixServiceStub(c))
+                for a, c in zip(addresses, self._channels)])
+            self._stub = routing.AsyncRoutingStub(self._table, {
+                a: c.unary_unary(health.METHOD, request_serializer=lambda b: b,
+                                 response_deserializer=lambda b: b)
+                for a, c in zip(addresses, self._channels)})
+            self._health = self._stub.health
+            self._channel = self._channels[0]
+        else:
+            opts = limits + health.balancing_options(target, options)
+            if credentials is not None:
+                self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
+            else:
+                self._channel = grpc.aio.insecure_channel(target, options=opts)
+            self._channels = [self._channel]
+            self._stub = rpc.MatrixServiceStub(self._channel)
+            self._health = self._channel.unary_unary(health.METHOD,
+                                                     request_serializer=lambda b: b,
+                                                     response_deserializer=lambda b: b)
+        self._channel_options = opts
 
     def _metadata(self):
         """The client's pairs and those of the enclosing call_metadata() blocks (None: none)."""
@@ -134,7 +155,8 @@ class AsyncClient:
         stripes, self._stripes = self._stripes, None
         if stripes is not None:
             await stripes.close()
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -147,7 +169,7 @@ class AsyncClient:
             return await getattr(self._stub, method)(
                 request, timeout=self.timeout if timeout is None else timeout,
                 metadata=self._metadata())
-        except grpc.aio.AioRpcError as e:
+        except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
     # --- information ----------------------------------------------------------------------------
@@ -157,7 +179,7 @@ class AsyncClient:
             reply = await self._health(health.encode_request(service),
                                        timeout=self.timeout if timeout is None else timeout,
                                        metadata=self._metadata())
-        except grpc.aio.AioRpcError as e:
+        except grpc.RpcError as e:
             raise from_rpc_error(e) from None
         return health.decode_status(reply)
 
@@ -206,11 +228,24 @@ class AsyncClient:
 
     async def transpose(self, a: AsyncOperand, *, scale: float = 1.0, variant: str = "auto",
                         verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
-                        keep_result: bool = False, bf16_bits: bool = False,
+                        keep_result: bool = False, in_place: bool = False,
+                        bf16_bits: bool = False,
                         timeout: Optional[float] = None) -> TransposeResult:
-        """B = scale * A^T, as Client.transpose (out of place)."""
+        """B = scale * A^T, as Client.transpose. in_place: `a` (an AsyncResidentMatrix) becomes
+        its transpose on the server; the result's `b` is None and its `resident` is `a`."""
         request = pb.TransposeRequest(scale=float(scale), variant=variant or "auto",
                                       verify=verify, keep_result=keep_result)
+        if in_place:
+            if not isinstance(a, AsyncResidentMatrix):
+                raise ValueError("in_place transposes an AsyncResidentMatrix (upload it first)")
+            request.in_place = True
+            request.a_handle = a.handle
+            reply = await self._call("Transpose", request, timeout)
+            a.info = ResidentInfo.from_proto(reply.result)
+            return TransposeResult(b=None, variant=reply.variant, device=reply.device,
+                                   timing=Timing.from_proto(reply.timing),
+                                   gb_per_s=reply.gb_per_s,
+                                   verification=Verification.from_reply(reply), resident=a)
         made = await self._fill_striped(request, {"a": self._operand(a, dtype, "a")}, timeout)
         try:
             reply = await self._call("Transpose", request, timeout)
@@ -270,7 +305,7 @@ class AsyncClient:
         after the call, or None when the call goes inline."""
         inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
         total = sum(p.nbytes for p in inline.values())
-        if (self.stripes == 0 or self._no_ranges or total == 0 or
+        if (self.stripes == 0 or self._no_ranges or total == 0 or self._table is not None or
                 total < self.stripe_threshold_bytes):
             _fill(request, ops)
             return None
@@ -311,7 +346,7 @@ class AsyncClient:
         try:
             await self._stub.Release(pb.ReleaseRequest(handles=handles), timeout=self.timeout,
                                      metadata=self._metadata())
-        except grpc.aio.AioRpcError:
+        except grpc.RpcError:
             pass  # best effort: the server's idle TTL frees what a failed release leaves
 
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from . import batched, dtypes, health, shared_memory, striped, transfer
+from . import batched, dtypes, health, routing, shared_memory, striped, transfer
 from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
@@ -111,9 +111,12 @@ class Client:
     larger than one message through resident matrices and streams instead of failing with
     RESOURCE_EXHAUSTED.
     credentials: grpc.ChannelCredentials for TLS; token: a bearer token sent with every call
-    (servers started with --auth_tokens_file); options: extra gRPC channel options. A "dns:///"
-    target balances calls round robin over every address it resolves to (unless options name
-    grpc.lb_policy_name or grpc.service_config). metadata: (key, value) pairs sent with every
+    (servers started with --auth_tokens_file); options: extra gRPC channel options.
+    Several replicas: a target "host:port,host:port" or "dns:///name:port" (every address the name
+    resolves to now) gets one channel per replica; calls on no handle go round robin, every call
+    naming a resident handle goes to the replica whose id the handle carries, a call naming a
+    shared-memory region to the replica it was registered with (docs/client.md). Striped transfer
+    needs a single-replica target. metadata: (key, value) pairs sent with every
     call; `with matserve_client.call_metadata(("x-request-id", "42")):` adds pairs to the calls
     made inside the block.
     stripes, stripe_threshold_bytes, stripe_chunk_bytes: multiply, multiply_batched and transpose
@@ -145,25 +148,49 @@ class Client:
         self.max_message_bytes = int(max_message_bytes)
         self.chunk_bytes = int(chunk_bytes)
         self.auto_stream = auto_stream
-        opts = [("grpc.max_receive_message_length", self.max_message_bytes),
-                ("grpc.max_send_message_length", self.max_message_bytes), *options,
-                *health.balancing_options(target, options)]
-        if credentials is not None:
-            self._channel = grpc.secure_channel(target, credentials, options=opts)
-        else:
-            self._channel = grpc.insecure_channel(target, options=opts)
+        limits = [("grpc.max_receive_message_length", self.max_message_bytes),
+                  ("grpc.max_send_message_length", self.max_message_bytes), *options]
+        addresses = routing.replica_addresses(target)
         fixed = check_pairs(metadata, "metadata")
         if token:
             fixed = (bearer(token),) + fixed
         self._interceptor = CallMetadata(fixed)
-        self._channel_options = opts
         self._credentials = credentials
         self._stripes: Optional[striped.Stripes] = None  # made on first use
         self._no_ranges = False  # the server has no ranged transfer, or the token may not use it
-        calls = grpc.intercept_channel(self._channel, self._interceptor)
-        self._stub = rpc.MatrixServiceStub(calls)
-        self._health = calls.unary_unary(health.METHOD, request_serializer=lambda b: b,
-                                         response_deserializer=lambda b: b)
+        # Several replicas (docs/client.md): a channel each, calls routed by routing.RoutingStub.
+        self._table: Optional[routing.Table] = None
+        self._channels: List[grpc.Channel] = []
+        if addresses is not None:
+            opts = limits + routing.channel_options(target, options)
+            replicas, health_calls = [], {}
+            for address in addresses:
+                channel = (grpc.secure_channel(address, credentials, options=opts)
+                           if credentials is not None
+                           else grpc.insecure_channel(address, options=opts))
+                self._channels.append(channel)
+                calls = grpc.intercept_channel(channel, self._interceptor)
+                replicas.append(routing.Replica(address, channel, rpc.MatrixServiceStub(calls)))
+                health_calls[address] = calls.unary_unary(
+                    health.METHOD, request_serializer=lambda b: b,
+                    response_deserializer=lambda b: b)
+            self._table = routing.Table(target, replicas)
+            self._stub = routing.RoutingStub(self._table, health_calls)
+            self._health = self._stub.health
+            self._channel = self._channels[0]
+            self._channel_options = opts
+        else:
+            opts = limits + health.balancing_options(target, options)
+            if credentials is not None:
+                self._channel = grpc.secure_channel(target, credentials, options=opts)
+            else:
+                self._channel = grpc.insecure_channel(target, options=opts)
+            self._channels = [self._channel]
+            self._channel_options = opts
+            calls = grpc.intercept_channel(self._channel, self._interceptor)
+            self._stub = rpc.MatrixServiceStub(calls)
+            self._health = calls.unary_unary(health.METHOD, request_serializer=lambda b: b,
+                                             response_deserializer=lambda b: b)
         self._server_max_message: Optional[int] = None
         self._lock = threading.Lock()
         self._regions: List[SharedMemoryRegion] = []  # open ones, made or registered here
@@ -188,7 +215,8 @@ class Client:
                 stripes, self._stripes = self._stripes, None
             if stripes is not None:
                 stripes.close()
-            self._channel.close()
+            for channel in self._channels:
+                channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -197,9 +225,11 @@ class Client:
         self.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Blocks until the channel is connected; raises Unavailable after `timeout` seconds."""
+        """Blocks until the channel (every replica's, for a target naming several) is connected;
+        raises Unavailable after `timeout` seconds."""
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            for channel in self._channels:  # every replica of the target
+                grpc.channel_ready_future(channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             raise error_for(grpc.StatusCode.UNAVAILABLE,
                             f"{self.target}: not reachable within {timeout} s") from None
@@ -659,6 +689,7 @@ class Client:
     def _stripes_for(self, inline_bytes: int, ops) -> bool:
         """Whether a call with these inline operand bytes goes striped (shared memory: never)."""
         return (self.stripes > 0 and not self._no_ranges and inline_bytes > 0 and
+                self._table is None and
                 inline_bytes >= self.stripe_threshold_bytes and
                 not any(isinstance(op, ShmMatrix) for op in ops))
 

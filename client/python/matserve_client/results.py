@@ -177,6 +177,7 @@ class ServerInfo:
     backend: str  # "cuda" or "cpu"
     devices: List[DeviceInfo] = field(default_factory=list)
     limits: Optional[ServerLimits] = None
+    replica_id: str = ""  # the id in the handles this server makes (--replica_id)
 
     @classmethod
     def from_proto(cls, r: "pb.GetServerInfoReply") -> "ServerInfo":
@@ -190,7 +191,8 @@ class ServerInfo:
                 extra[name] = getattr(lim, name)
         limits = ServerLimits(lim.max_message_bytes, lim.max_dimension, lim.max_matrix_bytes,
                               **extra)
-        return cls(r.version, r.git_sha, r.backend, devices, limits)
+        replica = r.replica_id if "replica_id" in r.DESCRIPTOR.fields_by_name else ""
+        return cls(r.version, r.git_sha, r.backend, devices, limits, replica)
 
 
 @dataclass(frozen=True)

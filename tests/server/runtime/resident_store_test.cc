@@ -27,6 +27,38 @@ TEST(ResidentStore, HandlesAreUniqueAndLookLikeRandom128Bits) {
   EXPECT_EQ(store.stats().count, 1000);
 }
 
+// With a replica id, every handle carries it ahead of the same 128 random bits.
+TEST(ResidentStore, HandlesCarryTheReplicaId) {
+  ResidentStore store(absl::Minutes(1));
+  store.set_replica_id("pod-2:50051");
+  EXPECT_EQ(store.replica_id(), "pod-2:50051");
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    const std::string h = store.add(matrix(""));
+    ASSERT_EQ(h.size(), 12u + 32u) << h;
+    EXPECT_EQ(h.substr(0, 12), "pod-2:50051/");
+    EXPECT_EQ(h.find_first_not_of("0123456789abcdef", 12), std::string::npos) << h;
+    EXPECT_TRUE(seen.insert(h.substr(12)).second);
+    EXPECT_TRUE(store.get("a_handle", h, "").ok());
+  }
+}
+
+// Another replica's handle is NOT_FOUND naming both replicas; an unknown one of this replica
+// keeps the plain message.
+TEST(ResidentStore, AnotherReplicasHandleIsNotFoundNamingIt) {
+  ResidentStore store(absl::Minutes(1));
+  store.set_replica_id("r1");
+  const absl::Status s = store.get("b_handle", "r2/" + std::string(32, 'a'), "").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("b_handle"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("on this replica ('r1'): the handle names replica 'r2'"),
+            absl::string_view::npos)
+      << s;
+  const absl::Status own = store.release("r1/" + std::string(32, 'a'), "").status();
+  EXPECT_EQ(own.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(own.message().find("never created"), absl::string_view::npos) << own;
+}
+
 TEST(ResidentStore, OtherOwnersSeeNothing) {
   ResidentStore store(absl::Minutes(1));
   const std::string h = store.add(matrix("alice"));
