@@ -135,9 +135,9 @@ absl::StatusOr<std::string> Authenticator::authenticate(
   if (token == tokens_.end()) return absl::UnauthenticatedError("authorization: unknown token");
   if ((token->second.permissions & static_cast<unsigned>(need)) == 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat("token '", token->second.name, "' may not call ", rpc, ": it needs permission '",
-                     permission_names(static_cast<unsigned>(need)), "' (its permissions: ",
-                     permission_names(token->second.permissions), ")"));
+        absl::StrCat("token '", token->second.name, "' may not call ", rpc,
+                     ": it needs permission '", permission_names(static_cast<unsigned>(need)),
+                     "' (its permissions: ", permission_names(token->second.permissions), ")"));
   }
   return token->second.name;
 }
