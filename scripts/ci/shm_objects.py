@@ -4,10 +4,14 @@ here, so truncating one behind the server's back cannot fault this process), and
 RegisterSharedMemory with the server's possession check (its nonce written into the range)."""
 import os
 import secrets
+import threading
 
 import _posixshmem  # CPython's shm_open / shm_unlink, as multiprocessing.shared_memory uses them
 
 NONCE_KEY = "matserve-shm-nonce"
+# Registrations of this process take turns, handshake and all (as the Python client's do): two
+# handshakes on one range at once would put back each other's nonce instead of the data.
+REGISTRATION_LOCK = threading.Lock()
 
 
 class ShmObject:
@@ -55,6 +59,11 @@ def register(stub, request, metadata=None, timeout=60, attempts=3):
     """stub.RegisterSharedMemory(request) with the possession handshake: a refusal that carries a
     nonce is answered by writing it at the range's start (through /dev/shm), calling again and
     putting back the bytes. Other errors are raised as they come."""
+    with REGISTRATION_LOCK:
+        return _register(stub, request, metadata, timeout, attempts)
+
+
+def _register(stub, request, metadata, timeout, attempts):
     import grpc
     for attempt in range(attempts):
         try:
