@@ -567,6 +567,9 @@ class Attack:
             a = rand(1024, 1024)
             r = c.expect("an inline request still gets its memory", "OK", lambda: s.Transpose(
                 pb.TransposeRequest(a=inline(a)), metadata=md("alice"), timeout=120))
+            if not isinstance(r, grpc.RpcError):
+                c.truth("... and its result is right", np.array_equal(
+                    np.frombuffer(r.b.data, np.float32).reshape(1024, 1024), a.T))
             self.unregister_all()
             c.expect("the bytes come back when unregistered", "OK",
                      lambda: self.register("bob", reg("all", huge.key, per_owner)))
