@@ -360,8 +360,9 @@ absl::StatusOr<v1::SharedMemoryRegion> Client::register_shared_memory(const std:
   request.set_byte_size(byte_size);
   request.set_offset(offset);
   // The server asks for proof of possession: its nonce written into the range's first bytes
-  // (restored when `written` goes). A few tries: a concurrent registration of the same object by
-  // this caller may use up the nonce first.
+  // (restored when `written` goes). The registrations of this process take turns; a few tries:
+  // another process registering the same object at once may use up the nonce first.
+  absl::MutexLock lock(&registration_mutex());
   std::optional<WrittenNonce> written;
   ReplicaRouter::Replica* const target_replica = router_->pick();
   for (int attempt = 1;; ++attempt) {

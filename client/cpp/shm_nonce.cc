@@ -13,6 +13,11 @@
 
 namespace matserve::client {
 
+absl::Mutex& registration_mutex() {
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+  return mu;
+}
+
 absl::StatusOr<WrittenNonce> WrittenNonce::write(const std::string& key, std::int64_t offset,
                                                  std::string_view nonce) {
   WrittenNonce w;

@@ -9,10 +9,17 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace matserve::client {
 
 inline constexpr char kShmNonceMetadataKey[] = "matserve-shm-nonce";
+
+// Registrations of this process take turns, handshake and all: the nonce is written over bytes of
+// the object that every thread here shares, so two handshakes on one range at once would put back
+// each other's nonce instead of the data and use up each other's nonces. The process's one lock
+// for those writes (Client::register_shared_memory holds it).
+absl::Mutex& registration_mutex();
 
 // A nonce written at `offset` of the object `key`; the bytes it covered come back when this goes.
 class WrittenNonce {

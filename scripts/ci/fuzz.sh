@@ -49,6 +49,7 @@ rc=0
 # service's allocations touch fewer fresh pages. One OpenBLAS thread: the matrices are tiny.
 # shellcheck disable=SC2086  # FUZZ_ARGS is a list of flags
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=64 \
+  LSAN_OPTIONS=suppressions="$root/tests/fuzz/lsan.supp" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OPENBLAS_NUM_THREADS=1 \
   "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} "$work/corpus" \

@@ -136,7 +136,8 @@ absl::StatusOr<std::string> Authenticator::authenticate(
   if ((token->second.permissions & static_cast<unsigned>(need)) == 0) {
     return absl::PermissionDeniedError(
         absl::StrCat("token '", token->second.name, "' may not call ", rpc,
-                     " (its permissions: ", permission_names(token->second.permissions), ")"));
+                     ": it needs permission '", permission_names(static_cast<unsigned>(need)),
+                     "' (its permissions: ", permission_names(token->second.permissions), ")"));
   }
   return token->second.name;
 }

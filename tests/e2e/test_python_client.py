@@ -357,6 +357,26 @@ class SharedMemoryClientTest(ClientServerTest):
         # The CUDA backend pins a region for DMA; the CPU backend has no use for it.
         self.assertEqual(self.region.pinned, info.backend == "cuda")
 
+    def test_concurrent_registrations_of_one_range_keep_its_bytes(self):
+        """Threads of one client registering the same range at once: each handshake writes the
+        server's nonce over the range's first bytes and puts back what was there. Interleaved,
+        a thread would put back another's nonce instead of the data (and run out of retries)."""
+        obj = shared_memory.SharedMemory(create=True, size=4096)
+        try:
+            pattern = bytes(range(64))
+            obj.buf[:64] = pattern
+            key = "/" + obj.name
+            for _ in range(3):
+                with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                    regions = list(pool.map(lambda i: self.client.register_shared_memory(
+                        f"same{i}", key, 4096), range(8)))  # raises if a registration failed
+                self.assertEqual(bytes(obj.buf[:64]), pattern)
+                for r in regions:
+                    r.close()
+        finally:
+            obj.close()
+            obj.unlink()
+
     def test_upload_reads_the_region(self):
         a = np.random.default_rng(5).uniform(-1, 1, (19, 23)).astype(np.float32)
         with self.client.upload(self.region.put(np.asfortranarray(a))) as h:

@@ -74,9 +74,10 @@ class TokenTest(unittest.TestCase):
 
     def test_permissions(self):
         self.assertEqual(call(self.stub.Multiply, pb.MultiplyRequest(a=matrix(rand(2, 2)), b=matrix(rand(2, 2))), READER).c.cols, 2)
-        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Upload", self.stub.Upload,
+        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Upload: it needs permission 'resident'", self.stub.Upload,
                     pb.UploadRequest(matrix=matrix(rand(2, 2))), READER)
-        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Multiply", self.stub.Multiply,
+        self.expect(grpc.StatusCode.PERMISSION_DENIED, "may not call Multiply: it needs permission 'resident'",
+                    self.stub.Multiply,
                     pb.MultiplyRequest(a=matrix(rand(2, 2)), b=matrix(rand(2, 2)), keep_result=True), READER)
 
     def test_resident_matrices_are_private_to_their_token(self):

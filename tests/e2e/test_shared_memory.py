@@ -415,7 +415,8 @@ class SharedMemoryOwnershipTest(unittest.TestCase):
             with self.assertRaises(grpc.RpcError) as ctx:
                 call(self.stub.RegisterSharedMemory, request, NOSHM)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
-            self.assertIn("shm", ctx.exception.details())
+            self.assertIn("may not call RegisterSharedMemory: it needs permission 'shm'",
+                          ctx.exception.details())
             with self.assertRaises(grpc.RpcError) as ctx:
                 call(self.stub.ListSharedMemory, pb.ListSharedMemoryRequest(), None)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)

@@ -2,8 +2,9 @@
 """Writes the fuzz seed corpus (tests/fuzz/corpus): valid and invalid MultiplyRequest,
 TransposeRequest and UploadChunk messages, each prefixed by the selector byte the fuzz target
 reads (0 multiply, 1 transpose, 2 upload header), and service sessions (selector 3; the format is
-described in service_session.h): streams, resident matrices, owners, quotas. Rerun after a proto
-change:
+described in service_session.h): streams, resident matrices, owners, quotas; sessions with
+shared memory (selector 4, service_shm.h): regions registered, used, shrunk, unregistered, by
+their owner and by others, and every cap. Rerun after a proto change:
   PYTHONPATH=<build>/python /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import os
@@ -25,7 +26,9 @@ def mat(rows, cols, dtype=pb.FP32, layout=pb.ROW_MAJOR, nbytes=None, fill=b"\x3f
 ALICE, BOB, CAROL, NOBODY = 0, 10, 13, 15
 RPC = {"multiply": 0, "transpose": 1, "upload": 2, "upload_stream": 3, "download": 4,
        "download_stream": 5, "release": 6, "list": 7, "info": 8, "kernels": 9,
-       "upload_stream_grpc": 14, "download_stream_grpc": 15}
+       "upload_stream_grpc": 14, "download_stream_grpc": 15,
+       # sessions with shared memory (selector 4) only:
+       "register": 10, "unregister": 11, "list_shm": 12, "resize": 13}
 
 
 def call(rpc, msg=b"", who=ALICE):
@@ -49,6 +52,86 @@ def header(rows, cols, dtype=pb.FP32, layout=pb.ROW_MAJOR):
 
 def up(rows, cols, dtype=pb.FP32, who=ALICE, **kw):
     return call("upload", pb.UploadRequest(matrix=mat(rows, cols, dtype, fill=b"\x11"), **kw), who)
+
+
+def reg(name, obj=0, size=65536, offset=0, who=ALICE, key=None):
+    """RegisterSharedMemory of the session's object `obj` (a one-byte key), or of `key`."""
+    return call("register", pb.RegisterSharedMemoryRequest(
+        name=name, key=chr(obj) if key is None else key, offset=offset, byte_size=size), who)
+
+
+def shm(rows, cols, region, offset=0, dtype=pb.FP32):
+    return pb.Matrix(rows=rows, cols=cols, dtype=dtype,
+                     shm=pb.SharedMemoryRef(region=region, offset=offset))
+
+
+def out(region, offset=0):
+    return pb.SharedMemoryRef(region=region, offset=offset)
+
+
+def resize(obj, units):
+    """The session's object `obj` set to units * 256 bytes behind the server's back."""
+    return call("resize", bytes([obj]) + struct.pack("<H", units))
+
+
+def shm_sessions():
+    unreg = lambda name="", who=ALICE: call(  # noqa: E731
+        "unregister", pb.UnregisterSharedMemoryRequest(name=name), who)
+    return {
+        "basic": [
+            reg("r"), call("list_shm"),
+            call("multiply", pb.MultiplyRequest(a=shm(8, 8, chr(0)), b=mat(8, 8),
+                                                output_shm=out(chr(0), 4096))),
+            call("multiply", pb.MultiplyRequest(a=shm(8, 8, chr(0)), b=shm(8, 8, chr(0), 256),
+                                                c=shm(8, 8, chr(0), 512), beta=1.0)),
+            call("transpose", pb.TransposeRequest(a=shm(64, 64, chr(0)),
+                                                  output_shm=out(chr(0), 16384))),
+            call("transpose", pb.TransposeRequest(a=mat(4, 4), output_shm=out(chr(0), 32768),
+                                                  scale=2.0)),
+            unreg(chr(0)), call("list_shm"), unreg(chr(0))],
+        "owners": [
+            reg("a"), call("multiply", pb.MultiplyRequest(a=shm(2, 2, chr(0)), b=mat(2, 2)), BOB),
+            call("list_shm", b"", BOB), unreg(chr(0), BOB), reg("a", who=BOB),
+            reg("c", who=CAROL), call("list_shm", b"", NOBODY), reg("n", who=NOBODY),
+            call("multiply", pb.MultiplyRequest(a=shm(2, 2, chr(0)), b=mat(2, 2)), CAROL),
+            unreg("", BOB), call("list_shm"), call("list_shm", b"", BOB)],
+        "caps": [reg(f"r{i}", obj=i % 3, size=16384) for i in range(5)] + [
+            unreg()] + [reg("big0", obj=0), reg("big1", obj=1, size=32768), reg("big2", obj=1),
+                        reg("big3", obj=1, who=BOB), reg("big4", obj=2, size=32768, who=BOB),
+                        call("list_shm"), call("list_shm", b"", BOB)],
+        "bad": [reg("k", key="/etc"), reg("k", key=""), reg("k", key="/matserve-fuzz-absent"),
+                reg("a b"), reg(""), reg("x" * 200), reg("o", offset=-1), reg("s", size=31),
+                reg("s", size=65537), reg("s", size=32, offset=65535), reg("d"), reg("d"),
+                call("multiply", pb.MultiplyRequest(a=shm(8, 8, "none"), b=mat(8, 8))),
+                call("multiply", pb.MultiplyRequest(a=shm(8, 8, chr(0), -1), b=mat(8, 8))),
+                call("multiply", pb.MultiplyRequest(a=shm(64, 64, chr(0), 65000), b=mat(64, 1))),
+                call("multiply", pb.MultiplyRequest(a=mat(2, 2), b=mat(2, 2), keep_result=True,
+                                                    output_shm=out(chr(0))))],
+        "truncate": [
+            reg("t", obj=1),
+            resize(1, 16),
+            call("multiply", pb.MultiplyRequest(a=shm(64, 64, chr(0)), b=mat(64, 1))),
+            call("transpose", pb.TransposeRequest(a=mat(4, 4), output_shm=out(chr(0), 8192))),
+            resize(1, 256),
+            call("multiply", pb.MultiplyRequest(a=shm(64, 64, chr(0)), b=mat(64, 1))),
+            unreg(chr(0)), resize(1, 0), reg("t", obj=1), resize(1, 256), reg("t", obj=1),
+            call("transpose", pb.TransposeRequest(a=shm(8, 8, chr(0)), output_shm=out(chr(0), 256)))],
+        "overlap": [
+            reg("x", obj=2), reg("y", obj=2, offset=4096, size=8192),
+            call("multiply", pb.MultiplyRequest(a=shm(8, 8, "x", 4096), b=mat(8, 8),
+                                                output_shm=out("y", 0))),
+            call("multiply", pb.MultiplyRequest(a=shm(8, 8, "x", 4096), b=mat(8, 8),
+                                                output_shm=out("y", 4096))),
+            call("transpose", pb.TransposeRequest(a=shm(8, 8, "y"), output_shm=out("x", 4096)))],
+        "resident_and_shm": [
+            reg("m"), up(8, 8),
+            call("multiply", pb.MultiplyRequest(a_handle=ref(0), b=shm(8, 8, chr(0)),
+                                                output_shm=out(chr(0), 1024))),
+            call("multiply", pb.MultiplyRequest(a=shm(8, 8, chr(0)), b_handle=ref(0),
+                                                keep_result=True)),
+            call("transpose", pb.TransposeRequest(a_handle=ref(1), output_shm=out(chr(0), 2048))),
+            call("release", pb.ReleaseRequest(handle=ref(0)))],
+    }
 
 
 def sessions():
@@ -185,6 +268,8 @@ def main():
     seeds["garbage"] = b"\x00\xff\xff\xff\xff\x0f"
     for k, v in sessions().items():
         seeds["svc_" + k] = b"\x03" + b"".join(v)
+    for k, v in shm_sessions().items():
+        seeds["shm_" + k] = b"\x04" + b"".join(v)
     for name, data in seeds.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)

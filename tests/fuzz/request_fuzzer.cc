@@ -1,9 +1,10 @@
-// libFuzzer target over matserve's requests. The first byte picks the mode (modulo 4): 0, 1, 2
+// libFuzzer target over matserve's requests. The first byte picks the mode (modulo 5): 0, 1, 2
 // parse the rest as a MultiplyRequest, TransposeRequest or the first UploadChunk of a stream and
 // validate it against small limits with a resolver that knows one fake handle (invariants on
 // success: every byte span lies inside the request, sizes match the shapes); 3 runs the rest as a
 // session of calls on the real service in process (service_session.h: streams, resident
-// matrices, permissions, and the server back to zero resident bytes after each input).
+// matrices, permissions, and the server back to zero resident bytes after each input); 4 the
+// same with shared-memory regions of real objects (service_shm.h).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -149,11 +150,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)quiet;
   if (size < 1) return 0;
   static const ServiceLimits limits = fuzz_limits();
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: fuzz_multiply(data + 1, size - 1, limits); break;
     case 1: fuzz_transpose(data + 1, size - 1, limits); break;
     case 2: fuzz_upload_header(data + 1, size - 1, limits); break;
-    default: matserve::fuzz::fuzz_service_session(data + 1, size - 1); break;
+    case 3: matserve::fuzz::fuzz_service_session(data + 1, size - 1, false); break;
+    default: matserve::fuzz::fuzz_service_session(data + 1, size - 1, true); break;
   }
   return 0;
 }

@@ -145,6 +145,11 @@ FuzzServer::FuzzServer() {
   limits_.max_dimension = 64;
   limits_.max_matrix_bytes = 16 << 10;
   limits_.max_resident_bytes_per_owner = 40 << 10;
+  // Shared memory: four regions and 96 KiB of them per owner, 160 KiB in all, so that each cap
+  // can be reached with the session's 64 KiB objects.
+  limits_.max_shm_regions_per_owner = 4;
+  limits_.max_shared_memory_bytes_per_owner = 96 << 10;
+  limits_.max_shared_memory_bytes = 160 << 10;
 
   server::CpuBackendOptions options;
   options.concurrency = 1;
@@ -154,6 +159,9 @@ FuzzServer::FuzzServer() {
   if (!auth.ok()) die("cannot parse the fuzz tokens");
   parts_ = std::make_unique<Parts>(std::make_unique<server::CpuBackend>(options), *std::move(auth));
   runtime_ = &parts_->runtime;
+  runtime_->shared_memory().set_max_regions_per_owner(limits_.max_shm_regions_per_owner);
+  runtime_->shared_memory().set_max_bytes(limits_.max_shared_memory_bytes_per_owner,
+                                          limits_.max_shared_memory_bytes);
   parts_->service = std::make_unique<server::MatrixServiceImpl>(parts_->runtime, parts_->metrics,
                                                                 limits_, parts_->auth);
 

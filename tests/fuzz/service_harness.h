@@ -12,6 +12,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/test/server_context_test_spouse.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,17 +46,20 @@ class FuzzServer {
   double in_flight() const;
 
   // A unary call as gRPC would make it: RESOURCE_EXHAUSTED, without calling the handler, for a
-  // request larger than max_message_bytes, and instead of an OK reply larger than that.
+  // request larger than max_message_bytes, and instead of an OK reply larger than that. The
+  // handler's trailing metadata goes to `trailers` when given.
   template <typename Request, typename Reply>
   grpc::Status unary(grpc::Status (server::MatrixServiceImpl::*handler)(grpc::ServerContext*,
                                                                         const Request*, Reply*),
-                     Caller c, const Request& request, Reply* reply) {
+                     Caller c, const Request& request, Reply* reply,
+                     std::multimap<std::string, std::string>* trailers = nullptr) {
     const auto limit = static_cast<std::size_t>(limits_.max_message_bytes);
     if (request.ByteSizeLong() > limit) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "Received message larger than max");
     }
     const std::unique_ptr<ServerCall> call = server_call(c);
     grpc::Status s = (service().*handler)(&call->context, &request, reply);
+    if (trailers != nullptr) *trailers = call->spouse.GetTrailingMetadata();
     if (s.ok() && reply->ByteSizeLong() > limit) {
       reply->Clear();
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "Sent message larger than max");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "server/runtime/memory_pool.h"
 #include "tests/fuzz/service_harness.h"
 #include "tests/fuzz/service_model.h"
+#include "tests/fuzz/service_shm.h"
 
 namespace matserve::fuzz {
 namespace {
@@ -80,7 +82,9 @@ v1::Matrix shape_of_resident(const v1::ResidentInfo& r) {
 
 class Session {
  public:
-  Session() : srv_(FuzzServer::get()) {}
+  explicit Session(bool with_shm) : srv_(FuzzServer::get()) {
+    if (with_shm) shm_.emplace(srv_, model_);
+  }
 
   void call(std::uint8_t op, std::string_view payload);
   // Releases what the input left resident; the server must then hold nothing.
@@ -109,12 +113,31 @@ class Session {
   void check_listing(Caller c, const v1::ListResidentReply& reply);
   void check_contents(const Tracked& t, const std::string& bytes);
 
+  // The shm places of a request's matrices and result: one-byte regions substituted, the regions
+  // named recorded (nothing in a session without shared memory).
+  void substitute_regions(v1::Matrix* m, std::vector<std::string>& regions) {
+    if (shm_ && m->has_shm()) shm_->substitute(m->mutable_shm(), regions);
+  }
+  bool regions_usable(const std::vector<std::string>& regions, Caller c) const {
+    return regions.empty() || (shm_ && shm_->usable(regions, c));
+  }
+
   FuzzServer& srv_;
   Model model_;
+  std::optional<ShmSession> shm_;  // in sessions with shared memory
 };
 
 void Session::call(std::uint8_t op, std::string_view payload) {
   const Caller c = caller_of(op);
+  if (shm_) {
+    switch (op & 0x0f) {
+      case 10: shm_->register_region(c, payload); return;
+      case 11: shm_->unregister(c, payload); return;
+      case 12: shm_->list(c); return;
+      case 13: shm_->resize(payload); return;
+      default: break;
+    }
+  }
   switch (op & 0x0f) {
     case 0:
     case 10: multiply(c, payload); break;
@@ -156,6 +179,11 @@ void Session::multiply(Caller c, std::string_view p) {
   model_.substitute(req.mutable_a_handle(), named);
   model_.substitute(req.mutable_b_handle(), named);
   model_.substitute(req.mutable_c_handle(), named);
+  std::vector<std::string> regions;
+  if (req.has_a()) substitute_regions(req.mutable_a(), regions);
+  if (req.has_b()) substitute_regions(req.mutable_b(), regions);
+  if (req.has_c()) substitute_regions(req.mutable_c(), regions);
+  if (shm_ && req.has_output_shm()) shm_->substitute(req.mutable_output_shm(), regions);
   v1::MultiplyReply reply;
   const grpc::Status s = srv_.unary(&Service::Multiply, c, req, &reply);
   model_.log("Multiply", c, s);
@@ -163,6 +191,7 @@ void Session::multiply(Caller c, std::string_view p) {
   if (!s.ok()) return;
   model_.expect(!denied(c, req.keep_result() || !named.empty()), "Multiply checks permissions");
   model_.expect(Model::usable(named, c), "Multiply succeeds only on the caller's live handles");
+  model_.expect(regions_usable(regions, c), "Multiply succeeds only on the caller's regions");
   const v1::Matrix a = operand(req.a(), req.a_handle());
   const v1::Matrix b = operand(req.b(), req.b_handle());
   const v1::Matrix& out = reply.c();
@@ -175,6 +204,9 @@ void Session::multiply(Caller c, std::string_view p) {
   if (req.keep_result()) {
     model_.expect(out.data().empty(), "Multiply keep_result: the reply carries no bytes");
     adopt(reply.result(), c, out);
+  } else if (req.has_output_shm()) {
+    model_.expect(out.data().empty() && !reply.has_result(),
+                  "Multiply output_shm: the reply carries no bytes and keeps nothing");
   } else {
     model_.expect(static_cast<std::int64_t>(out.data().size()) == matrix_bytes(out),
                   "Multiply: c carries m * n elements");
@@ -187,6 +219,9 @@ void Session::transpose(Caller c, std::string_view p) {
   if (!parse(req, p)) return;
   std::vector<Tracked*> named;
   model_.substitute(req.mutable_a_handle(), named);
+  std::vector<std::string> regions;
+  if (req.has_a()) substitute_regions(req.mutable_a(), regions);
+  if (shm_ && req.has_output_shm()) shm_->substitute(req.mutable_output_shm(), regions);
   v1::TransposeReply reply;
   const grpc::Status s = srv_.unary(&Service::Transpose, c, req, &reply);
   model_.log("Transpose", c, s);
@@ -194,6 +229,7 @@ void Session::transpose(Caller c, std::string_view p) {
   if (!s.ok()) return;
   model_.expect(!denied(c, req.keep_result() || !named.empty()), "Transpose checks permissions");
   model_.expect(Model::usable(named, c), "Transpose succeeds only on the caller's live handles");
+  model_.expect(regions_usable(regions, c), "Transpose succeeds only on the caller's regions");
   const v1::Matrix a = operand(req.a(), req.a_handle());
   const v1::Matrix& out = reply.b();
   model_.expect(out.rows() == a.cols() && out.cols() == a.rows() && out.dtype() == a.dtype() &&
@@ -209,6 +245,9 @@ void Session::transpose(Caller c, std::string_view p) {
   } else if (req.keep_result()) {
     model_.expect(out.data().empty(), "Transpose keep_result: the reply carries no bytes");
     adopt(reply.result(), c, out);
+  } else if (req.has_output_shm()) {
+    model_.expect(out.data().empty() && !reply.has_result(),
+                  "Transpose output_shm: the reply carries no bytes and keeps nothing");
   } else {
     model_.expect(static_cast<std::int64_t>(out.data().size()) == matrix_bytes(out),
                   "Transpose: b carries rows * cols elements");
@@ -389,6 +428,7 @@ void Session::list_kernels(Caller c) {
 }
 
 void Session::finish() {
+  if (shm_) shm_->finish();
   for (Caller c : {Caller::kAlice, Caller::kBob}) {
     v1::ListResidentReply listed;
     const grpc::Status s = srv_.unary(&Service::ListResident, c, kListResident, &listed);
@@ -416,8 +456,8 @@ void Session::finish() {
 
 }  // namespace
 
-void fuzz_service_session(const std::uint8_t* data, std::size_t size) {
-  Session session;
+void fuzz_service_session(const std::uint8_t* data, std::size_t size, bool with_shm) {
+  Session session(with_shm);
   Input in{data, size};
   for (int calls = 0; calls < kMaxCalls && !in.empty(); ++calls) {
     const std::uint8_t op = in.byte();

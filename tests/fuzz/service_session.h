@@ -13,6 +13,12 @@
 // permission), 13-14 carol (compute only), 15 no token. The payload is the request message, for
 // UploadStream repeated [len lo][len hi][UploadChunk]. A handle field of one byte names the
 // session's (byte % count)-th handle seen so far (released ones included).
+//
+// With shared memory (`with_shm`, service_shm.h), op codes 10-13 are instead
+// RegisterSharedMemory, UnregisterSharedMemory, ListSharedMemory and a resize of one of the
+// session's objects behind the server's back, and a one-byte `shm.region` / `output_shm.region`
+// in Multiply and Transpose names a region registered this session; what the input left
+// registered is unregistered at the end and nothing may remain listed.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +26,6 @@
 
 namespace matserve::fuzz {
 
-void fuzz_service_session(const std::uint8_t* data, std::size_t size);
+void fuzz_service_session(const std::uint8_t* data, std::size_t size, bool with_shm);
 
 }  // namespace matserve::fuzz

@@ -551,24 +551,26 @@ class Client:
                   timeout: Optional[float]) -> SharedMemoryInfo:
         """RegisterSharedMemory with the proof of possession the server asks for: its nonce
         written into the range's first bytes for the retry, then the bytes put back. A few tries:
-        a concurrent registration of the same object by this caller may use up a nonce first."""
+        another process registering the same object at once may use up a nonce first. The
+        registrations of this process take turns (shared_memory.REGISTRATION_LOCK)."""
         request = pb.RegisterSharedMemoryRequest(name=name, key=key, offset=offset,
                                                  byte_size=byte_size)
         nonce = None
-        for attempt in range(3):
-            try:
-                if nonce is None:
-                    reply = self._stub.RegisterSharedMemory(request,
-                                                            timeout=self._deadline(timeout))
-                else:
-                    with shared_memory.written_nonce(key, offset, nonce):
+        with shared_memory.REGISTRATION_LOCK:
+            for attempt in range(3):
+                try:
+                    if nonce is None:
                         reply = self._stub.RegisterSharedMemory(request,
                                                                 timeout=self._deadline(timeout))
-                return SharedMemoryInfo.from_proto(reply.region)
-            except grpc.RpcError as e:
-                nonce = shared_memory.nonce_of(e)
-                if nonce is None or attempt == 2:
-                    raise from_rpc_error(e) from None
+                    else:
+                        with shared_memory.written_nonce(key, offset, nonce):
+                            reply = self._stub.RegisterSharedMemory(
+                                request, timeout=self._deadline(timeout))
+                    return SharedMemoryInfo.from_proto(reply.region)
+                except grpc.RpcError as e:
+                    nonce = shared_memory.nonce_of(e)
+                    if nonce is None or attempt == 2:
+                        raise from_rpc_error(e) from None
         raise AssertionError("unreachable")
 
     def _unregister_name(self, name: str, timeout: Optional[float]) -> None:

@@ -48,6 +48,12 @@ if TYPE_CHECKING:
 ALIGNMENT = 256  # bytes: where put/empty without an offset place a matrix
 NONCE_METADATA_KEY = "matserve-shm-nonce"  # the server's registration nonce (trailing metadata)
 
+# Registrations of this process take turns, handshake and all: the nonce is written over bytes of
+# the object that every thread here shares, so two handshakes on one range at once would put back
+# each other's nonce instead of the data, and use up each other's nonces. One lock for the process,
+# as the one owner of those writes (Client._register holds it).
+REGISTRATION_LOCK = threading.Lock()
+
 
 def nonce_of(error: Any) -> Optional[str]:
     """The registration nonce a refused RegisterSharedMemory carries (a grpc.RpcError), or None."""

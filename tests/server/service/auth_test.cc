@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace matserve::server {
 namespace {
@@ -148,11 +151,14 @@ TEST(AuthenticatorTest, EachTokenIsItsOwnNameWithItsOwnPermissions) {
     ASSERT_TRUE(who.ok()) << who.status();
     EXPECT_EQ(*who, "bob");
   }
-  for (Permission p : {Permission::kResident, Permission::kSharedMemory}) {
+  // The refusal names the permission the call needs, not only the token's.
+  for (auto [p, name] : {std::pair{Permission::kResident, "resident"},
+                         std::pair{Permission::kSharedMemory, "shm"}}) {
     absl::StatusOr<std::string> who = a->authenticate(bob, p, "Upload");
     EXPECT_EQ(who.status().code(), absl::StatusCode::kPermissionDenied);
     EXPECT_EQ(who.status().message(),
-              "token 'bob' may not call Upload (its permissions: info,compute)");
+              absl::StrCat("token 'bob' may not call Upload: it needs permission '", name,
+                           "' (its permissions: info,compute)"));
   }
   EXPECT_EQ(a->authenticate(std::nullopt, Permission::kInfo, "Rpc").status().code(),
             absl::StatusCode::kUnauthenticated);
