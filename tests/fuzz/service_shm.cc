@@ -40,7 +40,7 @@ ShmSession::~ShmSession() {
 
 int ShmSession::object_fd(int i) {
   while (static_cast<int>(fds_.size()) < kObjects) {
-    const std::string key = absl::StrCat("/matserve-fuzz-", ::getpid(), "-", fds_.size());
+    const std::string key = absl::StrCat("/msfuzz-", ::getpid(), "-", fds_.size());
     const int fd = ::shm_open(key.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || ::ftruncate(fd, kObjectBytes) != 0) {
       std::perror("service fuzz: shm_open");
