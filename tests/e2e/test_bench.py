@@ -21,6 +21,7 @@ import tempfile
 import unittest
 
 from server_process import ServerProcess
+from shm_objects import left_behind, matserve_objects
 
 BENCH = os.environ.get("MATSERVE_BENCH", "")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -129,9 +130,7 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(len(left.matrices), 0)
 
     def test_grpc_and_shared_memory_transports(self):
-        def objects():
-            return {f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}
-        before = objects()
+        before = matserve_objects()
         doc, out, _ = self.bench("--shapes", "48x40x24", "--transport", "grpc,shm",
                                  "--concurrency", "2", "--duration", "3", "--warmup", "1")
         self.assertEqual([(r["mode"], r["concurrency"]) for r in doc["runs"]],
@@ -146,7 +145,7 @@ class BenchTest(unittest.TestCase):
         from matserve.v1 import matrix_service_pb2 as pb
         left = self.server.stub.ListSharedMemory(pb.ListSharedMemoryRequest(), timeout=10)
         self.assertEqual(len(left.regions), 0)
-        self.assertEqual(objects() - before, set())
+        self.assertEqual(left_behind(before), set())
 
     def test_batched_requests(self):
         doc, out, _ = self.bench("--shapes", "24x16x8", "--modes", "inline,resident", "--batch", "4",

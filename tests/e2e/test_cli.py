@@ -14,6 +14,7 @@ import unittest
 import numpy as np
 
 from server_process import ServerProcess
+from shm_objects import left_behind, matserve_objects
 from test_service import rand
 
 CLI = os.environ.get("MATSERVE_CLI", "matserve-cli")
@@ -129,7 +130,7 @@ class CliTest(unittest.TestCase):
         np.save(self.path("sa.npy"), a)
         np.save(self.path("sb.npy"), b)
         np.save(self.path("sc.npy"), c)
-        before = {f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}
+        before = matserve_objects()
         r = self.cli("multiply", "--a", self.path("sa.npy"), "--b", self.path("sb.npy"), "--c",
                      self.path("sc.npy"), "--beta", "-1", "--shm", "--check", "--tolerance",
                      "1e-5", "--out", self.path("sout.npy"))
@@ -141,7 +142,7 @@ class CliTest(unittest.TestCase):
         # The region was unregistered and its object removed.
         from matserve.v1 import matrix_service_pb2 as pb
         self.assertEqual(len(self.server.stub.ListSharedMemory(pb.ListSharedMemoryRequest()).regions), 0)
-        self.assertEqual({f for f in os.listdir("/dev/shm") if f.startswith("matserve-")}, before)
+        self.assertEqual(left_behind(before), set())
         bad = self.cli("multiply", "--random", "4x4x4", "--shm", "--keep-result", expect=1)
         self.assertIn("--shm", bad.stderr)
 

@@ -14,6 +14,7 @@ import sys
 import tarfile
 import tempfile
 import unittest
+from unittest import mock
 from multiprocessing import shared_memory
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import grpc
 import numpy as np
 
 import matserve_client as mc
+from matserve_client import shared_memory as shm_module
 from matserve_client import Bfloat16, Client
 from server_process import ClientServerTest, ServerProcess
 from test_service import rand, rel_l2
@@ -545,12 +547,20 @@ class SharedMemoryClientTest(ClientServerTest):
         self.assertLess(rel_l2(res.c.astype(np.float64), ok.astype(np.float64) @ ok), 1e-5)
 
     def test_switched_off_server_refuses_and_leaves_no_object(self):
-        before = set(os.listdir("/dev/shm"))
-        with ServerProcess("--shared_memory=false") as off, Client(off.target, timeout=30) as c:
+        # Every object the client makes is recorded (other tests beside this one make their own).
+        made = []
+        real = shm_module._mp_shm.SharedMemory
+
+        def recorded(*args, **kwargs):
+            obj = real(*args, **kwargs)
+            made.append(obj.name)
+            return obj
+        with ServerProcess("--shared_memory=false") as off, Client(off.target, timeout=30) as c, \
+                mock.patch.object(shm_module._mp_shm, "SharedMemory", recorded):
             self.assertFalse(c.server_info().limits.shared_memory)
             self.assert_error(mc.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION,
                               "--shared_memory=false", c.create_shared_memory, 4096)
-        self.assertEqual(set(os.listdir("/dev/shm")) - before, set())
+        self.assertEqual([n for n in made if os.path.exists("/dev/shm/" + n.lstrip("/"))], [])
 
     assert_error = ClientTest.assert_error
 
