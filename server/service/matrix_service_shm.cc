@@ -33,8 +33,11 @@ grpc::Status MatrixServiceImpl::finish_simple(const char* rpc, const absl::Statu
 
 absl::Status MatrixServiceImpl::regions_intact(
     const std::vector<std::shared_ptr<SharedMemoryRegion>>& regions) {
+  // The object's size too, not only the fault flag: a region the CUDA backend pinned takes no
+  // fault when its object is truncated (its pinned pages stay mapped, cut off from the object),
+  // and the result written there would be lost without a word.
   for (const auto& r : regions) {
-    if (absl::Status s = r->check_not_faulted(); !s.ok()) return s;
+    if (absl::Status s = r->check_intact(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -109,13 +109,22 @@ def channel_options(target: str, options: Sequence[Tuple[str, Any]] = ()) -> Lis
     return out
 
 
+def _repeated(field) -> bool:
+    """Whether a field is repeated: protobuf 5.28+ says is_repeated (and newer ones dropped
+    label); older ones only have label."""
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is None:
+        return field.label == field.LABEL_REPEATED
+    return bool(repeated() if callable(repeated) else repeated)
+
+
 def _messages(message) -> Iterator[Any]:
     """The message-typed values a message holds (set singular fields, repeated items), without
     touching its scalar and bytes fields (an inline operand's data is never copied)."""
     for field in message.DESCRIPTOR.fields:
         if field.type != field.TYPE_MESSAGE:
             continue
-        if field.label == field.LABEL_REPEATED:
+        if _repeated(field):
             yield from getattr(message, field.name)
         elif message.HasField(field.name):
             yield getattr(message, field.name)
@@ -127,7 +136,7 @@ def named_handles(message) -> List[str]:
     for field in message.DESCRIPTOR.fields:
         if field.name in HANDLE_FIELDS and field.type == field.TYPE_STRING:
             value = getattr(message, field.name)
-            out.extend(value if field.label == field.LABEL_REPEATED else [value])
+            out.extend(value if _repeated(field) else [value])
     for item in _messages(message):
         out.extend(named_handles(item))
     return [h for h in out if h]
@@ -275,7 +284,7 @@ def _merge(replies: List[Any]):
     out = replies[0]
     for reply in replies[1:]:
         for field, value in reply.ListFields():
-            if field.label == field.LABEL_REPEATED:
+            if _repeated(field):
                 getattr(out, field.name).extend(value)
     return out
 
