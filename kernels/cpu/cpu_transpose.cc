@@ -14,16 +14,18 @@ namespace {
 
 constexpr std::int64_t kBlock = 32;
 
+// Elements are copied through load/store_unaligned: a matrix in a shared-memory region may start
+// at any byte offset.
 template <typename Bits>
 void transpose_bits(const TransposeProblem& p) {
-  const auto* in = static_cast<const Bits*>(p.in);
-  auto* out = static_cast<Bits*>(p.out);
   for (std::int64_t i0 = 0; i0 < p.rows; i0 += kBlock) {
     for (std::int64_t j0 = 0; j0 < p.cols; j0 += kBlock) {
       const std::int64_t i1 = std::min(i0 + kBlock, p.rows);
       const std::int64_t j1 = std::min(j0 + kBlock, p.cols);
       for (std::int64_t i = i0; i < i1; ++i) {
-        for (std::int64_t j = j0; j < j1; ++j) out[j * p.ld_out + i] = in[i * p.ld_in + j];
+        for (std::int64_t j = j0; j < j1; ++j) {
+          store_unaligned(p.out, j * p.ld_out + i, load_unaligned<Bits>(p.in, i * p.ld_in + j));
+        }
       }
     }
   }
