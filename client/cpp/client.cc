@@ -95,10 +95,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(const std::string& targe
 Client::Client(Key, std::string target, ClientOptions options,
                std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels,
                bool routed, std::vector<std::shared_ptr<grpc::Channel>> stripe_channels)
-    : target_(std::move(target)),
-      options_(std::move(options)),
-      channel_(channels.at(0).second),
-      stub_(v1::MatrixService::NewStub(channel_)) {
+    : target_(std::move(target)), options_(std::move(options)) {
   std::vector<ReplicaRouter::Replica> replicas;
   for (auto& [address, channel] : channels) {
     ReplicaRouter::Replica r;

@@ -185,9 +185,7 @@ class Client {
 
   std::string target_;
   ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::MatrixService::Stub> stub_;
-  std::unique_ptr<ReplicaRouter> router_;     // every call's replica (one: channel_'s)
+  std::unique_ptr<ReplicaRouter> router_;     // every call's replica
   std::unique_ptr<StripedTransfer> striped_;  // null with 0 stripes
   std::once_flag ranges_fitted_;
 };

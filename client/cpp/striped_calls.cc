@@ -53,7 +53,8 @@ void Client::release_quietly(const std::vector<std::string>& handles) {
   v1::ReleaseRequest request;
   for (const std::string& h : handles) request.add_handles(h);
   v1::ReleaseReply reply;
-  (void)stub_->Release(&context, request, &reply);  // a matrix not released expires with its TTL
+  (void)router_->replica(0).stub->Release(&context, request,
+                                          &reply);  // a matrix not released expires with its TTL
 }
 
 absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
@@ -182,7 +183,9 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   grpc::ClientContext context;
   prepare_context(context);
   v1::MultiplyBatchedReply reply;
-  if (absl::Status s = from_grpc_status(stub_->MultiplyBatched(&context, r, &reply)); !s.ok()) {
+  if (absl::Status s =
+          from_grpc_status(router_->replica(0).stub->MultiplyBatched(&context, r, &reply));
+      !s.ok()) {
     for (const v1::ResidentInfo& k : reply.results()) made.push_back(k.handle());
     return s;
   }
