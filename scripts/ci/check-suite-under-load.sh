@@ -6,7 +6,8 @@
 # Prints one line per round and a summary; each round's full log goes to LOG_DIR.
 #
 # usage: scripts/ci/check-suite-under-load.sh [ROUNDS] [--hog]     (default 5 rounds, no hog)
-# env:   BUILD_DIR (default build), JOBS (default 4), LOG_DIR (default /tmp/suite-under-load)
+# env:   BUILD_DIR (default build), JOBS (default 4), LOG_DIR (default /tmp/suite-under-load),
+#        HOGS (how many busy loops --hog starts; default one more than the cores)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-5}
@@ -20,12 +21,12 @@ hogs=()
 stop_hogs() { [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null; hogs=(); }
 trap stop_hogs EXIT
 if [ $hog -eq 1 ]; then
-  for _ in $(seq 0 "$(nproc)"); do
+  for _ in $(seq 1 "${HOGS:-$(( $(nproc) + 1 ))}"); do
     (while :; do :; done) &
     hogs+=($!)
   done
 fi
-echo "suite-under-load: $rounds rounds of ctest -j $jobs on $(nproc) cores$([ $hog -eq 1 ] && echo ", with $(( $(nproc) + 1 )) CPU hogs")"
+echo "suite-under-load: $rounds rounds of ctest -j $jobs on $(nproc) cores$([ $hog -eq 1 ] && echo ", with ${#hogs[@]} CPU hogs")"
 passed=0
 for r in $(seq 1 "$rounds"); do
   start=$(date +%s)
