@@ -79,6 +79,23 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<cons
   }
 }
 
+std::optional<DeviceScheduler::Admission> DeviceScheduler::try_admit(
+    std::span<const BlockSpec> specs) {
+  absl::MutexLock lock(&mu_);
+  if (free_slots_.empty() || stats_.queued > 0) return std::nullopt;
+  std::vector<MemoryPool::Block> blocks;
+  for (const BlockSpec& s : specs) {
+    absl::StatusOr<MemoryPool::Block> b = pool_.allocate(s.bytes, s.long_lived);
+    if (!b.ok()) return std::nullopt;  // the blocks taken so far go back
+    blocks.push_back(*std::move(b));
+  }
+  const int slot = free_slots_.back();
+  free_slots_.pop_back();
+  ++stats_.running;
+  ++stats_.admitted;
+  return Admission(this, slot, std::move(blocks));
+}
+
 void DeviceScheduler::release(int slot) {
   absl::MutexLock lock(&mu_);
   free_slots_.push_back(slot);

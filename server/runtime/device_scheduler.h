@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -52,6 +53,9 @@ class DeviceScheduler {
 
   // Waits for a slot and the blocks of `blocks` (allocated from the pool).
   absl::StatusOr<Admission> admit(std::span<const BlockSpec> blocks, const Waiter& waiter);
+  // Admits at once when a slot is free, nobody is waiting and the blocks fit now; otherwise
+  // nullopt, counted nowhere (nothing was refused: the caller does without).
+  std::optional<Admission> try_admit(std::span<const BlockSpec> blocks);
 
   SchedulerStats stats() const;
   const std::string& label() const { return label_; }

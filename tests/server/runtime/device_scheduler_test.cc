@@ -74,6 +74,28 @@ TEST(DeviceScheduler, RequestThatCanNeverFitIsRefusedAtOnce) {
   EXPECT_EQ(s.stats().rejected_memory, 1);
 }
 
+TEST(DeviceScheduler, TryAdmitTakesAFreeSlotAndMemoryOrNothing) {
+  MemoryPool pool(heap(), 4 << 20);
+  DeviceScheduler s("dev", 1, 16, pool);
+  const BlockSpec one_mib[] = {{1 << 20, false}};
+  const BlockSpec five_mib[] = {{1 << 20, false}, {4 << 20, false}};
+  // Memory that does not fit now: nothing taken, nothing counted as refused.
+  EXPECT_FALSE(s.try_admit(five_mib).has_value());
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
+  EXPECT_EQ(s.stats().rejected_memory, 0);
+  {
+    std::optional<DeviceScheduler::Admission> held = s.try_admit(one_mib);
+    ASSERT_TRUE(held.has_value());
+    EXPECT_EQ(s.stats().running, 1);
+    EXPECT_EQ(pool.stats().in_use_bytes, 1 << 20);
+    // The only slot is taken: the next one does without.
+    EXPECT_FALSE(s.try_admit(one_mib).has_value());
+  }
+  EXPECT_EQ(s.stats().running, 0);
+  EXPECT_TRUE(s.try_admit(one_mib).has_value());
+  EXPECT_EQ(s.stats().admitted, 2);
+}
+
 TEST(DeviceScheduler, ResidentMemoryCountsAgainstWhatIsLeft) {
   MemoryPool pool(heap(), 4 << 20);
   DeviceScheduler s("dev", 2, 16, pool);

@@ -1,0 +1,205 @@
+// The split of one GEMM over devices (split_plan.h), checked on the host: bands and tiles cover C
+// exactly once, and a product assembled from the home band computed in place and every helper tile
+// computed from packed copies (memcpy standing in for cudaMemcpy2D) equals the whole product, for
+// every operand order, odd shapes and 2 to 4 devices.
+#include "server/runtime/split_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/reference.h"
+
+namespace matserve::server {
+namespace {
+
+using kernels::GemmProblem;
+
+// How many times each element of an m x n C is covered by the plan's home band and helper tiles.
+std::vector<int> coverage(const SplitPlan& plan, std::int64_t m, std::int64_t n) {
+  std::vector<int> hits(static_cast<std::size_t>(m * n), 0);
+  const auto mark = [&](const CBlock& b) {
+    for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i) {
+      for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
+        ++hits[static_cast<std::size_t>(i * n + j)];
+    }
+  };
+  mark(plan.home);
+  for (const HelperBand& h : plan.helpers) {
+    for (const HelperTile& t : h.tiles) mark(t.block);
+  }
+  return hits;
+}
+
+TEST(SplitPlan, BandsAndTilesCoverEveryElementOnce) {
+  for (const auto [m, n] : {std::pair<std::int64_t, std::int64_t>{1, 1},
+                            {2, 1},
+                            {1, 7},
+                            {37, 11},
+                            {11, 37},
+                            {64, 64},
+                            {100, 3},
+                            {5, 1000}}) {
+    for (int devices : {1, 2, 3, 4, 8}) {
+      for (std::int64_t tile : {1, 4, 16, 1000}) {
+        const SplitPlan plan = plan_split(m, n, devices, tile);
+        EXPECT_EQ(plan.by_rows, m >= n);
+        EXPECT_EQ(plan.home.row0, 0);
+        EXPECT_EQ(plan.home.col0, 0);
+        const std::int64_t longer = std::max(m, n);
+        EXPECT_EQ(static_cast<std::int64_t>(plan.helpers.size()),
+                  std::min<std::int64_t>(devices, longer) - 1)
+            << m << "x" << n << " on " << devices;
+        for (int hits : coverage(plan, m, n))
+          ASSERT_EQ(hits, 1) << m << "x" << n << " on " << devices;
+        for (const HelperBand& h : plan.helpers) {
+          for (const HelperTile& t : h.tiles) {
+            EXPECT_LE(t.block.rows, tile);
+            EXPECT_LE(t.block.cols, tile);
+            EXPECT_EQ(t.block.row0, h.a_pieces[static_cast<std::size_t>(t.a_piece)].row0);
+            EXPECT_EQ(t.block.col0, h.b_pieces[static_cast<std::size_t>(t.b_piece)].col0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitPlan, TheHomeBandTakesTheRemainderAndTheOthersEqualShares) {
+  const SplitPlan plan = plan_split(/*m=*/10, /*n=*/4, /*devices=*/3, /*tile=*/100);
+  EXPECT_EQ(plan.home, (CBlock{.row0 = 0, .rows = 4, .col0 = 0, .cols = 4}));
+  ASSERT_EQ(plan.helpers.size(), 2U);
+  EXPECT_EQ(plan.helpers[0].band, (CBlock{.row0 = 4, .rows = 3, .col0 = 0, .cols = 4}));
+  EXPECT_EQ(plan.helpers[1].band, (CBlock{.row0 = 7, .rows = 3, .col0 = 0, .cols = 4}));
+}
+
+// Packs a strided block of `from` (what cudaMemcpy2D would copy) into `to`.
+void copy_strided(const void* from, const StridedBytes& s, std::byte* to) {
+  const auto* src = static_cast<const std::byte*>(from) + s.offset_bytes;
+  for (std::size_t r = 0; r < s.height; ++r) {
+    std::memcpy(to + r * s.width_bytes, src + r * s.pitch_bytes, s.width_bytes);
+  }
+}
+
+// Unpacks `from` into the strided block of `to` (the tile's result going back to C).
+void place_strided(const std::byte* from, const StridedBytes& s, void* to) {
+  auto* dst = static_cast<std::byte*>(to) + s.offset_bytes;
+  for (std::size_t r = 0; r < s.height; ++r) {
+    std::memcpy(dst + r * s.pitch_bytes, from + r * s.width_bytes, s.width_bytes);
+  }
+}
+
+// Small integers: every product and sum is exact in float64, so any order of summation gives
+// the same bits.
+std::vector<double> random_integers(std::size_t count, std::mt19937& rng) {
+  std::uniform_int_distribution<int> value(-4, 4);
+  std::vector<double> v(count);
+  for (double& x : v) x = value(rng) == 0 ? 1.0 : value(rng);
+  return v;
+}
+
+// Writes the dense row-major m x n `values` into C's block `b` (leading dimension ldc).
+void put_block(const std::vector<double>& values, const CBlock& b, std::int64_t ldc,
+               std::vector<double>& c) {
+  for (std::int64_t i = 0; i < b.rows; ++i) {
+    for (std::int64_t j = 0; j < b.cols; ++j) {
+      c[static_cast<std::size_t>((b.row0 + i) * ldc + b.col0 + j)] =
+          values[static_cast<std::size_t>(i * b.cols + j)];
+    }
+  }
+}
+
+TEST(SplitPlan, AssembledProductEqualsTheWholeForEveryOperandOrder) {
+  std::mt19937 rng(7);
+  for (bool a_trans : {false, true}) {
+    for (bool b_trans : {false, true}) {
+      for (const auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1},
+                                   {7, 13, 5},
+                                   {37, 11, 29},
+                                   {64, 3, 17},
+                                   {3, 65, 19},
+                                   {50, 50, 1}}) {
+        for (int devices : {2, 3, 4}) {
+          // Leading dimensions larger than the stored rows, so a wrong stride shows.
+          const std::int64_t lda = (a_trans ? m : k) + 3;
+          const std::int64_t ldb = (b_trans ? k : n) + 2;
+          const std::int64_t ldc = n + 1;
+          const std::vector<double> a =
+              random_integers(static_cast<std::size_t>((a_trans ? k : m) * lda), rng);
+          const std::vector<double> b =
+              random_integers(static_cast<std::size_t>((b_trans ? n : k) * ldb), rng);
+          const std::vector<double> c0 = random_integers(static_cast<std::size_t>(m * ldc), rng);
+          GemmProblem p{.m = m,
+                        .n = n,
+                        .k = k,
+                        .a = a.data(),
+                        .lda = lda,
+                        .a_trans = a_trans,
+                        .b = b.data(),
+                        .ldb = ldb,
+                        .b_trans = b_trans,
+                        .c = nullptr,
+                        .ldc = ldc,
+                        .in_type = kernels::DType::kF64,
+                        .out_type = kernels::DType::kF64,
+                        .precision = kernels::Precision::kF64,
+                        .alpha = 2.0,
+                        .beta = -1.0};
+          const std::vector<double> whole = kernels::reference_gemm_naive(p, c0.data());
+
+          std::vector<double> c = c0;  // C as the home device holds it, written band by band
+          p.c = c.data();
+          const SplitPlan plan = plan_split(m, n, devices, /*tile=*/4);
+          // The home band, in place: its operands and C as they lie.
+          const GemmProblem home = view(p, plan.home);
+          std::vector<double> home_c0(static_cast<std::size_t>(plan.home.rows * plan.home.cols));
+          for (std::int64_t i = 0; i < plan.home.rows; ++i) {
+            for (std::int64_t j = 0; j < plan.home.cols; ++j) {
+              home_c0[static_cast<std::size_t>(i * plan.home.cols + j)] =
+                  c0[static_cast<std::size_t>(i * ldc + j)];
+            }
+          }
+          GemmProblem home_dense = home;
+          home_dense.ldc = plan.home.cols;
+          put_block(kernels::reference_gemm_naive(home_dense, home_c0.data()), plan.home, ldc, c);
+          EXPECT_EQ(home.c, static_cast<void*>(c.data()));
+          EXPECT_EQ(home.lda, lda);
+          // Every helper tile from packed copies of its pieces and of C's block.
+          for (const HelperBand& h : plan.helpers) {
+            for (const HelperTile& t : h.tiles) {
+              const CBlock& ap = h.a_pieces[static_cast<std::size_t>(t.a_piece)];
+              const CBlock& bp = h.b_pieces[static_cast<std::size_t>(t.b_piece)];
+              const StridedBytes as = a_rows(p, ap.row0, ap.rows);
+              const StridedBytes bs = b_cols(p, bp.col0, bp.cols);
+              const StridedBytes cs = c_block(p, t.block);
+              std::vector<std::byte> ap_packed(as.packed_bytes());
+              std::vector<std::byte> bp_packed(bs.packed_bytes());
+              std::vector<std::byte> c_packed(cs.packed_bytes());
+              copy_strided(a.data(), as, ap_packed.data());
+              copy_strided(b.data(), bs, bp_packed.data());
+              copy_strided(c0.data(), cs, c_packed.data());
+              const GemmProblem tile =
+                  packed(p, t.block, ap_packed.data(), bp_packed.data(), c_packed.data());
+              const std::vector<double> out = kernels::reference_gemm_naive(tile, c_packed.data());
+              std::memcpy(c_packed.data(), out.data(), c_packed.size());
+              place_strided(c_packed.data(), cs, c.data());
+            }
+          }
+          for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) {
+              ASSERT_EQ(c[static_cast<std::size_t>(i * ldc + j)],
+                        whole[static_cast<std::size_t>(i * n + j)])
+                  << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x"
+                  << k << " on " << devices << " devices, at (" << i << ", " << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace matserve::server
