@@ -45,6 +45,15 @@ ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
           "CUDA: pinned host memory in which large request and reply buffers are placed as gRPC "
           "parses and sends them, so they reach the GPU by DMA with no staging copy (blocks that "
           "do not fit are staged as usual; 0: none)");
+ABSL_FLAG(bool, split_gemm, true,
+          "CUDA, several GPUs: spread one large product over every GPU free at the time (C cut "
+          "into bands, one a GPU; operands copied between GPUs); false: one product, one GPU");
+ABSL_FLAG(double, split_gemm_min_flops, 1e13,
+          "CUDA: products of fewer flops (2*m*n*k) run on one GPU unless the request asks for "
+          "split=SPLIT_ALWAYS");
+ABSL_FLAG(int64_t, split_gemm_tile, 4096,
+          "CUDA: rows and columns at most of the tiles a helper GPU computes its band in (smaller: "
+          "its first tile starts sooner; larger: each tile runs closer to the GPU's peak)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
@@ -197,6 +206,15 @@ absl::StatusOr<BackendOptions> backend_options() {
   options.launch_graphs_per_stream = absl::GetFlag(FLAGS_launch_graphs_per_stream);
   if (options.launch_graphs_per_stream < 0 || options.launch_graphs_per_stream > 4096) {
     return absl::InvalidArgumentError("launch_graphs_per_stream: must be in [0, 4096]");
+  }
+  options.split.enabled = absl::GetFlag(FLAGS_split_gemm);
+  options.split.min_flops = absl::GetFlag(FLAGS_split_gemm_min_flops);
+  if (!(options.split.min_flops >= 0)) {
+    return absl::InvalidArgumentError("split_gemm_min_flops: must be >= 0");
+  }
+  options.split.tile = absl::GetFlag(FLAGS_split_gemm_tile);
+  if (options.split.tile < 256 || options.split.tile > 65536) {
+    return absl::InvalidArgumentError("split_gemm_tile: must be in [256, 65536]");
   }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.host = host_limits;

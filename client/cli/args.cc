@@ -245,6 +245,20 @@ std::vector<OptionSpec> multiply_specs(MultiplyOptions& m) {
          m.shm = true;
          return absl::OkStatus();
        }},
+      {"split", false,
+       [&m](const std::string& v) {
+         if (v == "default") {
+           m.split = v1::SPLIT_DEFAULT;
+         } else if (v == "never") {
+           m.split = v1::SPLIT_NEVER;
+         } else if (v == "always") {
+           m.split = v1::SPLIT_ALWAYS;
+         } else {
+           return absl::InvalidArgumentError(
+               absl::StrCat("--split: '", v, "' is not default, never or always"));
+         }
+         return absl::OkStatus();
+       }},
       {"batch", false,
        [&m](const std::string& v) { return assign("batch", parse_positive("batch", v), m.batch); }},
   };

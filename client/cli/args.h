@@ -78,6 +78,8 @@ struct MultiplyOptions {
   std::string a_handle, b_handle, c_handle;
   bool keep_result = false;
   bool shm = false;  // operands and result through a shared-memory region (same node)
+  // --split default|never|always: whether the server may spread the product over its GPUs.
+  v1::Split split = v1::SPLIT_DEFAULT;
   // --batch N > 1: N products of --random operands in one MultiplyBatched call.
   std::int64_t batch = 1;
 };

@@ -106,6 +106,8 @@ operation:
                          e4m3 tensor cores, the data quantized on the device)
   --output-dtype fp64|fp32|fp16|bf16   dtype of C (default: the inputs')
   --output-layout row|col              layout of C (default: that of --c, else row)
+  --split default|never|always         spread the product over the server's GPUs: above its
+                         --split_gemm_min_flops (default), never, or whenever another GPU is free
 checks and output:
   --verify               the server checks C against its float64 reference (`verify` in the
                          request) and reports the error (--server-verify: the former name)

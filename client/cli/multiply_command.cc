@@ -96,6 +96,7 @@ int run_multiply(const Env& env, const MultiplyOptions& opt) {
                                 ? request.c().layout()
                                 : to_proto(opt.output_layout.value_or(kernels::Layout::kRowMajor)));
   request.set_keep_result(opt.keep_result);
+  request.set_split(opt.split);
 
   absl::StatusOr<std::unique_ptr<Client>> client = make_client(env.global);
   if (!client.ok()) return input_error(env.err, client.status());

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
     cuda.copy_threads = options.copy_threads;
     cuda.pinned_message_bytes = options.pinned_message_bytes;
     cuda.launch_graphs_per_stream = options.launch_graphs_per_stream;
+    cuda.split = options.split;
     absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::create(cuda);
     if (!b.ok()) return b.status();
     return std::unique_ptr<Backend>(*std::move(b));

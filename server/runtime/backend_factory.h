@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/host_limits.h"
+#include "server/runtime/split_plan.h"
 
 namespace matserve::server {
 
@@ -24,6 +25,7 @@ struct BackendOptions {
   int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
   std::size_t pinned_message_bytes = 0;  // CUDA: pinned heap for large message buffers
   int launch_graphs_per_stream = 64;     // CUDA: replayed launches cached per stream; 0 = off
+  SplitSettings split;                   // CUDA: one product over several devices
   std::optional<HostLimits> host;        // the process's CPU and memory limits; unset: read them
 };
 

@@ -33,6 +33,25 @@ int staging_chunks(const CudaBackendOptions& o) {
   return std::max(o.staging_chunks, 2 * (o.copy_threads + 1));
 }
 
+// Lets every device read and write every other one's memory directly (NVLink or PCIe peer to
+// peer) where the hardware allows, for products spread over devices; elsewhere their copies go
+// through host memory, more slowly, by the driver.
+void enable_peer_access(const std::vector<CudaDevice*>& devices) {
+  for (const CudaDevice* from : devices) {
+    for (const CudaDevice* to : devices) {
+      int can = 0;
+      if (from->ordinal == to->ordinal ||
+          cudaDeviceCanAccessPeer(&can, from->ordinal, to->ordinal) != cudaSuccess || can == 0) {
+        continue;
+      }
+      cudaSetDevice(from->ordinal);
+      if (cudaDeviceEnablePeerAccess(to->ordinal, 0) != cudaSuccess) {
+        cudaGetLastError();  // already enabled (a second backend in one process): not sticky
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
@@ -110,6 +129,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
     }
     backend->devices_.push_back(std::move(d));
   }
+  for (const auto& d : backend->devices_) backend->device_list_.push_back(d.get());
+  backend->split_ = options.split;
+  enable_peer_access(backend->device_list_);
   if (options.pinned_message_bytes > 0) {
     // Without it the server still works, staging every large buffer through the rings.
     absl::StatusOr<kernels::PinnedBuffer> region =
@@ -207,7 +229,7 @@ absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose
                                    std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
-  return run_cuda_gemm({pick, *copier_}, job, choose, out, waiter, outcome);
+  return run_cuda_gemm({pick, *copier_, &split_, device_list_}, job, choose, out, waiter, outcome);
 }
 
 absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,

@@ -2,7 +2,8 @@
 // scheduler (one slot per stream, bounded queue, memory admission) and its streams, each with its
 // own cuBLAS handles, workspace, timing events and pinned staging ring (cuda_device.h). A request
 // runs on the device holding its resident operands, else on the least-loaded one, through the
-// execution plan (cuda_operation.h).
+// execution plan (cuda_operation.h); one large product may be spread over several devices, which
+// then reach each other's memory directly where the hardware allows (peer access).
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/resources.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/cuda_split_gemm.h"
 #include "server/runtime/parallel_copy.h"
 #include "server/runtime/pinned_heap.h"
 #include "server/runtime/pinned_ranges.h"
@@ -42,6 +44,8 @@ struct CudaBackendOptions {
   // (kernels/cuda/launch_graphs.h). Launches kept per stream, least recently used out first;
   // 0 = launch directly, never capture.
   int launch_graphs_per_stream = 64;
+  // One product spread over several devices (cuda_split_gemm.h).
+  SplitSettings split;
 };
 
 class CudaBackend final : public Backend {
@@ -81,6 +85,8 @@ class CudaBackend final : public Backend {
   // Host memory pinned by pin_host_memory, which the staging rings copy by DMA where it is.
   std::unique_ptr<PinnedRanges> pinned_ranges_ = std::make_unique<PinnedRanges>();
   std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::vector<CudaDevice*> device_list_;  // the same devices, as operations see them
+  SplitSettings split_;
   std::unique_ptr<ParallelCopier> copier_;
   kernels::PinnedBuffer message_region_;      // behind message_heap_
   std::unique_ptr<PinnedHeap> message_heap_;  // over message_region_; see message_heap()

@@ -1,18 +1,24 @@
 // One GEMM on a CUDA device through the execution plan: inline operands staged in together (B's
 // host copy overlapping A's DMA), fp32 data converted on the device when the precision computes
 // on narrower operands, the kernel replayed as a CUDA graph once its launch repeats, the result
-// staged out (or copied into the caller's CUDA memory, or kept resident).
+// staged out (or copied into the caller's CUDA memory, or kept resident). A product large enough
+// is spread over the server's other free devices (cuda_split_gemm.h): the home device computes its
+// band, the helpers theirs, within the same kernel events.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_operation.h"
 #include "server/runtime/problem_builder.h"
 #include "server/runtime/resident_store.h"
+#include "server/runtime/split_plan.h"
 
 namespace matserve::server {
 namespace {
@@ -54,7 +60,9 @@ class CudaGemm : public CudaOperation {
     kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
     kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
     problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
-    absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
+    if (absl::Status s = maybe_split(); !s.ok()) return s;
+    absl::StatusOr<const kernels::GemmVariant*> v =
+        choose_(split_ ? split_->home_problem() : problem_);
     if (!v.ok()) return v.status();
     variant_ = *v;
     return absl::OkStatus();
@@ -108,9 +116,21 @@ class CudaGemm : public CudaOperation {
           return s;
         }
       }
+      if (split_) {
+        // The helpers start from the operands as they are now; the home band runs meanwhile.
+        if (absl::Status s = split_->start_helpers(stream_); !s.ok()) return s;
+        if (absl::Status s = variant_->launch(split_->home_problem(), slot_->resources.context());
+            !s.ok()) {
+          return s;
+        }
+        return split_->join_helpers(stream_);
+      }
       return variant_->launch(problem_, slot_->resources.context());
     };
-    if (!variant_->capturable) return launch_device_work(/*graph_key=*/nullptr, work, outcome);
+    // Work on several devices is enqueued directly: a graph captures one device's stream.
+    if (!variant_->capturable || split_) {
+      return launch_device_work(/*graph_key=*/nullptr, work, outcome);
+    }
     kernels::LaunchKey key;
     key.add(variant_->name).add(problem_).add(convert_);
     if (convert_) key.add(a_).add(b_).add(job_.a.dtype).add(job_.b.dtype).add(na_).add(nb_);
@@ -127,8 +147,15 @@ class CudaGemm : public CudaOperation {
     outcome.marks.add("gpu_h2d(events)", outcome.times.host_to_device_us);
     outcome.marks.add("gpu_kernel(events)", outcome.times.kernel_us);
     outcome.variant = std::string(variant_->name);
-    outcome.device = device_->display_name;
+    outcome.device = split_ ? absl::StrCat(split_->labels(), " ", device_->description.name)
+                            : device_->display_name;
     outcome.work = kernels::gemm_flops(problem_);
+  }
+
+  // After a failed step: the helpers may still be copying into this operation's C.
+  void abandon() {
+    if (split_) split_->wait();
+    CudaOperation::abandon();
   }
 
   void keep(AdmittedMemory& memory, Outcome& outcome) {
@@ -138,6 +165,35 @@ class CudaGemm : public CudaOperation {
   }
 
  private:
+  // Whether this product is spread over devices (cuda_split_gemm.h): the flags and the request
+  // allow it, it is one product large enough, and every other device is free to take a share now.
+  absl::Status maybe_split() {
+    const SplitSettings* settings = context_.split;
+    if (settings == nullptr || !settings->enabled || job_.split == SplitChoice::kNever) {
+      return absl::OkStatus();
+    }
+    if (problem_.batch.count != 1 || problem_.k < 1 || std::max(problem_.m, problem_.n) < 2) {
+      return absl::OkStatus();
+    }
+    const double flops = 2.0 * static_cast<double>(problem_.m) * static_cast<double>(problem_.n) *
+                         static_cast<double>(problem_.k);
+    if (job_.split == SplitChoice::kDefault && flops < settings->min_flops) {
+      return absl::OkStatus();
+    }
+    std::vector<CudaDevice*> helpers;
+    for (CudaDevice* d : context_.devices) {
+      if (d != device_ && d->healthy.load()) helpers.push_back(d);
+    }
+    if (helpers.empty()) return absl::OkStatus();
+    const SplitPlan plan =
+        plan_split(problem_.m, problem_.n, static_cast<int>(helpers.size()) + 1, settings->tile);
+    absl::StatusOr<std::optional<GemmSplit>> split =
+        GemmSplit::prepare(plan, problem_, *device_, helpers, choose_);
+    if (!split.ok()) return split.status();
+    if (split->has_value()) split_.emplace(std::move(**split));
+    return absl::OkStatus();
+  }
+
   absl::Status convert(const void* from, kernels::DType from_type, void* to, std::size_t elems,
                        const char* what) {
     return cuda_status(kernels::launch_convert(from, from_type, to, operand_,
@@ -168,6 +224,7 @@ class CudaGemm : public CudaOperation {
   kernels::GemmProblem problem_;
   const kernels::GemmVariant* variant_ = nullptr;
   bool copies_in_ = false;
+  std::optional<GemmSplit> split_;  // set when other devices compute part of the product
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kernels/cuda/launch_graphs.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/cuda_device.h"
+#include "server/runtime/cuda_split_gemm.h"
 #include "server/runtime/execution_plan.h"
 #include "server/runtime/jobs.h"
 #include "server/runtime/parallel_copy.h"
@@ -26,6 +27,10 @@ namespace matserve::server {
 struct CudaOperationContext {
   absl::FunctionRef<absl::StatusOr<CudaDevice*>(std::span<const Operand* const>)> pick;
   ParallelCopier& copier;
+  // GEMM: when a product is spread over devices, and every device of the backend (the healthy
+  // ones other than the operation's own may help).
+  const SplitSettings* split = nullptr;
+  std::span<CudaDevice* const> devices;
 };
 
 absl::Status run_cuda_gemm(const CudaOperationContext& context, const GemmJob& job,

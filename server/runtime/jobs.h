@@ -60,6 +60,10 @@ class ResidentLock {
   bool exclusive_;
 };
 
+// Whether one product may be spread over several devices (cuda_split_gemm.h): as the server's
+// flags say (above --split_gemm_min_flops), never, or whenever the server has another device free.
+enum class SplitChoice { kDefault, kNever, kAlways };
+
 struct GemmJob {
   Operand a;
   Operand b;
@@ -72,8 +76,9 @@ struct GemmJob {
   kernels::DType out_dtype = kernels::DType::kF32;
   kernels::Layout out_layout = kernels::Layout::kRowMajor;
   bool verify = false;
-  std::int64_t verify_bytes = 0;    // host memory the float64 reference takes (with verify)
-  bool keep_result = false;         // the result stays on the device (Outcome::result)
+  std::int64_t verify_bytes = 0;  // host memory the float64 reference takes (with verify)
+  bool keep_result = false;       // the result stays on the device (Outcome::result)
+  SplitChoice split = SplitChoice::kDefault;
   std::string owner;                // who the resident result belongs to
   std::vector<ResidentLock> locks;  // held for the whole operation
   // Shared-memory regions the operands or the result live in, mapped for the whole operation.

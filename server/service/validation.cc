@@ -441,6 +441,15 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
     job.c = *std::move(c);
   }
   if (absl::Status s = place_gemm_result(request, limits, shm, 1, job); !s.ok()) return s;
+  switch (request.split()) {
+    case v1::SPLIT_DEFAULT: job.split = SplitChoice::kDefault; break;
+    case v1::SPLIT_NEVER: job.split = SplitChoice::kNever; break;
+    case v1::SPLIT_ALWAYS: job.split = SplitChoice::kAlways; break;
+    default:
+      return absl::InvalidArgumentError(StrCat("split: ", request.split(),
+                                               " is not a Split value (SPLIT_DEFAULT, SPLIT_NEVER, "
+                                               "SPLIT_ALWAYS)"));
+  }
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, 1);
     if (!bytes.ok()) return bytes.status();

@@ -145,6 +145,16 @@ TEST(CliArgs, RejectsUnknownDtypesAndModes) {
   EXPECT_THAT(error({"kernels", "--op", "conv"}), HasSubstr("--op: unknown operation 'conv'"));
 }
 
+TEST(CliArgs, SplitAsksTheServerToSpreadOneProduct) {
+  EXPECT_EQ(parse({"multiply", "--random", "2x2x2"})->multiply.split, v1::SPLIT_DEFAULT);
+  EXPECT_EQ(parse({"multiply", "--random", "2x2x2", "--split", "always"})->multiply.split,
+            v1::SPLIT_ALWAYS);
+  EXPECT_EQ(parse({"multiply", "--random", "2x2x2", "--split", "never"})->multiply.split,
+            v1::SPLIT_NEVER);
+  EXPECT_THAT(error({"multiply", "--random", "2x2x2", "--split", "sometimes"}),
+              HasSubstr("--split: 'sometimes' is not default, never or always"));
+}
+
 TEST(CliArgs, RejectsBadOptions) {
   EXPECT_THAT(error({"multiply", "--random", "2x2x2", "--frob"}),
               HasSubstr("multiply: unknown option '--frob'"));

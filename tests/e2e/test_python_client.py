@@ -112,6 +112,15 @@ class ClientTest(ClientServerTest):
         r = self.client.multiply(a.astype(np.float32), b.astype(np.float32), c=c, beta=1.0)
         self.assertLess(rel_l2(r.c.astype(np.float64), a @ b + c), 1e-5)
 
+    def test_split_is_sent_and_one_device_computes_on_the_cpu(self):
+        a, b = rand(9, 6, np.float64), rand(6, 4, np.float64)
+        for split in (None, "default", "never", "always", "ALWAYS"):
+            r = self.client.multiply(a, b, split=split)
+            self.assertEqual(r.device, "cpu")  # one device: nothing to spread over
+            np.testing.assert_allclose(r.c, a @ b, rtol=1e-12, atol=1e-12)
+        with self.assertRaisesRegex(ValueError, "split: 'sometimes' is not one of default, never, always"):
+            self.client.multiply(a, b, split="sometimes")
+
     def test_compute_modes_verify_timing_and_rate(self):
         a, b = rand(64, 96), rand(96, 40)
         want = a.astype(np.float64) @ b

@@ -204,7 +204,8 @@ class AsyncClient:
                        out_order: Optional[str] = None, verify: bool = False,
                        keep_result: bool = False, bf16_bits: bool = False,
                        timeout: Optional[float] = None,
-                       precision: Optional[str] = None) -> MultiplyResult:
+                       precision: Optional[str] = None,
+                       split: Optional[str] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply (precision: the deprecated
         name of compute); result.resident is an AsyncResidentMatrix with keep_result."""
         compute = _compute(compute, precision)
@@ -212,7 +213,7 @@ class AsyncClient:
             self._operand, a, b, c, dtype=dtype, out_dtype=out_dtype, order=_order(out_order),
             order_of=lambda x: x.order if isinstance(x, AsyncResidentMatrix) else memory_order(x),
             transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
-            variant=variant, compute=compute, verify=verify)
+            variant=variant, compute=compute, verify=verify, split=split)
         request.keep_result = keep_result
         made = await self._fill_striped(request, ops, timeout)
         try:

@@ -75,7 +75,7 @@ def _order(order: Optional[str]) -> Optional[str]:
 
 def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str], order_of,
                       transpose_a: bool, transpose_b: bool, alpha: float, beta: float,
-                      variant: str, compute: int, verify: bool):
+                      variant: str, compute: int, verify: bool, split: Optional[str] = None):
     """The MultiplyRequest that Client.multiply and AsyncClient.multiply send, all but the places
     of its operands (and keep_result), with the operands prepared: (request, ops, out_name,
     order). `operand(x, dtype, what, order=None)` prepares one operand for its client. The
@@ -94,7 +94,20 @@ def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str
                                  output_layout=ORDER_TO_LAYOUT[order])
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
+    request.split = _split(split)
     return request, ops, out_name, order
+
+
+_SPLITS = {"default": 0, "never": 1, "always": 2}  # the proto's Split values
+
+
+def _split(split: Optional[str]) -> int:
+    """The proto's Split for `split`: None/"default" (the server's flags decide), "never" (one
+    GPU), "always" (every GPU the server has free, whatever the size)."""
+    name = "default" if split is None else str(split).lower()
+    if name not in _SPLITS:
+        raise ValueError(f"split: {split!r} is not one of {', '.join(_SPLITS)}")
+    return _SPLITS[name]
 
 
 class Client:
@@ -291,7 +304,8 @@ class Client:
                  out_dtype: Optional[dtypes.DTypeLike] = None, out_order: Optional[str] = None,
                  verify: bool = False, keep_result: bool = False, bf16_bits: bool = False,
                  out: Optional[ShmMatrix] = None, timeout: Optional[float] = None,
-                 precision: Optional[str] = None) -> MultiplyResult:
+                 precision: Optional[str] = None,
+                 split: Optional[str] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C on the server.
 
         a, b: 2-D float64/float32/float16 arrays, `Bfloat16`/`Float8E4M3` bits, ml_dtypes
@@ -313,6 +327,9 @@ class Client:
         out: a ShmMatrix (e.g. region.empty(m, n, dtype)) the server writes C into; it must have
         the result's shape, dtype (out_dtype, else the inputs') and order (ValueError otherwise).
         result.c is then out.array(), a view of the shared memory (Bfloat16 bits for bf16).
+        split: whether the server may spread this one product over several of its GPUs: None or
+        "default" (above its --split_gemm_min_flops), "never", "always"; result.device names
+        every GPU that ran ("cuda:0+cuda:1 ...").
         Raises a MatserveError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         compute = _compute(compute, precision)
@@ -325,7 +342,7 @@ class Client:
             order_of=lambda x: (x.order if isinstance(x, (ResidentMatrix, ShmMatrix))
                                 else memory_order(x)),
             transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
-            variant=variant, compute=compute, verify=verify)
+            variant=variant, compute=compute, verify=verify, split=split)
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
