@@ -22,6 +22,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/gemm_bound.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/precision_cases.h"
 #include "tests/support/random_matrix.h"
 #include "tests/support/variant_filter.h"
@@ -77,40 +78,22 @@ struct Reference {
 // What check() did with one (variant, precision, output type).
 enum class Ran { kChecked, kRefused };
 
-class GemmVariantsGpu : public ::testing::TestWithParam<Case> {
+class GemmVariantsGpu : public testing::WithGpuStream<::testing::TestWithParam<Case>> {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test not run";
     const Shape& s = GetParam().shape;
     if (s.m * s.n * s.k > 1'000'000'000 && std::getenv("MATSERVE_TEST_QUICK") != nullptr) {
       GTEST_SKIP() << "MATSERVE_TEST_QUICK set: large shape skipped";
     }
-    auto r = StreamResources::create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::make_unique<StreamResources>(*std::move(r));
+    WithGpuStream::SetUp();
   }
 
   // The problem of this case (no pointers set).
   GemmProblem problem(Precision prec, DType in_type, DType out_type, double alpha,
                       double beta) const {
     const Case& c = GetParam();
-    const Shape& s = c.shape;
-    GemmProblem p;
-    p.m = s.m;
-    p.n = s.n;
-    p.k = s.k;
-    // Stored operands: op(A) is m x k, so A is stored k x m when transposed (row-major).
-    p.a_trans = c.trans_a;
-    p.lda = c.trans_a ? s.m : s.k;
-    p.b_trans = c.trans_b;
-    p.ldb = c.trans_b ? s.k : s.n;
-    p.ldc = s.n;
-    p.in_type = in_type;
-    p.out_type = out_type;
-    p.precision = prec;
-    p.alpha = alpha;
-    p.beta = beta;
-    return p;
+    return testing::dense_problem(c.shape.m, c.shape.n, c.shape.k, c.trans_a, c.trans_b, in_type,
+                                  out_type, prec, alpha, beta);
   }
 
   const Reference& reference(DType in_type, DType out_type, double alpha, double beta) {
@@ -155,18 +138,11 @@ class GemmVariantsGpu : public ::testing::TestWithParam<Case> {
           << " refused a case although its registry entry declares no constraint: " << refused;
       return Ran::kRefused;
     }
-    auto da = allocate_device(r.a.size());
-    auto db = allocate_device(r.b.size());
-    auto dc = allocate_device(r.c0.size());
+    auto da = testing::to_device(r.a);
+    auto db = testing::to_device(r.b);
+    auto dc = testing::to_device(r.c0);
     EXPECT_TRUE(da.ok() && db.ok() && dc.ok()) << what;
     if (!da.ok() || !db.ok() || !dc.ok()) return Ran::kChecked;
-    EXPECT_EQ(cudaMemcpy(da->data(), r.a.data(), r.a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(db->data(), r.b.data(), r.b.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(dc->data(), r.c0.data(), r.c0.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    // A pageable cudaMemcpy may return before its DMA lands, and the kernel's non-blocking stream
-    // does not wait for the legacy stream: finish the copies first.
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     p.a = da->data();
     p.b = db->data();
     p.c = dc->data();
@@ -183,7 +159,6 @@ class GemmVariantsGpu : public ::testing::TestWithParam<Case> {
     return Ran::kChecked;
   }
 
-  std::unique_ptr<StreamResources> resources_;
   std::map<std::tuple<int, int, double, double>, std::unique_ptr<Reference>> references_;
 };
 

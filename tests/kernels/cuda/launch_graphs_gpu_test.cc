@@ -18,6 +18,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/gemm_bound.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/precision_cases.h"
 #include "tests/support/random_matrix.h"
 #include "tests/support/variant_filter.h"
@@ -38,14 +39,8 @@ void upload(const DeviceBuffer& d, const std::vector<std::byte>& host) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the variants run on a non-blocking stream
 }
 
-class LaunchGraphsGpu : public ::testing::Test {
+class LaunchGraphsGpu : public testing::WithGpuStream<> {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test not run";
-    auto r = StreamResources::create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::make_unique<StreamResources>(*std::move(r));
-  }
   cudaStream_t stream() const { return resources_->stream(); }
 
   // Direct launch, then a captured graph, then a replay of that graph on new A: the first two
@@ -53,19 +48,7 @@ class LaunchGraphsGpu : public ::testing::Test {
   void check_gemm(const GemmVariant& v, Precision prec, std::int64_t m, std::int64_t n,
                   std::int64_t k, bool ta, bool tb, double beta, std::uint64_t seed) {
     const DType t = data_type(prec);
-    GemmProblem p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.a_trans = ta;
-    p.b_trans = tb;
-    p.lda = ta ? m : k;
-    p.ldb = tb ? k : n;
-    p.ldc = n;
-    p.in_type = p.out_type = t;
-    p.precision = prec;
-    p.alpha = 0.5;
-    p.beta = beta;
+    GemmProblem p = testing::dense_problem(m, n, k, ta, tb, t, t, prec, /*alpha=*/0.5, beta);
     if (!check_gemm_variant(v, p).ok()) return;
     const std::string what = std::string(v.name) + " " + std::string(precision_name(prec)) + " " +
                              std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
@@ -76,13 +59,10 @@ class LaunchGraphsGpu : public ::testing::Test {
     const auto b = testing::random_matrix(k * n, t, seed + 1);
     auto c = testing::random_matrix(m * n, t, seed + 2);
     if (beta == 0.0) testing::poison(c.data(), c.size());  // never read: NaN where unwritten
-    auto da = allocate_device(a.size());
-    auto db = allocate_device(b.size());
-    auto dc = allocate_device(c.size());
+    auto da = testing::to_device(a);
+    auto db = testing::to_device(b);
+    auto dc = testing::to_device(c);
     ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
-    upload(*da, a);
-    upload(*db, b);
-    upload(*dc, c);
     p.a = da->data();
     p.b = db->data();
     p.c = dc->data();
@@ -130,7 +110,6 @@ class LaunchGraphsGpu : public ::testing::Test {
     ++checked_;
   }
 
-  std::unique_ptr<StreamResources> resources_;
   int checked_ = 0;
 };
 

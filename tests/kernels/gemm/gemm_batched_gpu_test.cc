@@ -15,6 +15,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/gemm_bound.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/precision_cases.h"
 #include "tests/support/random_matrix.h"
 #include "tests/support/variant_filter.h"
@@ -59,15 +60,8 @@ std::vector<Case> all_cases() {
   return out;
 }
 
-class GemmBatchedGpu : public ::testing::TestWithParam<Case> {
+class GemmBatchedGpu : public testing::WithGpuStream<::testing::TestWithParam<Case>> {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test not run";
-    auto r = StreamResources::create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::make_unique<StreamResources>(*std::move(r));
-  }
-
   void check(const GemmVariant& v, Precision prec, DType out_type, double alpha, double beta,
              std::uint64_t seed) {
     const Case& c = GetParam();
@@ -81,29 +75,14 @@ class GemmBatchedGpu : public ::testing::TestWithParam<Case> {
     std::vector<std::byte> c0 = testing::random_matrix(c_elems * c.count, out_type, seed + 2);
     if (beta == 0.0) testing::poison(c0.data(), c0.size());
 
-    auto da = allocate_device(a.size());
-    auto db = allocate_device(b.size());
-    auto dc = allocate_device(c0.size());
+    auto da = testing::to_device(a);
+    auto db = testing::to_device(b);
+    auto dc = testing::to_device(c0);
     auto arrays = allocate_device(3 * static_cast<std::size_t>(c.count) * sizeof(void*));
     ASSERT_TRUE(da.ok() && db.ok() && dc.ok() && arrays.ok());
-    ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice), cudaSuccess);
 
-    GemmProblem p;
-    p.m = c.m;
-    p.n = c.n;
-    p.k = c.k;
-    p.a_trans = c.trans_a;
-    p.lda = c.trans_a ? c.m : c.k;
-    p.b_trans = c.trans_b;
-    p.ldb = c.trans_b ? c.k : c.n;
-    p.ldc = c.n;
-    p.in_type = in_type;
-    p.out_type = out_type;
-    p.precision = prec;
-    p.alpha = alpha;
-    p.beta = beta;
+    GemmProblem p = testing::dense_problem(c.m, c.n, c.k, c.trans_a, c.trans_b, in_type, out_type,
+                                           prec, alpha, beta);
     p.batch.count = c.count;
     p.batch.stride_a = a_count == 1 ? 0 : a_elems;
     p.batch.stride_b = b_count == 1 ? 0 : b_elems;
@@ -176,8 +155,6 @@ class GemmBatchedGpu : public ::testing::TestWithParam<Case> {
       EXPECT_TRUE(e.ok()) << what << " product " << z << ": " << e.summary();
     }
   }
-
-  std::unique_ptr<StreamResources> resources_;
 };
 
 TEST_P(GemmBatchedGpu, EveryProductMatchesFloat64Reference) {

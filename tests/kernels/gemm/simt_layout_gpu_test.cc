@@ -19,6 +19,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/gemm_bound.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/random_matrix.h"
 #include "tests/support/variant_filter.h"
 
@@ -31,15 +32,8 @@ struct LayoutCase {
   std::int64_t shift;  // elements added to every base pointer
 };
 
-class SimtLayoutGpu : public ::testing::Test {
+class SimtLayoutGpu : public testing::WithGpuStream<> {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test not run";
-    auto r = StreamResources::create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::make_unique<StreamResources>(*std::move(r));
-  }
-
   void check(const GemmVariant& v, Precision prec, const LayoutCase& lc, bool ta, bool tb,
              std::uint64_t seed) {
     const DType t = prec == Precision::kF64 ? DType::kF64 : DType::kF32;
@@ -104,8 +98,6 @@ class SimtLayoutGpu : public ::testing::Test {
     }
     ASSERT_EQ(std::memcmp(out.data(), c.data(), lc.shift * es), 0) << what;
   }
-
-  std::unique_ptr<StreamResources> resources_;
 };
 
 TEST_F(SimtLayoutGpu, PaddedAndMisalignedOperandsMatchReference) {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::kernels {
@@ -35,30 +36,12 @@ class CublasLtFp8 : public ::testing::TestWithParam<Fp8Case> {
     auto b = testing::random_matrix(c.k * c.n, in, seed + 1);
     std::vector<std::byte> c0 = testing::random_matrix(c.m * c.n, out, seed + 2);
     if (beta == 0.0) testing::poison(c0.data(), c0.size());
-    auto da = allocate_device(a.size());
-    auto db = allocate_device(b.size());
-    auto dc = allocate_device(c0.size());
+    auto da = testing::to_device(a);
+    auto db = testing::to_device(b);
+    auto dc = testing::to_device(c0);
     ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
-    ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    // A pageable cudaMemcpy may return before its DMA lands, and the variant runs on a
-    // non-blocking stream that does not wait for the legacy stream: finish the copies first.
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    GemmProblem p;
-    p.m = c.m;
-    p.n = c.n;
-    p.k = c.k;
-    p.a_trans = c.trans_a;
-    p.lda = c.trans_a ? c.m : c.k;
-    p.b_trans = c.trans_b;
-    p.ldb = c.trans_b ? c.k : c.n;
-    p.ldc = c.n;
-    p.in_type = in;
-    p.out_type = out;
-    p.precision = Precision::kF8;
-    p.alpha = alpha;
-    p.beta = beta;
+    GemmProblem p = testing::dense_problem(c.m, c.n, c.k, c.trans_a, c.trans_b, in, out,
+                                           Precision::kF8, alpha, beta);
     GemmProblem host = p;
     host.a = a.data();
     host.b = b.data();

@@ -12,6 +12,7 @@
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
 #include "tests/support/gemm_bound.h"
+#include "tests/support/gpu_gemm_setup.h"
 #include "tests/support/random_matrix.h"
 
 namespace matserve::kernels {
@@ -47,29 +48,12 @@ TEST_P(TensorCoreDeepK, MatchesFloat64Reference) {
         auto b = testing::random_matrix(k * c.n, in, seed++);
         std::vector<std::byte> c0(static_cast<std::size_t>(c.m * c.n) * dtype_size(out_type));
         testing::poison(c0.data(), c0.size());
-        auto da = allocate_device(a.size());
-        auto db = allocate_device(b.size());
-        auto dc = allocate_device(c0.size());
+        auto da = testing::to_device(a);
+        auto db = testing::to_device(b);
+        auto dc = testing::to_device(c0);
         ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
-        ASSERT_EQ(cudaMemcpy(da->data(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(db->data(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dc->data(), c0.data(), c0.size(), cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        // A pageable cudaMemcpy may return before its DMA lands, and the variant runs on a
-        // non-blocking stream that does not wait for the legacy stream: finish the copies first.
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        GemmProblem p;
-        p.m = c.m;
-        p.n = c.n;
-        p.k = k;
-        p.a_trans = c.trans_a;
-        p.lda = c.trans_a ? c.m : k;
-        p.b_trans = c.trans_b;
-        p.ldb = c.trans_b ? k : c.n;
-        p.ldc = c.n;
-        p.in_type = in;
-        p.out_type = out_type;
-        p.precision = prec;
+        GemmProblem p = testing::dense_problem(c.m, c.n, k, c.trans_a, c.trans_b, in, out_type,
+                                               prec, /*alpha=*/1.0, /*beta=*/0.0);
         GemmProblem host = p;
         host.a = a.data();
         host.b = b.data();
