@@ -248,9 +248,12 @@ class Attack:
                      lambda: s.UnregisterSharedMemory(pb.UnregisterSharedMemoryRequest(),
                                                       metadata=m, timeout=30))
         # Headers over gRPC's metadata limit end the connection (gRPC's own answer), so on a
-        # channel of its own; the server must not echo the token either way.
+        # connection of its own: a channel with the same target and options would share the
+        # main channel's connection (gRPC's global subchannel pool), and the next call on it could
+        # find the socket closed. The server must not echo the token either way.
         long_bearer = [("authorization", "Bearer " + "y" * 20000)]
-        with grpc.insecure_channel(self.args.target_used, options=OPTS) as ch:
+        with grpc.insecure_channel(self.args.target_used,
+                                   options=OPTS + [("grpc.use_local_subchannel_pool", 1)]) as ch:
             c.expect("a 20000-character bearer token", ("UNAUTHENTICATED", "RESOURCE_EXHAUSTED"),
                      lambda: rpc.MatrixServiceStub(ch).ListSharedMemory(
                          pb.ListSharedMemoryRequest(), metadata=long_bearer, timeout=30))
