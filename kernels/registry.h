@@ -47,10 +47,17 @@ struct GemmVariant {
   // False when launch() must talk to the host mid-call (a read-back, a synchronization): it then
   // cannot be captured as a CUDA graph and replayed (kernels/cuda/launch_graphs.h).
   bool capturable = true;
+  // With capturable false: the problems whose launch never talks to the host, and so may be
+  // captured after all (null: none).
+  bool (*capturable_for)(const GemmProblem& p) = nullptr;
   // Takes a batched problem (batch.count > 1, strided or pointer arrays) in one launch.
   bool batched = false;
 
   bool supports(Precision p) const { return (precisions & precision_bit(p)) != 0; }
+  // Whether launch(p) may be captured as a CUDA graph.
+  bool can_capture(const GemmProblem& p) const {
+    return capturable || (capturable_for != nullptr && capturable_for(p));
+  }
 };
 
 struct TransposeVariant {

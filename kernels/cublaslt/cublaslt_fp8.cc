@@ -1,6 +1,8 @@
 // cuBLASLt fp8 (e4m3) GEMM variant: e4m3 operands with per-tensor dequant scales, fp32
-// accumulate, bf16 or fp32 output. fp32/fp16/bf16 data is quantized on the device (amax scale)
-// into K-major scratch from the stream-ordered pool; e4m3 data is used as given (scale 1).
+// accumulate, bf16 or fp32 output, every operand order. fp32/fp16/bf16 data is quantized on the
+// device (amax scale) into K-major scratch from the stream-ordered pool; e4m3 data is used as
+// given (scale 1) when it is K-major already (A not transposed, B transposed, 16-byte rows), and
+// repacked into that scratch otherwise.
 #include "kernels/cublaslt/cublaslt_fp8.h"
 
 #include <cuda_runtime_api.h>
@@ -27,11 +29,13 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// Stream-ordered scratch, freed (stream-ordered) when it goes out of scope.
+// Stream-ordered scratch from the device's default pool (which keeps freed memory for reuse:
+// StreamResources sets its release threshold), freed (stream-ordered) when it goes out of scope.
 class StreamScratch {
  public:
+  // Nothing when bytes == 0.
   StreamScratch(std::size_t bytes, cudaStream_t s) : stream_(s) {
-    status_ = cudaMallocAsync(&ptr_, bytes == 0 ? 1 : bytes, s);
+    if (bytes > 0) status_ = cudaMallocAsync(&ptr_, bytes, s);
   }
   ~StreamScratch() {
     if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
@@ -75,20 +79,15 @@ absl::Status cublaslt_fp8_can_implement(const GemmProblem& p) {
   if (p.out_type != DType::kBF16 && p.out_type != DType::kF32) {
     return absl::FailedPreconditionError("variant 'cublaslt_fp8': writes bf16 or fp32");
   }
-  if (p.in_type == DType::kF8E4M3) {
-    if (p.a_trans || !p.b_trans || p.k % 16 != 0 || p.n % 16 != 0 || p.lda % 16 != 0 ||
-        p.ldb % 16 != 0 || !aligned16(p.a) || !aligned16(p.b)) {
-      return absl::FailedPreconditionError(
-          "variant 'cublaslt_fp8': e4m3 operands must be K-major (A not transposed, B transposed) "
-          "with n, k and the leading dimensions divisible by 16 and 16-byte aligned rows; give "
-          "fp32/fp16/bf16 data to have it quantized and padded instead");
-    }
-    return absl::OkStatus();
-  }
+  if (p.in_type == DType::kF8E4M3) return absl::OkStatus();  // any order: repacked when needed
   if (p.in_type != DType::kF32 && p.in_type != DType::kF16 && p.in_type != DType::kBF16) {
     return absl::FailedPreconditionError("variant 'cublaslt_fp8': unsupported operand type");
   }
   return absl::OkStatus();
+}
+
+bool cublaslt_fp8_capturable(const GemmProblem& p) {
+  return p.in_type == DType::kF8E4M3;
 }
 
 absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
@@ -102,12 +101,20 @@ absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
   const std::int64_t n_pad = round16(p.n);
   const bool pad_c =
       n_pad != p.n || (p.ldc * static_cast<std::int64_t>(osize)) % 16 != 0 || !aligned16(p.c);
+  // Operands go to K-major scratch (k padded to 16) when quantized, or when e4m3 data is not
+  // already K-major with 16-byte rows: A not transposed, B transposed ("TN" to cuBLASLt).
+  const bool k_padded = p.k % 16 != 0;
+  const bool pack_a = quantize || k_padded || p.a_trans || p.lda % 16 != 0 || !aligned16(p.a);
+  const bool pack_b =
+      quantize || k_padded || n_pad != p.n || !p.b_trans || p.ldb % 16 != 0 || !aligned16(p.b);
   const std::int64_t ldq = round16(p.k);
   const std::int64_t ldd = pad_c ? n_pad : p.ldc;
-  const std::int64_t a_bytes = quantize ? round256(p.m * ldq) : 0;
-  const std::int64_t b_bytes = quantize ? round256(n_pad * ldq) : 0;
+  const std::int64_t a_bytes = pack_a ? round256(p.m * ldq) : 0;
+  const std::int64_t b_bytes = pack_b ? round256(n_pad * ldq) : 0;
   const std::int64_t d_bytes = pad_c ? round256(p.m * ldd * static_cast<std::int64_t>(osize)) : 0;
-  StreamScratch scratch(static_cast<std::size_t>(a_bytes + b_bytes + d_bytes + 256), stream);
+  const std::int64_t scale_bytes = quantize ? 256 : 0;  // amax words and scales
+  StreamScratch scratch(static_cast<std::size_t>(a_bytes + b_bytes + d_bytes + scale_bytes),
+                        stream);
   if (absl::Status s = cuda_status(scratch.status(), "cudaMallocAsync"); !s.ok()) return s;
   unsigned char* base = scratch.bytes();
   auto* words = reinterpret_cast<unsigned int*>(base + a_bytes + b_bytes + d_bytes);
@@ -119,19 +126,28 @@ absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
   call.b_type = CUDA_R_8F_E4M3;
   call.c_type = lt_data_type(p.out_type);
   call.compute = CUBLAS_COMPUTE_32F;
-  if (quantize) {
-    Fp8QuantizeArgs qa;
+  Fp8QuantizeArgs pack;
+  pack.src_type = p.in_type;
+  pack.cols = p.k;
+  pack.ld_dst = ldq;
+  if (pack_a) {
+    Fp8QuantizeArgs qa = pack;
     qa.src = p.a;
-    qa.src_type = p.in_type;
     qa.rows = p.m;
-    qa.cols = p.k;
     qa.ld = p.lda;
     qa.k_major = !p.a_trans;
     qa.dst = base;
-    qa.ld_dst = ldq;
     qa.amax_bits = words;
     qa.scale = scales;
-    Fp8QuantizeArgs qb = qa;
+    if (absl::Status s = cuda_status(launch_fp8_quantize(qa, stream), "fp8 pack A"); !s.ok()) {
+      return s;
+    }
+    q.a = base;
+    q.lda = ldq;
+    q.a_trans = false;
+  }
+  if (pack_b) {
+    Fp8QuantizeArgs qb = pack;
     qb.src = p.b;
     qb.rows = p.n;
     qb.rows_dst = n_pad;  // zero rows up to n_pad
@@ -140,20 +156,16 @@ absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
     qb.dst = base + a_bytes;
     qb.amax_bits = words + 1;
     qb.scale = scales + 1;
-    if (absl::Status s = cuda_status(launch_fp8_quantize(qa, stream), "fp8 quantize A"); !s.ok()) {
+    if (absl::Status s = cuda_status(launch_fp8_quantize(qb, stream), "fp8 pack B"); !s.ok()) {
       return s;
     }
-    if (absl::Status s = cuda_status(launch_fp8_quantize(qb, stream), "fp8 quantize B"); !s.ok()) {
-      return s;
-    }
-    q.a = base;
-    q.k = ldq;  // the padding columns hold zeros; cuBLASLt's fp8 kernels want k % 16 == 0
-    q.lda = ldq;
-    q.a_trans = false;
     q.b = base + a_bytes;
     q.ldb = ldq;
     q.b_trans = true;
     q.n = n_pad;
+  }
+  if (k_padded) q.k = ldq;  // both packed: the padding columns hold zeros
+  if (quantize) {
     call.a_scale = scales;
     call.b_scale = scales + 1;
   }

@@ -10,6 +10,8 @@ namespace matserve::kernels {
 
 absl::Status cublaslt_fp8_can_implement(const GemmProblem& p);
 absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx);
+// True for e4m3 data: no scale to read back, so the launch may be captured as a CUDA graph.
+bool cublaslt_fp8_capturable(const GemmProblem& p);
 
 // How the last call applied the scales (reported by tests and benchmarks).
 const char* cublaslt_fp8_scale_mode();

@@ -1,5 +1,6 @@
-// Device-side per-tensor fp8 e4m3 quantization (amax scale) into the K-major layout cuBLASLt's
-// fp8 GEMM needs. Plain header (no absl) so the .cu and the variant's .cc share it.
+// Device-side per-tensor fp8 e4m3 quantization (amax scale), or repacking of e4m3 data, into the
+// K-major layout cuBLASLt's fp8 GEMM needs. Plain header (no absl) so the .cu and the variant's
+// .cc share it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,10 +9,11 @@
 
 namespace matserve::kernels {
 
-// Quantizes the logical rows x cols matrix X (X(r, p) = k_major ? src[r*ld + p] : src[p*ld + r])
-// into dst[r * ld_dst + p] for r < rows_dst (e4m3, ld_dst >= cols, rows_dst >= rows; padding
-// rows and columns written as 0). Writes the dequant scale
-// amax / 448 (1 when amax == 0) to *scale; amax_bits is scratch for one uint.
+// Packs the logical rows x cols matrix X (X(r, p) = k_major ? src[r*ld + p] : src[p*ld + r]) into
+// dst[r * ld_dst + p] for r < rows_dst (e4m3, ld_dst >= cols, rows_dst >= rows; padding rows and
+// columns written as 0). fp32/fp16/bf16 data is quantized: the dequant scale amax / 448 (1 when
+// amax == 0) goes to *scale, amax_bits is scratch for one uint. e4m3 data is copied bit for bit
+// (scale 1; amax_bits and scale unused).
 struct Fp8QuantizeArgs {
   const void* src = nullptr;
   DType src_type = DType::kF32;

@@ -1,11 +1,35 @@
 // Per-stream CUDA resources: see stream_resources.h.
 #include "kernels/cuda/stream_resources.h"
 
+#include <cstdint>
 #include <utility>
 
 namespace matserve::kernels {
+namespace {
+
+// Scratch that kernels take from the current device's stream-ordered pool (cudaMallocAsync: the
+// fp8 variant's packed operands) stays in the pool for the next call, up to this much, instead of
+// going back to the driver at every synchronization (the pool's default threshold is 0, which
+// made each call map its scratch anew: hundreds of microseconds).
+constexpr std::uint64_t kPoolKeepBytes = std::uint64_t{1} << 30;
+
+absl::Status keep_pool_memory() {
+  int device = 0;
+  if (absl::Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s.ok()) return s;
+  cudaMemPool_t pool = nullptr;
+  if (absl::Status s = cuda_status(cudaDeviceGetDefaultMemPool(&pool, device), "default pool");
+      !s.ok()) {
+    return s;
+  }
+  std::uint64_t keep = kPoolKeepBytes;
+  return cuda_status(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                     "cudaMemPoolSetAttribute");
+}
+
+}  // namespace
 
 absl::StatusOr<StreamResources> StreamResources::create(std::size_t workspace_bytes) {
+  if (absl::Status s = keep_pool_memory(); !s.ok()) return s;
   StreamResources r;
   absl::StatusOr<Stream> stream = create_stream();
   if (!stream.ok()) return stream.status();

@@ -188,15 +188,17 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .name = "cublaslt_fp8",
       .family = "library",
       .description = "cuBLASLt fp8 e4m3 (per-tensor dequant scales, fp32 accumulate): fp32/fp16/"
-                     "bf16 data quantized on the device with amax/448 scales into K-major scratch",
-      .constraints = "bf16 or fp32 output; e4m3 data only K-major (A not transposed, B "
-                     "transposed), n and k divisible by 16, 16-byte aligned rows; taken with "
-                     "scale 1",
+                     "bf16 data quantized on the device with amax/448 scales into K-major scratch; "
+                     "e4m3 data taken with scale 1, repacked K-major when stored otherwise",
+      .constraints = "bf16 or fp32 output",
       .backend = Backend::kCuda,
       .precisions = precision_bit(Precision::kF8),
       .can_implement = &cublaslt_fp8_can_implement,
       .launch = &cublaslt_fp8_gemm,
-      .capturable = false,  // reads the quantization scales back to the host
+      // Quantizing fp32/fp16/bf16 data may read the scales back to the host (when cuBLASLt
+      // refuses them as device pointers); e4m3 data needs no scale: its launches are captured.
+      .capturable = false,
+      .capturable_for = &cublaslt_fp8_capturable,
   });
 }
 

@@ -156,7 +156,7 @@ class CudaGemmBatch : public CudaOperation {
       }
       return variant_->launch(problem_, slot_->resources.context());
     };
-    if (convert_ || !variant_->capturable) {
+    if (convert_ || !variant_->can_capture(problem_)) {
       return launch_device_work(/*graph_key=*/nullptr, work, outcome);
     }
     kernels::LaunchKey key;

@@ -128,7 +128,7 @@ class CudaGemm : public CudaOperation {
       return variant_->launch(problem_, slot_->resources.context());
     };
     // Work on several devices is enqueued directly: a graph captures one device's stream.
-    if (!variant_->capturable || split_) {
+    if (!variant_->can_capture(problem_) || split_) {
       return launch_device_work(/*graph_key=*/nullptr, work, outcome);
     }
     kernels::LaunchKey key;

@@ -102,6 +102,37 @@ class GpuServiceTest(unittest.TestCase):
                             failures.append(f"{kernel.name} {precision} {m}x{n}x{k} ta={ta} tb={tb}: {msg}")
         self.assertEqual(failures, [])
 
+    def test_fp8_e4m3_data_in_every_operand_order(self):
+        # e4m3 operands as sent (no quantization, scale 1): K-major ones (A as is, B transposed)
+        # go to cuBLASLt directly, the others are repacked on the device first; sides that are
+        # no multiple of 16 are padded. Each element within its bound, in fp32 and bf16.
+        from matserve_client.dtypes import fp8_e4m3_bits_to_float32
+        rng = np.random.default_rng(8)
+
+        def e4m3(rows, cols):
+            bits = rng.integers(0, 256, size=(rows, cols), dtype=np.uint8)
+            bits[(bits & 0x7F) == 0x7F] = 0x38  # NaN patterns -> 1.0
+            return bits
+
+        failures = []
+        for m, n, k in [(33, 17, 45), (64, 48, 96), (1, 130, 7)]:
+            for ta, tb in [(False, True), (False, False), (True, True), (True, False)]:
+                sa, sb = e4m3(k if ta else m, m if ta else k), e4m3(n if tb else k, k if tb else n)
+                a = fp8_e4m3_bits_to_float32(sa).astype(np.float64)
+                b = fp8_e4m3_bits_to_float32(sb).astype(np.float64)
+                a, b = (a.T if ta else a), (b.T if tb else b)
+                for out, out_name in [(pb.FP32, "fp32"), (pb.BF16, "bf16")]:
+                    r = self.stub.Multiply(pb.MultiplyRequest(
+                        a=pb.Matrix(rows=sa.shape[0], cols=sa.shape[1], dtype=pb.FP8_E4M3, data=sa.tobytes()),
+                        b=pb.Matrix(rows=sb.shape[0], cols=sb.shape[1], dtype=pb.FP8_E4M3, data=sb.tobytes()),
+                        transpose_a=ta, transpose_b=tb, compute=pb.COMPUTE_FP8, output_dtype=out),
+                        timeout=60)
+                    limit = gemm_bound.bound(a, b, "fp8", "fp8_e4m3", out_name)
+                    msg = gemm_bound.check(decode(r.c), a @ b, limit)
+                    if msg is not None:
+                        failures.append(f"{m}x{n}x{k} ta={ta} tb={tb} -> {out_name}: {msg}")
+        self.assertEqual(failures, [])
+
     def test_fp32_data_computed_in_16_bit_on_the_device(self):
         a, b = rand(128, 64), rand(64, 96)
         want = a.astype(np.float64) @ b

@@ -29,7 +29,8 @@ def bound(a, b, precision, data, out, alpha=1.0, beta=0.0, c0=None, want=None):
         magnitude = magnitude + abs(beta) * np.abs(np.asarray(c0, np.float64))
     u_in = input_roundoff(precision, data)
     gamma_in = 2 * u_in + u_in * u_in
-    u_acc = 2.0**-52 if precision == "fp64" else 2.0**-23
+    # Hopper's fp8 tensor cores keep about 14 bits of the running sum (gemm_bound.h).
+    u_acc = 2.0**-52 if precision == "fp64" else (2.0**-13 if precision == "fp8" else 2.0**-23)
     gamma_acc = (k + 2) * u_acc / (1 - (k + 2) * u_acc)
     computed = (gamma_in + gamma_acc * (1 + gamma_in)) * magnitude
     if want is None:
