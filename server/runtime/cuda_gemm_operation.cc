@@ -47,13 +47,7 @@ class CudaGemm : public CudaOperation {
   }
 
   absl::Status choose(AdmittedMemory& memory) {
-    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
-    a_ = inline_a_ ? memory.data(*inline_a_) : job_.a.resident->block.data();
-    b_ = inline_b_ ? memory.data(*inline_b_) : job_.b.resident->block.data();
-    c_ = memory.data(result_);
-    kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
-    kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
-    problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    if (absl::Status s = bind(memory); !s.ok()) return s;
     absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
     if (!v.ok()) return v.status();
     variant_ = *v;
@@ -138,6 +132,19 @@ class CudaGemm : public CudaOperation {
   }
 
  private:
+  // Takes the stream slot; where the operands and the result are on the device, as sent and as
+  // the kernel reads them.
+  absl::Status bind(AdmittedMemory& memory) {
+    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
+    a_ = inline_a_ ? memory.data(*inline_a_) : job_.a.resident->block.data();
+    b_ = inline_b_ ? memory.data(*inline_b_) : job_.b.resident->block.data();
+    c_ = memory.data(result_);
+    kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
+    kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
+    problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    return absl::OkStatus();
+  }
+
   absl::Status convert(const void* from, kernels::DType from_type, void* to, std::size_t elems,
                        const char* what) {
     return cuda_status(kernels::launch_convert(from, from_type, to, operand_,
