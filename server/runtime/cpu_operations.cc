@@ -129,7 +129,7 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
     return absl::OkStatus();
   }
   void keep(AdmittedMemory& memory, Outcome& outcome) {
-    const GemmJob& shape = job_.shape;
+    const GemmShape& shape = job_.shape;
     for (BlockId id : kept_) {
       outcome.results.push_back(make_resident(memory.take(id), shape.m(), shape.n(),
                                               shape.out_dtype, shape.out_layout, shape.owner, 0,
@@ -141,7 +141,7 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
   // Host memory: a strided batch where the matrices are evenly spaced, else pointer arrays read
   // where they are.
   void bind(AdmittedMemory& memory) {
-    const GemmJob& shape = job_.shape;
+    const GemmShape& shape = job_.shape;
     for (const Operand& a : job_.a) ptrs_.a.push_back(bytes_of(a));
     for (const Operand& b : job_.b) ptrs_.b.push_back(bytes_of(b));
     for (std::int64_t i = 0; i < job_.count; ++i) {

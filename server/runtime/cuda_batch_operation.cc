@@ -283,7 +283,7 @@ class CudaGemmBatch : public CudaOperation {
   }
 
   const GemmBatchJob& job_;
-  const GemmJob& shape_;
+  const GemmShape& shape_;
   const GemmChooser& choose_;
   const kernels::DType operand_;
   const bool convert_;
