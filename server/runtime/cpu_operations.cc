@@ -51,11 +51,10 @@ class CpuOperation {
  protected:
   explicit CpuOperation(DeviceScheduler& scheduler) : scheduler_(scheduler) {}
 
-  // Settles the problem and its variant.
+  // The variant for problem_, which the operation's bind() settled.
   template <typename Chooser>
-  absl::Status choose_for(const Problem& p, const Chooser& choose) {
-    problem_ = p;
-    absl::StatusOr<const Variant*> v = choose(p);
+  absl::Status choose_variant(const Chooser& choose) {
+    absl::StatusOr<const Variant*> v = choose(problem_);
     if (!v.ok()) return v.status();
     variant_ = *v;
     return absl::OkStatus();
@@ -76,9 +75,8 @@ class CpuGemm : public CpuOperation<kernels::GemmProblem, kernels::GemmVariant> 
     kept_ = plan.add_if(job_.keep_result, job_.out_bytes(), /*long_lived=*/true);
   }
   absl::Status choose(AdmittedMemory& memory) {
-    c_ = kept_ ? memory.data(*kept_) : out_.data();
-    return choose_for(gemm_problem(job_, job_.a.dtype, bytes_of(job_.a), bytes_of(job_.b), c_),
-                      choose_);
+    bind(memory);
+    return choose_variant(choose_);
   }
   absl::Status stage_in() {
     if (job_.c.has_value() && job_.beta != 0.0) {
@@ -93,6 +91,12 @@ class CpuGemm : public CpuOperation<kernels::GemmProblem, kernels::GemmVariant> 
   }
 
  private:
+  // The result in its kept block, else where the reply wants it; the operands where they are.
+  void bind(AdmittedMemory& memory) {
+    c_ = kept_ ? memory.data(*kept_) : out_.data();
+    problem_ = gemm_problem(job_, job_.a.dtype, bytes_of(job_.a), bytes_of(job_.b), c_);
+  }
+
   const GemmJob& job_;
   const GemmChooser& choose_;
   const std::span<std::byte> out_;
@@ -111,23 +115,9 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
       kept_.push_back(plan.add(job_.shape.out_bytes(), /*long_lived=*/true));
     }
   }
-  // Host memory: a strided batch where the matrices are evenly spaced, else pointer arrays read
-  // where they are.
   absl::Status choose(AdmittedMemory& memory) {
-    const GemmJob& shape = job_.shape;
-    for (const Operand& a : job_.a) ptrs_.a.push_back(bytes_of(a));
-    for (const Operand& b : job_.b) ptrs_.b.push_back(bytes_of(b));
-    for (std::int64_t i = 0; i < job_.count; ++i) {
-      ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
-                                          : job_.out_of(i).data());
-    }
-    const std::optional<kernels::GemmBatch> strided = strided_batch(
-        ptrs_, kernels::dtype_size(shape.a.dtype), kernels::dtype_size(shape.out_dtype));
-    if (!strided.has_value()) arrays_ = pointer_arrays(ptrs_);
-    const kernels::GemmBatch batch =
-        strided.has_value() ? *strided : arrays_.placed_at(arrays_.host.data());
-    return choose_for(gemm_problem(shape, shape.a.dtype, ptrs_.a[0], ptrs_.b[0], ptrs_.c[0], batch),
-                      choose_);
+    bind(memory);
+    return choose_variant(choose_);
   }
   absl::Status stage_in() {
     if (job_.shape.beta == 0.0) return absl::OkStatus();
@@ -139,7 +129,7 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
     return absl::OkStatus();
   }
   void keep(AdmittedMemory& memory, Outcome& outcome) {
-    const GemmJob& shape = job_.shape;
+    const GemmShape& shape = job_.shape;
     for (BlockId id : kept_) {
       outcome.results.push_back(make_resident(memory.take(id), shape.m(), shape.n(),
                                               shape.out_dtype, shape.out_layout, shape.owner, 0,
@@ -148,6 +138,24 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
   }
 
  private:
+  // Host memory: a strided batch where the matrices are evenly spaced, else pointer arrays read
+  // where they are.
+  void bind(AdmittedMemory& memory) {
+    const GemmShape& shape = job_.shape;
+    for (const Operand& a : job_.a) ptrs_.a.push_back(bytes_of(a));
+    for (const Operand& b : job_.b) ptrs_.b.push_back(bytes_of(b));
+    for (std::int64_t i = 0; i < job_.count; ++i) {
+      ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
+                                          : job_.out_of(i).data());
+    }
+    const std::optional<kernels::GemmBatch> strided = strided_batch(
+        ptrs_, kernels::dtype_size(shape.a.dtype), kernels::dtype_size(shape.out_dtype));
+    if (!strided.has_value()) arrays_ = pointer_arrays(ptrs_);
+    const kernels::GemmBatch batch =
+        strided.has_value() ? *strided : arrays_.placed_at(arrays_.host.data());
+    problem_ = gemm_problem(shape, shape.a.dtype, ptrs_.a[0], ptrs_.b[0], ptrs_.c[0], batch);
+  }
+
   const GemmBatchJob& job_;
   const GemmChooser& choose_;
   std::vector<BlockId> kept_;  // keep_result: one block per product
@@ -165,10 +173,8 @@ class CpuTranspose : public CpuOperation<kernels::TransposeProblem, kernels::Tra
     kept_ = plan.add_if(job_.keep_result, job_.out_bytes(), /*long_lived=*/true);
   }
   absl::Status choose(AdmittedMemory& memory) {
-    void* dst = job_.in_place ? job_.a.resident->block.data()
-                : kept_       ? memory.data(*kept_)
-                              : out_.data();
-    return choose_for(transpose_problem(job_, bytes_of(job_.a), dst), choose_);
+    bind(memory);
+    return choose_variant(choose_);
   }
   void keep(AdmittedMemory& memory, Outcome& outcome) {
     if (!kept_) return;
@@ -177,6 +183,14 @@ class CpuTranspose : public CpuOperation<kernels::TransposeProblem, kernels::Tra
   }
 
  private:
+  // The result in A's own block (in place), its kept block, or where the reply wants it.
+  void bind(AdmittedMemory& memory) {
+    void* dst = job_.in_place ? job_.a.resident->block.data()
+                : kept_       ? memory.data(*kept_)
+                              : out_.data();
+    problem_ = transpose_problem(job_, bytes_of(job_.a), dst);
+  }
+
   const TransposeJob& job_;
   const TransposeChooser& choose_;
   const std::span<std::byte> out_;

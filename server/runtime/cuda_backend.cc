@@ -1,7 +1,7 @@
 // CUDA backend: see cuda_backend.h. Creates the devices, picks one for each operation, and runs
-// the operations through the execution plan (cuda_operation.h, execution_plan.h); uploads and
-// downloads of resident matrices hold a stream slot for their staged copies. A sticky CUDA error
-// marks the device unhealthy.
+// the operations through the execution plan (cuda_operation.h, execution_plan.h), uploads and
+// downloads of resident matrices included (a stream slot for their staged copies). A sticky CUDA
+// error marks the device unhealthy.
 #include "server/runtime/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -262,30 +262,16 @@ absl::StatusOr<std::shared_ptr<ResidentMatrix>> CudaBackend::create_resident(
 
 absl::Status CudaBackend::write_resident(ResidentMatrix& m, std::size_t offset,
                                          std::span<const std::byte> bytes, const Waiter& waiter) {
-  CudaDevice& d = *devices_[static_cast<std::size_t>(m.device)];
-  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit({}, waiter);
-  if (!adm.ok()) return adm.status();
-  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
-  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
-  cudaStream_t s = slot.resources.stream();
-  absl::Status st = slot.staging.to_device(static_cast<std::byte*>(m.block.data()) + offset,
-                                           bytes.data(), bytes.size(), s, *copier_);
-  absl::Status done = finish_stream_work(s, d.healthy);
-  return st.ok() ? done : st;
+  const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
+  return run_cuda_resident_write({pick, *copier_}, *devices_[static_cast<std::size_t>(m.device)], m,
+                                 offset, bytes, waiter);
 }
 
 absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
                                         std::span<std::byte> out, const Waiter& waiter) {
-  CudaDevice& d = *devices_[static_cast<std::size_t>(m.device)];
-  absl::StatusOr<DeviceScheduler::Admission> adm = d.scheduler->admit({}, waiter);
-  if (!adm.ok()) return adm.status();
-  if (absl::Status s = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice"); !s.ok()) return s;
-  StreamSlot& slot = d.slots[static_cast<std::size_t>(adm->slot())];
-  cudaStream_t s = slot.resources.stream();
-  absl::Status st = slot.staging.to_host(
-      out.data(), static_cast<const std::byte*>(m.block.data()) + offset, out.size(), s, *copier_);
-  absl::Status done = finish_stream_work(s, d.healthy);
-  return st.ok() ? done : st;
+  const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
+  return run_cuda_resident_read({pick, *copier_}, *devices_[static_cast<std::size_t>(m.device)], m,
+                                offset, out, waiter);
 }
 
 absl::StatusOr<OpenedDeviceMemory> CudaBackend::open_ipc_memory(std::span<const std::byte> handle) {

@@ -83,58 +83,43 @@ class CudaGemmBatch : public CudaOperation {
     if (need_arrays) arrays_block_ = add(3 * count_ * sizeof(void*));
   }
 
-  // Where each matrix is on the device, the copies in that put the inline ones there, and the
-  // batch's placement; then the variant for the batched problem.
   absl::Status choose(AdmittedMemory& memory) {
-    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
-    a_where_ = place(job_.a, memory.data(inline_a_));
-    b_where_ = place(job_.b, memory.data(inline_b_));
-    // Converted, the kernel reads the converted stacks, one matrix after another.
-    ptrs_.a = convert_ ? stacked(memory.data(*converted_a_), job_.a.size(), na_) : a_where_;
-    ptrs_.b = convert_ ? stacked(memory.data(*converted_b_), job_.b.size(), nb_) : b_where_;
-    for (std::size_t i = 0; i < count_; ++i) {
-      void* c = shape_.keep_result
-                    ? memory.data(kept_[i])
-                    : static_cast<std::byte*>(memory.data(*results_)) + i * out_bytes_;
-      ptrs_.c.push_back(c);
-      const Operand* c0 = job_.c_of(static_cast<std::int64_t>(i));
-      if (c0 == nullptr || shape_.beta == 0.0) continue;
-      if (c0->is_resident()) {
-        resident_c_.emplace_back(c, c0->resident->block.data());
-      } else {
-        stage(c, c0->data.data(), out_bytes_);
-      }
-    }
-    const std::optional<kernels::GemmBatch> strided =
-        strided_batch(ptrs_, op_size_, kernels::dtype_size(shape_.out_dtype));
-    kernels::GemmBatch batch;
-    if (strided.has_value()) {
-      batch = *strided;
-    } else {
-      if (!arrays_block_) return absl::InternalError("batch: matrices not evenly spaced");
-      arrays_ = pointer_arrays(ptrs_);
-      void* device_arrays = memory.data(*arrays_block_);
-      stage(device_arrays, arrays_.host.data(), arrays_.host.size() * sizeof(void*));
-      batch = arrays_.placed_at(device_arrays);
-    }
-    problem_ = gemm_problem(shape_, operand_, ptrs_.a[0], ptrs_.b[0], ptrs_.c[0], batch);
+    if (absl::Status s = bind(memory); !s.ok()) return s;
     absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
     if (!v.ok()) return v.status();
     variant_ = *v;
     return absl::OkStatus();
   }
 
+  // The copies in, in one list: each operand's inline matrices to their places in its stack, C
+  // where beta reads it (resident C copied on the device), the pointer arrays if any.
   absl::Status stage_in() {
+    std::vector<StagedCopy> copies;
+    std::vector<std::pair<void*, const void*>> resident_c;  // device-to-device copies of C
+    stage_inline(job_.a, a_where_, copies);
+    stage_inline(job_.b, b_where_, copies);
+    for (std::size_t i = 0; i < count_; ++i) {
+      const Operand* c0 = job_.c_of(static_cast<std::int64_t>(i));
+      if (c0 == nullptr || shape_.beta == 0.0) continue;
+      if (c0->is_resident()) {
+        resident_c.emplace_back(ptrs_.c[i], c0->resident->block.data());
+      } else {
+        stage(copies, ptrs_.c[i], c0->data.data(), out_bytes_);
+      }
+    }
+    if (arrays_at_ != nullptr) {
+      stage(copies, arrays_at_, arrays_.host.data(), arrays_.host.size() * sizeof(void*));
+    }
     cudaEventRecord(events().copy_in_begin.get(), stream_);
-    for (const auto& [dst, src] : resident_c_) {
+    for (const auto& [dst, src] : resident_c) {
       if (absl::Status s = cuda_status(
               cudaMemcpyAsync(dst, src, out_bytes_, cudaMemcpyDeviceToDevice, stream_), "copy C");
           !s.ok()) {
         return s;
       }
     }
-    if (!copies_.empty()) {
-      if (absl::Status s = slot_->staging.to_device(copies_, stream_, copier()); !s.ok()) return s;
+    if (!copies.empty()) {
+      if (absl::Status s = slot_->staging.to_device(copies, stream_, copier()); !s.ok()) return s;
     }
     cudaEventRecord(events().copy_in_end.get(), stream_);
     return absl::OkStatus();
@@ -204,30 +189,68 @@ class CudaGemmBatch : public CudaOperation {
   }
 
  private:
+  // Takes the stream slot and settles the batch's placement, the pointers the kernel will see:
+  // where each matrix is on the device, the results, strides where every operand is evenly
+  // spaced, else pointer arrays (their host copy here, staged in with the operands).
+  absl::Status bind(AdmittedMemory& memory) {
+    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
+    a_where_ = place(job_.a, memory.data(inline_a_));
+    b_where_ = place(job_.b, memory.data(inline_b_));
+    // Converted, the kernel reads the converted stacks, one matrix after another.
+    ptrs_.a = convert_ ? stacked(memory.data(*converted_a_), job_.a.size(), na_) : a_where_;
+    ptrs_.b = convert_ ? stacked(memory.data(*converted_b_), job_.b.size(), nb_) : b_where_;
+    for (std::size_t i = 0; i < count_; ++i) {
+      ptrs_.c.push_back(shape_.keep_result
+                            ? memory.data(kept_[i])
+                            : static_cast<std::byte*>(memory.data(*results_)) + i * out_bytes_);
+    }
+    const std::optional<kernels::GemmBatch> strided =
+        strided_batch(ptrs_, op_size_, kernels::dtype_size(shape_.out_dtype));
+    kernels::GemmBatch batch;
+    if (strided.has_value()) {
+      batch = *strided;
+    } else {
+      if (!arrays_block_) return absl::InternalError("batch: matrices not evenly spaced");
+      arrays_ = pointer_arrays(ptrs_);
+      arrays_at_ = memory.data(*arrays_block_);
+      batch = arrays_.placed_at(arrays_at_);
+    }
+    problem_ = gemm_problem(shape_, operand_, ptrs_.a[0], ptrs_.b[0], ptrs_.c[0], batch);
+    return absl::OkStatus();
+  }
+
   // A host -> device copy of the inline bytes; one that continues the previous copy on both sides
   // merges into it.
-  void stage(void* dst, const void* src, std::size_t n) {
-    if (!copies_.empty()) {
-      StagedCopy& last = copies_.back();
+  static void stage(std::vector<StagedCopy>& copies, void* dst, const void* src, std::size_t n) {
+    if (!copies.empty()) {
+      StagedCopy& last = copies.back();
       if (static_cast<const std::byte*>(last.src) + last.bytes == src &&
           static_cast<std::byte*>(last.dst) + last.bytes == dst) {
         last.bytes += n;
         return;
       }
     }
-    copies_.push_back({dst, src, n});
+    copies.push_back({dst, src, n});
+  }
+
+  // The copies that put `list`'s inline matrices where `where` places them.
+  static void stage_inline(const std::vector<Operand>& list, const std::vector<const void*>& where,
+                           std::vector<StagedCopy>& copies) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i].is_resident()) continue;
+      stage(copies, const_cast<void*>(where[i]), list[i].data.data(), list[i].bytes());
+    }
   }
 
   // Where each matrix of `list` is on the device: resident ones where they live, inline ones
-  // stacked from `stack` on (and staged there).
-  std::vector<const void*> place(const std::vector<Operand>& list, void* stack) {
+  // stacked from `stack` on.
+  static std::vector<const void*> place(const std::vector<Operand>& list, void* stack) {
     std::vector<const void*> where;
     auto* next = static_cast<std::byte*>(stack);
     for (const Operand& o : list) {
       if (o.is_resident()) {
         where.push_back(o.resident->block.data());
       } else {
-        stage(next, o.data.data(), o.bytes());
         where.push_back(next);
         next += o.bytes();
       }
@@ -260,7 +283,7 @@ class CudaGemmBatch : public CudaOperation {
   }
 
   const GemmBatchJob& job_;
-  const GemmJob& shape_;
+  const GemmShape& shape_;
   const GemmChooser& choose_;
   const kernels::DType operand_;
   const bool convert_;
@@ -280,10 +303,9 @@ class CudaGemmBatch : public CudaOperation {
 
   std::vector<const void*> a_where_;  // A and B on the device, as sent
   std::vector<const void*> b_where_;
-  ProductPointers ptrs_;  // as the kernel reads them
-  std::vector<StagedCopy> copies_;
-  std::vector<std::pair<void*, const void*>> resident_c_;  // device-to-device copies of C
-  PointerArrays arrays_;  // host copy of the pointer arrays, read by the staged copy
+  ProductPointers ptrs_;       // as the kernel reads them
+  PointerArrays arrays_;       // host copy of the pointer arrays, read by the staged copy
+  void* arrays_at_ = nullptr;  // where they go on the device (null: a strided batch)
   kernels::GemmProblem problem_;
   const kernels::GemmVariant* variant_ = nullptr;
 };

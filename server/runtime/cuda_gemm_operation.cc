@@ -53,13 +53,7 @@ class CudaGemm : public CudaOperation {
   }
 
   absl::Status choose(AdmittedMemory& memory) {
-    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
-    a_ = inline_a_ ? memory.data(*inline_a_) : job_.a.resident->block.data();
-    b_ = inline_b_ ? memory.data(*inline_b_) : job_.b.resident->block.data();
-    c_ = memory.data(result_);
-    kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
-    kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
-    problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    if (absl::Status s = bind(memory); !s.ok()) return s;
     if (absl::Status s = maybe_split(); !s.ok()) return s;
     absl::StatusOr<const kernels::GemmVariant*> v =
         choose_(split_ ? split_->home_problem() : problem_);
@@ -165,6 +159,19 @@ class CudaGemm : public CudaOperation {
   }
 
  private:
+  // Takes the stream slot; where the operands and the result are on the device, as sent and as
+  // the kernel reads them.
+  absl::Status bind(AdmittedMemory& memory) {
+    if (absl::Status s = bind_slot(memory); !s.ok()) return s;
+    a_ = inline_a_ ? memory.data(*inline_a_) : job_.a.resident->block.data();
+    b_ = inline_b_ ? memory.data(*inline_b_) : job_.b.resident->block.data();
+    c_ = memory.data(result_);
+    kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
+    kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
+    problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    return absl::OkStatus();
+  }
+
   // Whether this product is spread over devices (cuda_split_gemm.h): the flags and the request
   // allow it, it is one product large enough, and every other device is free to take a share now.
   absl::Status maybe_split() {

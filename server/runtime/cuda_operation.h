@@ -1,7 +1,8 @@
 // The CUDA backend's operations, each one run through the execution plan (execution_plan.h):
-// a GEMM, a batch of GEMMs in one launch, a transpose. CudaOperation holds what their steps
-// share: the device and stream slot the operation runs on, how it picks the device, enqueues its
-// device work (replayed as a CUDA graph when it can) and finishes or abandons its stream work.
+// a GEMM, a batch of GEMMs in one launch, a transpose, a resident matrix's bytes copied in or
+// out. CudaOperation holds what their steps share: the device and stream slot the operation runs
+// on, how it picks the device, enqueues its device work (replayed as a CUDA graph when it can) and
+// finishes or abandons its stream work.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,6 +42,14 @@ absl::Status run_cuda_gemm_batch(const CudaOperationContext& context, const Gemm
 absl::Status run_cuda_transpose(const CudaOperationContext& context, const TransposeJob& job,
                                 const TransposeChooser& choose, std::span<std::byte> out,
                                 const Waiter& waiter, Outcome& outcome);
+// Bytes into (`from` to `offset`) or out of (`offset` to `to`) resident matrix `m`'s device
+// memory, through a stream slot of its device and its staging ring.
+absl::Status run_cuda_resident_write(const CudaOperationContext& context, CudaDevice& device,
+                                     ResidentMatrix& m, std::size_t offset,
+                                     std::span<const std::byte> from, const Waiter& waiter);
+absl::Status run_cuda_resident_read(const CudaOperationContext& context, CudaDevice& device,
+                                    ResidentMatrix& m, std::size_t offset, std::span<std::byte> to,
+                                    const Waiter& waiter);
 
 // The steps every CUDA operation shares; each operation adds the rest (execution_plan.h).
 class CudaOperation {

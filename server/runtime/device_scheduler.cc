@@ -21,8 +21,9 @@ DeviceScheduler::DeviceScheduler(std::string label, int slots, int max_queue, Me
 absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<const BlockSpec> specs,
                                                                   const Waiter& waiter) {
   std::int64_t need = 0;
-  for (const BlockSpec& s : specs)
-    need += static_cast<std::int64_t>(MemoryPool::size_class(s.bytes));
+  for (const BlockSpec& s : specs) {
+    if (!s.if_room) need += static_cast<std::int64_t>(MemoryPool::size_class(s.bytes));
+  }
   const PoolStats ps = pool_.stats();
   absl::MutexLock lock(&mu_);
   if (need > ps.budget_bytes - ps.long_lived_bytes) {
@@ -51,17 +52,24 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<cons
       return absl::CancelledError(absl::StrCat("cancelled by the client while queued on ", label_));
     }
     if (!free_slots_.empty()) {
-      std::vector<MemoryPool::Block> blocks;
+      std::vector<MemoryPool::Block> blocks(specs.size());
       bool ok = true;
-      for (const BlockSpec& s : specs) {
-        absl::StatusOr<MemoryPool::Block> b = pool_.allocate(s.bytes, s.long_lived);
-        if (!b.ok()) {
+      for (std::size_t i = 0; i < specs.size() && ok; ++i) {
+        if (specs[i].if_room) continue;
+        absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
+        if (b.ok()) {
+          blocks[i] = *std::move(b);
+        } else {
           ok = false;
-          break;
         }
-        blocks.push_back(*std::move(b));
       }
       if (ok) {
+        // The blocks the request can do without, once it holds every block it needs.
+        for (std::size_t i = 0; i < specs.size(); ++i) {
+          if (!specs[i].if_room) continue;
+          absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
+          if (b.ok()) blocks[i] = *std::move(b);
+        }
         const int slot = free_slots_.back();
         free_slots_.pop_back();
         --stats_.queued;

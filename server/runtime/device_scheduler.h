@@ -23,10 +23,13 @@
 namespace matserve::server {
 
 // One block a request needs: transient (freed when the request ends) or long-lived (a result kept
-// resident, moved out of the admission with take_block).
+// resident, moved out of the admission with take_block). An `if_room` block is one the request can
+// do without: taken at admission when the pool has room for it once every other block is taken,
+// else left empty; it is never waited for and never counted in the could-never-fit check.
 struct BlockSpec {
   std::size_t bytes = 0;
   bool long_lived = false;
+  bool if_room = false;
 };
 
 // When to stop waiting.
@@ -51,7 +54,8 @@ class DeviceScheduler {
 
   DeviceScheduler(std::string label, int slots, int max_queue, MemoryPool& pool);
 
-  // Waits for a slot and the blocks of `blocks` (allocated from the pool).
+  // Waits for a slot and the blocks of `blocks` (allocated from the pool); the admission's block i
+  // is blocks[i]'s (empty for an if_room block the pool had no room for).
   absl::StatusOr<Admission> admit(std::span<const BlockSpec> blocks, const Waiter& waiter);
   // Admits at once when a slot is free, nobody is waiting and the blocks fit now; otherwise
   // nullopt, counted nowhere (nothing was refused: the caller does without).

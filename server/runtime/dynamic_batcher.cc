@@ -37,11 +37,8 @@ std::uint64_t bits(double v) {
 }
 
 // Everything but the operands' bytes and the result's destination, for one product of a batch.
-GemmJob product_options(const GemmJob& j) {
-  GemmJob o;
-  o.a = j.a;
-  o.b = j.b;
-  o.c = j.c;
+GemmShape product_shape(const GemmJob& j) {
+  GemmOptions o;
   o.transpose_a = j.transpose_a;
   o.transpose_b = j.transpose_b;
   o.alpha = j.alpha;
@@ -51,7 +48,7 @@ GemmJob product_options(const GemmJob& j) {
   o.out_layout = j.out_layout;
   o.keep_result = j.keep_result;
   o.owner = j.owner;
-  return o;
+  return gemm_shape(std::move(o), j.a, j.b, j.c.has_value());
 }
 
 }  // namespace
@@ -140,7 +137,7 @@ void DynamicBatcher::execute(std::span<Pending* const> batch) {
     return;
   }
   GemmBatchJob merged;
-  merged.shape = product_options(*batch[0]->job);
+  merged.shape = product_shape(*batch[0]->job);
   merged.count = static_cast<std::int64_t>(batch.size());
   for (Pending* p : batch) {
     merged.a.push_back(p->job->a);

@@ -4,11 +4,13 @@
 //
 // pick: the device (the one holding the resident operands, else the least loaded). admit: an
 // execution slot and every block of memory the operation declared (BlockPlan), all at once, so
-// nothing fails half-way for lack of memory. choose: the variant, on the exact problem the kernel
-// will see (pointers included), before any device work, so its host cost is no stage's time.
-// stage_in: the operands' copies in. launch: the device work enqueued. kernel_wait: its end.
-// stage_out: the result's copies out. outcome: what ran, where, its stage times and its work.
-// keep: results that stay in the backend's memory become resident matrices.
+// nothing fails half-way for lack of memory; blocks it can do without are taken only if there is
+// room then. choose: the variant, on the exact problem the kernel will see (pointers included,
+// bound to the admitted blocks first), before any device work, so its host cost is no stage's
+// time; nothing else (no copies listed, no memory taken). stage_in: the operands' copies in.
+// launch: the device work enqueued. kernel_wait: its end. stage_out: the result's copies out.
+// outcome: what ran, where, its stage times and its work. keep: results that stay in the backend's
+// memory become resident matrices.
 //
 // A backend writes one Operation per operation (GEMM, batched GEMM, transpose) with these steps;
 // execute() owns their order, the queue time, the trace marks, and the clean-up after a failure:
@@ -49,6 +51,13 @@ class BlockPlan {
     if (!needed) return std::nullopt;
     return add(bytes, long_lived);
   }
+  // When `wanted`, a block the operation can do without: admitted when the pool has room for it
+  // then, else absent (AdmittedMemory::has); admission never waits for it (BlockSpec::if_room).
+  std::optional<BlockId> add_if_room(bool wanted, std::size_t bytes, bool long_lived = false) {
+    if (!wanted) return std::nullopt;
+    specs_.push_back({bytes, long_lived, /*if_room=*/true});
+    return BlockId{specs_.size() - 1};
+  }
   std::span<const BlockSpec> specs() const { return specs_; }
 
  private:
@@ -61,9 +70,15 @@ class AdmittedMemory {
   explicit AdmittedMemory(DeviceScheduler::Admission& admission) : admission_(admission) {}
 
   int slot() const { return admission_.slot(); }
+  // Null for an if-room block the pool had no room for.
   void* data(BlockId id) { return admission_.block(id.index).data(); }
+  // Whether the block was admitted (always, except an if-room block the pool had no room for).
+  bool has(BlockId id) { return data(id) != nullptr; }
   // Moves a long-lived block out (a kept result); the admission no longer frees it.
   MemoryPool::Block take(BlockId id) { return admission_.take_block(id.index); }
+  // Gives a block back to the pool now: one the operation turned out not to need (an if-room block
+  // its choice did not use), before any device work could touch it.
+  void release(BlockId id) { admission_.block(id.index).reset(); }
 
  private:
   DeviceScheduler::Admission& admission_;
@@ -76,7 +91,8 @@ concept Operation = requires(Op op, BlockPlan& plan, AdmittedMemory& memory, Out
   // Where it runs (may refuse: devices disagree, the device is unhealthy).
   { op.pick() } -> std::same_as<absl::StatusOr<DeviceScheduler*>>;
   { op.plan_memory(plan) } -> std::same_as<void>;
-  // Binds the admitted blocks and chooses the variant on the exact problem.
+  // Binds the admitted blocks (the pointers the kernel will see) and chooses the variant on that
+  // exact problem; may give back if-room blocks the choice leaves unused.
   { op.choose(memory) } -> std::same_as<absl::Status>;
   { op.stage_in() } -> std::same_as<absl::Status>;
   { op.launch(outcome) } -> std::same_as<absl::Status>;  // sets launch_us / launch_path if any

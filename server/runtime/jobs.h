@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -64,10 +65,11 @@ class ResidentLock {
 // flags say (above --split_gemm_min_flops), never, or whenever the server has another device free.
 enum class SplitChoice { kDefault, kNever, kAlways };
 
-struct GemmJob {
-  Operand a;
-  Operand b;
-  std::optional<Operand> c;  // in out_dtype / out_layout; read when beta != 0
+// What a GEMM asks beyond its operands: op() on A and B, the scalars, the precision, the
+// result's type and layout, verification, whether the result is kept and for whom, what the
+// operation holds while it runs (locks, shared-memory regions) and where the result goes in
+// shared memory.
+struct GemmOptions {
   bool transpose_a = false;
   bool transpose_b = false;
   double alpha = 1.0;
@@ -83,26 +85,51 @@ struct GemmJob {
   std::vector<ResidentLock> locks;  // held for the whole operation
   // Shared-memory regions the operands or the result live in, mapped for the whole operation.
   std::vector<std::shared_ptr<SharedMemoryRegion>> regions;
-  // With output_shm: the result's place in its region (job.out_bytes() bytes), else empty.
+  // With output_shm: the result's place in its region (out_bytes() bytes), else empty.
   std::span<std::byte> shm_out;
   // With output_shm in a device region (CUDA IPC): a view of the result's place, else null.
   std::shared_ptr<ResidentMatrix> device_out;
 
-  std::int64_t m() const { return transpose_a ? a.cols : a.rows; }
-  std::int64_t k() const { return transpose_a ? a.rows : a.cols; }
-  std::int64_t n() const { return transpose_b ? b.rows : b.cols; }
-  std::size_t out_bytes() const {
-    return static_cast<std::size_t>(m() * n()) * kernels::dtype_size(out_dtype);
+  // op(A) is m x k, op(B) k x n, for A and B of these shapes.
+  std::int64_t m(const HostMatrix& a) const { return transpose_a ? a.cols : a.rows; }
+  std::int64_t k(const HostMatrix& a) const { return transpose_a ? a.rows : a.cols; }
+  std::int64_t n(const HostMatrix& b) const { return transpose_b ? b.rows : b.cols; }
+  std::size_t out_bytes(const HostMatrix& a, const HostMatrix& b) const {
+    return static_cast<std::size_t>(m(a) * n(b)) * kernels::dtype_size(out_dtype);
   }
 };
 
+struct GemmJob : GemmOptions {
+  Operand a;
+  Operand b;
+  std::optional<Operand> c;  // in out_dtype / out_layout; read when beta != 0
+
+  std::int64_t m() const { return GemmOptions::m(a); }
+  std::int64_t k() const { return GemmOptions::k(a); }
+  std::int64_t n() const { return GemmOptions::n(b); }
+  std::size_t out_bytes() const { return GemmOptions::out_bytes(a, b); }
+};
+
+// What every product of a batch shares: A's and B's shapes (no bytes), whether there is a C, and
+// the options.
+struct GemmShape : GemmOptions {
+  HostMatrix a;  // rows, cols, dtype, layout; data empty
+  HostMatrix b;
+  bool has_c = false;
+
+  std::int64_t m() const { return GemmOptions::m(a); }
+  std::int64_t k() const { return GemmOptions::k(a); }
+  std::int64_t n() const { return GemmOptions::n(b); }
+  std::size_t out_bytes() const { return GemmOptions::out_bytes(a, b); }
+};
+
 // Products of one shape and one set of options computed in one launch: a MultiplyBatched
-// request, or concurrent Multiply requests merged by the dynamic batcher. `shape` carries the
-// options and product 0's operands; its locks and regions are held for the whole batch. a, b and
-// c hold one operand per product, or one that every product uses (broadcast); c is empty when
-// the products have no C. The operands' bytes are views, as in GemmJob.
+// request, or concurrent Multiply requests merged by the dynamic batcher. `shape` is what the
+// products share; its locks and regions are held for the whole batch. a, b and c hold one operand
+// per product, or one that every product uses (broadcast); c is empty when the products have no
+// C. The operands' bytes are views, as in GemmJob.
 struct GemmBatchJob {
-  GemmJob shape;
+  GemmShape shape;
   std::int64_t count = 1;
   std::vector<Operand> a;
   std::vector<Operand> b;
@@ -131,6 +158,17 @@ struct GemmBatchJob {
   }
 };
 
+// The batch's shape: `options` (moved in) for products with A and B shaped as `a` and `b`.
+inline GemmShape gemm_shape(GemmOptions options, const HostMatrix& a, const HostMatrix& b,
+                            bool has_c) {
+  GemmShape s;
+  static_cast<GemmOptions&>(s) = std::move(options);
+  s.a = HostMatrix{a.rows, a.cols, a.dtype, a.layout, {}};
+  s.b = HostMatrix{b.rows, b.cols, b.dtype, b.layout, {}};
+  s.has_c = has_c;
+  return s;
+}
+
 struct TransposeJob {
   Operand a;
   double scale = 1.0;
@@ -140,9 +178,9 @@ struct TransposeJob {
   bool in_place = false;  // a is resident and is overwritten by its transpose
   std::string owner;
   std::vector<ResidentLock> locks;
-  std::vector<std::shared_ptr<SharedMemoryRegion>> regions;  // as GemmJob::regions
-  std::span<std::byte> shm_out;                              // as GemmJob::shm_out
-  std::shared_ptr<ResidentMatrix> device_out;                // as GemmJob::device_out
+  std::vector<std::shared_ptr<SharedMemoryRegion>> regions;  // as GemmOptions::regions
+  std::span<std::byte> shm_out;                              // as GemmOptions::shm_out
+  std::shared_ptr<ResidentMatrix> device_out;                // as GemmOptions::device_out
 
   std::size_t out_bytes() const { return a.bytes(); }
 };

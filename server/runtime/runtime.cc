@@ -69,34 +69,32 @@ GemmChooser Runtime::gemm_chooser(std::string_view variant) const {
   };
 }
 
-absl::StatusOr<kernels::ErrorStats> Runtime::verify_product(const GemmJob& shape, const Operand& a,
-                                                            const Operand& b, const Operand* c,
-                                                            std::span<std::byte> got,
-                                                            ResidentMatrix* kept,
-                                                            const Waiter& waiter) {
+absl::StatusOr<kernels::ErrorStats> Runtime::verify_product(
+    const GemmOptions& options, const Operand& a, const Operand& b, const Operand* c,
+    std::span<std::byte> got, ResidentMatrix* kept, const Waiter& waiter) {
   std::vector<std::byte> a_storage, b_storage, c_storage;
   absl::StatusOr<std::span<const std::byte>> ha = host_bytes(a, a_storage, waiter);
   if (!ha.ok()) return ha.status();
   absl::StatusOr<std::span<const std::byte>> hb = host_bytes(b, b_storage, waiter);
   if (!hb.ok()) return hb.status();
   const void* c0 = nullptr;
-  if (c != nullptr && shape.beta != 0.0) {
+  if (c != nullptr && options.beta != 0.0) {
     absl::StatusOr<std::span<const std::byte>> hc = host_bytes(*c, c_storage, waiter);
     if (!hc.ok()) return hc.status();
     c0 = hc->data();
   }
   std::vector<std::byte> result;
   if (kept != nullptr) {
-    result.resize(shape.out_bytes());
+    result.resize(options.out_bytes(a, b));
     if (absl::Status s = backend_->read_resident(*kept, 0, result, waiter); !s.ok()) {
       return s;
     }
     got = result;
   }
   const kernels::GemmProblem host =
-      gemm_problem(shape, shape.a.dtype, ha->data(), hb->data(), got.data());
+      gemm_problem(options, a, b, c != nullptr, a.dtype, ha->data(), hb->data(), got.data());
   const std::vector<double> ref = kernels::reference_gemm(host, c0);
-  return kernels::compare_with_reference(got.data(), shape.out_dtype, host.m, host.n, host.ldc,
+  return kernels::compare_with_reference(got.data(), options.out_dtype, host.m, host.n, host.ldc,
                                          ref);
 }
 

@@ -84,8 +84,9 @@ class Runtime {
   absl::StatusOr<std::span<const std::byte>> host_bytes(const Operand& o,
                                                         std::vector<std::byte>& storage,
                                                         const Waiter& waiter);
-  // The float64 reference of one product against its result (`got`, or `kept` on the device).
-  absl::StatusOr<kernels::ErrorStats> verify_product(const GemmJob& shape, const Operand& a,
+  // The float64 reference of one product (A, B, C if any, with `options`) against its result
+  // (`got`, or `kept` on the device).
+  absl::StatusOr<kernels::ErrorStats> verify_product(const GemmOptions& options, const Operand& a,
                                                      const Operand& b, const Operand* c,
                                                      std::span<std::byte> got, ResidentMatrix* kept,
                                                      const Waiter& waiter);

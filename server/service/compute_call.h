@@ -55,23 +55,28 @@ ComputeSteps(Validate, SizeReply, Run, Keep, Fill)
 template <typename Job>
 struct ComputeJobFacts;
 
-template <>
-struct ComputeJobFacts<GemmJob> {
-  static std::string& owner(GemmJob& j) { return j.owner; }
-  static const auto& regions(const GemmJob& j) { return j.regions; }
-  static std::string shape(const GemmJob& j) { return absl::StrCat(j.m(), "x", j.n(), "x", j.k()); }
-  static std::size_t kept_bytes(const GemmJob& j) { return j.keep_result ? j.out_bytes() : 0; }
-  static std::string precision(const GemmJob& j) {
+// A GEMM's facts from its options and its shape (m, n, k): a single GEMM's or a batch's.
+template <typename Gemm>
+struct GemmFacts {
+  static std::string shape(const Gemm& j) { return absl::StrCat(j.m(), "x", j.n(), "x", j.k()); }
+  static std::size_t kept_bytes(const Gemm& j) { return j.keep_result ? j.out_bytes() : 0; }
+  static std::string precision(const Gemm& j) {
     return std::string(kernels::precision_name(j.precision));
   }
-  static double problem_size(const GemmJob& j) {
+  static double problem_size(const Gemm& j) {
     return static_cast<double>(j.m()) * static_cast<double>(j.n()) * static_cast<double>(j.k());
   }
 };
 
 template <>
+struct ComputeJobFacts<GemmJob> : GemmFacts<GemmJob> {
+  static std::string& owner(GemmJob& j) { return j.owner; }
+  static const auto& regions(const GemmJob& j) { return j.regions; }
+};
+
+template <>
 struct ComputeJobFacts<GemmBatchJob> {
-  using One = ComputeJobFacts<GemmJob>;
+  using One = GemmFacts<GemmShape>;
   static std::string& owner(GemmBatchJob& b) { return b.shape.owner; }
   static const auto& regions(const GemmBatchJob& b) { return b.shape.regions; }
   static std::string shape(const GemmBatchJob& b) {

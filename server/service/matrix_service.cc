@@ -104,7 +104,7 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
           },
           /*size_reply=*/
           [&](GemmBatchJob& batch) -> std::span<std::byte> {
-            const GemmJob& shape = batch.shape;
+            const GemmShape& shape = batch.shape;
             v1::Matrix* c = reply->mutable_c();
             c->set_rows(shape.m());
             c->set_cols(shape.n());

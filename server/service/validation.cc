@@ -600,7 +600,7 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
   }
   GemmBatchJob batch;
   batch.count = count;
-  GemmJob& job = batch.shape;
+  GemmJob job;  // product 0 with the options: what the checks every product shares read
   SharedMemoryPlaces shm(regions);
   ResidentOperands residents(resolve);
   const BatchResolution with{.count = count, .limits = limits, .residents = residents, .shm = shm};
@@ -651,6 +651,10 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
     if (!bytes.ok()) return bytes.status();
     job.verify_bytes = *bytes;
   }
+  const bool has_c = job.c.has_value();
+  const HostMatrix a0 = job.a;
+  const HostMatrix b0 = job.b;
+  batch.shape = gemm_shape(std::move(job), a0, b0, has_c);
   return batch;
 }
 

@@ -162,7 +162,7 @@ TEST(CpuRuntime, BatchedProductsReadTheirOwnOperandsAndC) {
     }
     job.shape.a = job.a[0];
     job.shape.b = job.b[0];
-    job.shape.c = job.c[0];
+    job.shape.has_c = true;
     std::vector<std::byte> out(kC * kCount);
     testing::poison(out.data(), out.size());
     job.outs = {out};

@@ -1,5 +1,5 @@
 // Admission: slots, bounded queue, memory that can never fit, waiting for memory, deadlines and
-// cancellation releasing everything.
+// cancellation releasing everything, blocks a request can do without taken only when there is room.
 #include "server/runtime/device_scheduler.h"
 
 #include <gtest/gtest.h>
@@ -168,6 +168,48 @@ TEST(DeviceScheduler, FullQueueIsRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("queue full"), absl::string_view::npos);
+}
+
+// Budget 4 MiB, 3 MiB held elsewhere: 1 MiB of room.
+TEST(DeviceScheduler, AnIfRoomBlockIsTakenWhenThereIsRoomAndLeftEmptyWithoutWaitingWhenNot) {
+  MemoryPool pool(heap(), 4 << 20);
+  DeviceScheduler s("dev", 2, 16, pool);
+  auto other = pool.allocate(3 << 20);
+  ASSERT_TRUE(other.ok());
+  const BlockSpec specs[] = {{512 << 10, false, /*if_room=*/true},
+                             {2 << 20, false, /*if_room=*/true},
+                             {256 << 10, false, /*if_room=*/false}};
+  // Nothing frees the other 3 MiB: an admission that waited for the 2 MiB block would expire.
+  auto a = s.admit(specs, within(absl::Seconds(10)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_NE(a->block(0).data(), nullptr);  // room for it
+  EXPECT_EQ(a->block(1).data(), nullptr);  // none: left empty
+  EXPECT_NE(a->block(2).data(), nullptr);
+  EXPECT_EQ(s.stats().queued, 0);
+  EXPECT_EQ(s.stats().expired, 0);
+}
+
+// The blocks a request needs come first: an if-room block declared before them never takes the
+// room they need (which would leave the request waiting for itself).
+TEST(DeviceScheduler, IfRoomBlocksAreTakenAfterTheBlocksTheRequestNeeds) {
+  MemoryPool pool(heap(), 4 << 20);
+  DeviceScheduler s("dev", 2, 16, pool);
+  const BlockSpec specs[] = {{2 << 20, false, /*if_room=*/true}, {3 << 20, false}};
+  auto a = s.admit(specs, within(absl::Seconds(10)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->block(0).data(), nullptr);
+  EXPECT_NE(a->block(1).data(), nullptr);
+}
+
+// Only the blocks a request needs count in the could-never-fit check.
+TEST(DeviceScheduler, IfRoomBlocksDoNotCountInTheCouldNeverFitCheck) {
+  MemoryPool pool(heap(), 1 << 20);
+  DeviceScheduler s("dev", 2, 16, pool);
+  const BlockSpec specs[] = {{512 << 10, false}, {2 << 20, true, /*if_room=*/true}};
+  auto a = s.admit(specs, within(absl::Seconds(10)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->block(1).data(), nullptr);
+  EXPECT_EQ(s.stats().rejected_memory, 0);
 }
 
 }  // namespace

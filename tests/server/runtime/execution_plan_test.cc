@@ -1,7 +1,8 @@
 // The execution plan: the steps run in their order with their trace marks; a failing step ends
 // the run with its status, the later steps not run, and abandon() called while the admission still
 // holds the memory; a refused pick or admission abandons nothing; blocks are found by the ids the
-// plan gave, and a kept block outlives the admission.
+// plan gave, and a kept block outlives the admission; blocks an operation can do without are
+// admitted when there is room, absent otherwise, and one given back is free for others at once.
 #include "server/runtime/execution_plan.h"
 
 #include <gtest/gtest.h>
@@ -163,6 +164,88 @@ TEST(ExecutionPlan, MemoryThatCanNeverFitIsRefusedBeforeAnyStepRuns) {
   Outcome outcome;
   EXPECT_EQ(execute(op, Waiter{}, outcome).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(op.calls, (std::vector<std::string>{"pick", "plan_memory"}));
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
+}
+
+// Declares a block it needs and one it can do without; gives the latter back when told to.
+class IfRoomOperation {
+ public:
+  IfRoomOperation(DeviceScheduler& scheduler, std::size_t wanted, bool give_back)
+      : scheduler_(scheduler), wanted_(wanted), give_back_(give_back) {}
+
+  absl::StatusOr<DeviceScheduler*> pick() { return &scheduler_; }
+  void plan_memory(BlockPlan& plan) {
+    needed_ = plan.add(4096);
+    not_declared_ = plan.add_if_room(false, wanted_);
+    optional_ = plan.add_if_room(true, wanted_);
+  }
+  absl::Status choose(AdmittedMemory& memory) {
+    had_optional = memory.has(*optional_);
+    optional_data = memory.data(*optional_);
+    had_needed = memory.has(needed_);
+    if (give_back_ && had_optional) memory.release(*optional_);
+    in_use_after_choose = scheduler_.pool().stats().in_use_bytes;
+    return absl::OkStatus();
+  }
+  absl::Status stage_in() { return absl::OkStatus(); }
+  absl::Status launch(Outcome& /*outcome*/) { return absl::OkStatus(); }
+  absl::Status wait_kernel() { return absl::OkStatus(); }
+  absl::Status stage_out(Outcome& /*outcome*/) { return absl::OkStatus(); }
+  void record(Outcome& /*outcome*/) {}
+  void keep(AdmittedMemory& /*memory*/, Outcome& /*outcome*/) {}
+  void abandon() {}
+
+  bool declared_absent() const { return !not_declared_.has_value(); }
+  bool had_optional = false;
+  bool had_needed = false;
+  void* optional_data = nullptr;
+  std::int64_t in_use_after_choose = -1;
+
+ private:
+  DeviceScheduler& scheduler_;
+  std::size_t wanted_;
+  bool give_back_;
+  BlockId needed_;
+  std::optional<BlockId> not_declared_;
+  std::optional<BlockId> optional_;
+};
+
+static_assert(Operation<IfRoomOperation>);
+
+TEST(ExecutionPlan, ABlockTheOperationCanDoWithoutIsAdmittedWhenThereIsRoom) {
+  MemoryPool pool(heap(), 1 << 20);
+  DeviceScheduler scheduler("dev", 1, 4, pool);
+  IfRoomOperation op(scheduler, 512 << 10, /*give_back=*/false);
+  Outcome outcome;
+  ASSERT_TRUE(execute(op, Waiter{}, outcome).ok());
+  EXPECT_TRUE(op.declared_absent());
+  EXPECT_TRUE(op.had_needed);
+  EXPECT_TRUE(op.had_optional);
+  EXPECT_NE(op.optional_data, nullptr);
+  EXPECT_EQ(op.in_use_after_choose, 4096 + (512 << 10));
+}
+
+// Over the budget on its own: not refused, not waited for; the operation runs without it.
+TEST(ExecutionPlan, ABlockTheOperationCanDoWithoutIsAbsentWhenThereIsNoRoom) {
+  MemoryPool pool(heap(), 1 << 20);
+  DeviceScheduler scheduler("dev", 1, 4, pool);
+  IfRoomOperation op(scheduler, 2 << 20, /*give_back=*/false);
+  Outcome outcome;
+  ASSERT_TRUE(execute(op, Waiter{absl::Now() + absl::Seconds(10), {}}, outcome).ok());
+  EXPECT_TRUE(op.had_needed);
+  EXPECT_FALSE(op.had_optional);
+  EXPECT_EQ(op.optional_data, nullptr);
+  EXPECT_EQ(op.in_use_after_choose, 4096);
+}
+
+TEST(ExecutionPlan, ABlockGivenBackInChooseIsBackInThePoolBeforeTheRunEnds) {
+  MemoryPool pool(heap(), 1 << 20);
+  DeviceScheduler scheduler("dev", 1, 4, pool);
+  IfRoomOperation op(scheduler, 512 << 10, /*give_back=*/true);
+  Outcome outcome;
+  ASSERT_TRUE(execute(op, Waiter{}, outcome).ok());
+  EXPECT_TRUE(op.had_optional);
+  EXPECT_EQ(op.in_use_after_choose, 4096);
   EXPECT_EQ(pool.stats().in_use_bytes, 0);
 }
 

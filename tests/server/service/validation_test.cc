@@ -62,6 +62,42 @@ TEST(ValidateMultiply, ValidInlineRequestBecomesAJob) {
   EXPECT_EQ(job->a.data.size(), 48u);
 }
 
+// A batch's shape is what its products share: A's and B's shapes with no bytes (the bytes are
+// each product's operands), whether there is a C, and the options; the resident operands' locks
+// are held by it for the whole batch.
+TEST(ValidateMultiplyBatched, TheShapeHoldsWhatTheProductsShareAndNoOperandBytes) {
+  Resolver r;
+  v1::MultiplyBatchedRequest req;
+  req.set_batch(2);
+  req.add_a_handles("r1");
+  req.add_a_handles("r1");
+  *req.mutable_b() = matrix(5, 4);
+  *req.mutable_c() = matrix(3, 5);
+  req.set_transpose_b(true);
+  req.set_alpha(2.0);
+  req.set_beta(0.5);
+  req.set_keep_result(true);
+  auto batch = validate_multiply_batched(req, ServiceLimits{}, r.fn());
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const GemmShape& shape = batch->shape;
+  EXPECT_EQ(shape.m(), 3);
+  EXPECT_EQ(shape.n(), 5);
+  EXPECT_EQ(shape.k(), 4);
+  EXPECT_EQ(shape.a.rows, 3);
+  EXPECT_EQ(shape.b.rows, 5);
+  EXPECT_TRUE(shape.a.data.empty());
+  EXPECT_TRUE(shape.b.data.empty());
+  EXPECT_TRUE(shape.has_c);
+  EXPECT_TRUE(shape.transpose_b);
+  EXPECT_EQ(shape.alpha, 2.0);
+  EXPECT_EQ(shape.beta, 0.5);
+  EXPECT_TRUE(shape.keep_result);
+  EXPECT_EQ(shape.out_bytes(), 3u * 5u * 4u);
+  EXPECT_FALSE(shape.locks.empty());
+  EXPECT_EQ(batch->b[0].data.size(), 80u);  // the bytes stay with the operands
+  ASSERT_EQ(batch->c.size(), 1u);
+}
+
 TEST(ValidateMultiply, AnInlineResultLargerThanOneReplyIsRefusedUpFront) {
   // An outer product whose inputs fit in one message but whose result does not: refused before
   // any work (it used to be computed, then dropped by gRPC); kept on the server it is fine.
