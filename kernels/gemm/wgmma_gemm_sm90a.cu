@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/hopper.cuh"
@@ -24,9 +25,6 @@ constexpr int kBK = 128 / static_cast<int>(sizeof(T));
 constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
 [[maybe_unused]] constexpr int kGroupM =
     8;  // tile order: 8 M-tiles share each B tile while it is in L2
-
-template <typename T>
-struct WgmmaTag {};
 
 struct WgParams {
   long long m, n, k;
@@ -64,36 +62,6 @@ using hopper::mbar_init;
 using hopper::mbar_wait;
 using hopper::smem_desc;
 using hopper::tma_load_2d;
-
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_128(WgmmaTag<__half>, float (&d)[64], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA64_TRANS("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", d, da, db, scale_d,
-                         kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_128(WgmmaTag<__nv_bfloat16>, float (&d)[64], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA64_TRANS("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", d, da, db,
-                         scale_d, kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<__half>, float (&d)[128], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128_TRANS("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", d, da, db, scale_d,
-                          kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<__nv_bfloat16>, float (&d)[128],
-                                          std::uint64_t da, std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128_TRANS("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", d, da, db,
-                          scale_d, kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<float>, float (&d)[128], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", d, da, db, scale_d);
-}
 
 using async_copy::smem_u32;
 
@@ -155,8 +123,8 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
                                               std::uint32_t sc, const CUtensorMap* map, int row0,
                                               int col0, int c) {
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  if (t == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  if (t == 0) hopper::bulk_wait_group_read<0>();
+  hopper::named_barrier_sync<128>(1 + c);
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -167,31 +135,35 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
                    tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
       const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
       const std::uint32_t addr = sc + box * 8192 + r * 128 + chunk * 16 + (l % 4) * 4;
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
+      hopper::st_shared_u32(addr, v);
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  hopper::fence_proxy_async_shared();
+  hopper::named_barrier_sync<128>(1 + c);
   if (t == 0) {
 #pragma unroll
     for (int box = 0; box < kBN / 64; ++box) {
-      asm volatile(
-          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
-              reinterpret_cast<std::uint64_t>(map)),
-          "r"(sc + box * 8192), "r"(col0 + 64 * box), "r"(row0)
-          : "memory");
+      hopper::tma_store_2d(map, sc + box * 8192, col0 + 64 * box, row0);
     }
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    hopper::bulk_commit_group();
   }
 }
 
 template <int kBN, int kTA, int kTB, typename T>
 __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
                                            std::uint64_t db) {
-  if constexpr (kBN == 256 || sizeof(T) == 4) {
-    wgmma_256<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+  if constexpr (sizeof(T) == 4) {
+    hopper::wgmma_m64n256k8_f32_tf32(acc, da, db, 1);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    if constexpr (kBN == 256) {
+      hopper::wgmma_m64n256k16_f32_f16<kTA, kTB>(acc, da, db, 1);
+    } else {
+      hopper::wgmma_m64n128k16_f32_f16<kTA, kTB>(acc, da, db, 1);
+    }
+  } else if constexpr (kBN == 256) {
+    hopper::wgmma_m64n256k16_f32_bf16<kTA, kTB>(acc, da, db, 1);
   } else {
-    wgmma_128<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+    hopper::wgmma_m64n128k16_f32_bf16<kTA, kTB>(acc, da, db, 1);
   }
 }
 
@@ -222,12 +194,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full(s), 1);
       mbar_init(empty(s), 2);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    hopper::fence_mbarrier_init();
   }
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    hopper::setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int stage = 0, phase = 0;
       for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
@@ -260,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    hopper::setmaxnreg_inc<232>();
     const int c = wg - 1;  // rows 64c .. 64c+63 of the tile
     int stage = 0, phase = 0;
     float acc[kBN / 2];
@@ -274,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(full(stage), phase);
         const std::uint32_t sa = base + stage * kStage + c * 8192,
                             sb = base + stage * kStage + kABytes;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        hopper::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K per 128-byte row
           // K-major: step 32 bytes along the swizzled row; MN-major: step 16 rows of 128 bytes.
@@ -284,8 +256,8 @@ __global__ void __launch_bounds__(kThreads, 1)
               kTB ? smem_desc(sb + kk * 32, 16, 1024) : smem_desc(sb + kk * 2048, 8192, 1024);
           wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
         }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        hopper::wgmma_commit_group();
+        hopper::wgmma_wait_group<1>();
         if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
         prev = stage;
         if (++stage == kStages) {
@@ -293,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           phase ^= 1;
         }
       }
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      hopper::wgmma_wait_group<0>();
       if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
       const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
       const long long col0 = static_cast<long long>(tn) * kBN;
@@ -315,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (kTmaStore && threadIdx.x % 128 == 0) {
-      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+      hopper::bulk_wait_group<0>();
     }
   }
 #endif
