@@ -135,13 +135,13 @@ class MbarPipeline {
 
   // Producer: waits until the consumers have released the state's buffer (its previous use),
   // then arrives on its full barrier, which then also waits for `tx_bytes` of TMA loads.
-  __device__ __forceinline__ void producer_acquire(const PipelineState<kStages>& st,
+  __device__ __forceinline__ void producer_acquire(PipelineState<kStages> st,
                                                    int tx_bytes) const {
     mbar_wait(empty(st.stage()), st.phase() ^ 1);
     mbar_expect_tx(full(st.stage()), tx_bytes);
   }
   // Consumer: waits until the state's buffer has landed.
-  __device__ __forceinline__ void consumer_wait(const PipelineState<kStages>& st) const {
+  __device__ __forceinline__ void consumer_wait(PipelineState<kStages> st) const {
     mbar_wait(full(st.stage()), st.phase());
   }
   // Consumer: one arrival (per consumer) that buffer `stage` may be refilled.

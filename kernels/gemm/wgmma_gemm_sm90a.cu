@@ -22,7 +22,8 @@ constexpr int kBM = 128;
 // Every operand row in shared memory is 128 bytes (one swizzle span): 64 fp16/bf16 or 32 fp32.
 template <typename T>
 constexpr int kBK = 128 / static_cast<int>(sizeof(T));
-constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
+constexpr int kWarpgroup = 128;           // threads: 4 warps issue each wgmma together
+constexpr int kThreads = 3 * kWarpgroup;  // warpgroup 0 produces, 1 and 2 consume
 [[maybe_unused]] constexpr int kGroupM =
     8;  // tile order: 8 M-tiles share each B tile while it is in L2
 
@@ -35,31 +36,35 @@ struct WgParams {
   int tiles_m, tiles_n, k_tiles;
 };
 
-template <int kBN>
-constexpr int stage_bytes() {
-  return (kBM + kBN) * 128;
-}
-// The TMA-store epilogue stages each 128 x kBN 16-bit output tile in shared memory, which costs
-// one pipeline stage at kBN = 256 (227 KB per SM).
+// Shared memory in units of the 128-byte swizzle: an operand row is one span (kRowBytes), a TMA
+// box or a consumer's share of the A tile is 64 rows (kBoxBytes), and 8 rows (kAtomBytes) are one
+// swizzle pattern, the descriptors' stride between groups of 8 rows and the base alignment.
+constexpr int kRowBytes = 128;
+constexpr int kBoxBytes = 64 * kRowBytes;
+constexpr int kAtomBytes = 8 * kRowBytes;
+// One wgmma reads 32 bytes of K: 16 fp16/bf16 or 8 tf32. Along a K-major row that is a 32-byte
+// step; an MN-major tile stores K as rows, so it is 16 rows. A stage's 128-byte rows hold 4 steps.
+constexpr int kKStepBytes = 32;
+constexpr int kMnKStepBytes = 16 * kRowBytes;
+constexpr int kKSteps = kRowBytes / kKStepBytes;
+constexpr int kUnusedLbo = 16;  // K-major descriptors with 128-byte swizzle ignore the lbo
+
+// A block's shared memory, from a base aligned to kAtomBytes: kStages stages of (A tile, B tile),
+// then (TMA-store epilogue only) one 64 x kBN 16-bit output tile per consumer warpgroup, then the
+// pipeline's mbarriers. The output tiles cost one stage at kBN = 256 (227 KB per SM).
 template <int kBN, bool kTmaStore>
-constexpr int stages() {
-  return kTmaStore && kBN == 256 ? 3 : 4;
-}
-template <int kBN, bool kTmaStore>
-constexpr int c_tile_bytes() {
-  return kTmaStore ? kBM * kBN * 2 : 0;
-}
-template <int kBN, bool kTmaStore>
-constexpr int smem_bytes() {
-  return stages<kBN, kTmaStore>() * stage_bytes<kBN>() + c_tile_bytes<kBN, kTmaStore>() + 1024 +
-         2 * stages<kBN, kTmaStore>() * 8;
-}
+struct SmemLayout {
+  static constexpr int kStages = kTmaStore && kBN == 256 ? 3 : 4;
+  static constexpr int kABytes = kBM * kRowBytes;
+  static constexpr int kStageBytes = (kBM + kBN) * kRowBytes;
+  static constexpr int kCHalfBytes = 64 * kBN * 2;
+  static constexpr int kCOffset = kStages * kStageBytes;
+  static constexpr int kBarOffset = kCOffset + (kTmaStore ? 2 * kCHalfBytes : 0);
+  // Dynamic shared memory to ask for: the base is rounded up to kAtomBytes within it.
+  static constexpr int kBytes = kBarOffset + kAtomBytes + hopper::MbarPipeline<kStages>::kBytes;
+};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using hopper::mbar_arrive;
-using hopper::mbar_expect_tx;
-using hopper::mbar_init;
-using hopper::mbar_wait;
 using hopper::smem_desc;
 using hopper::tma_load_2d;
 
@@ -80,7 +85,7 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgP
                                           long long row0, long long col0) {
   O* c = static_cast<O*>(p.c);
   const bool full = row0 + 64 <= p.m && col0 + kBN <= p.n;
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
   const long long r = row0 + w * 16 + l / 4;
   const int cc = (l % 4) * 2;
   const bool vec = full && p.beta == 0.0f && (p.ldc % 2) == 0 &&
@@ -122,9 +127,9 @@ template <typename O, int kBN>
 __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const WgParams& p,
                                               std::uint32_t sc, const CUtensorMap* map, int row0,
                                               int col0, int c) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
   if (t == 0) hopper::bulk_wait_group_read<0>();
-  hopper::named_barrier_sync<128>(1 + c);
+  hopper::named_barrier_sync<kWarpgroup>(1 + c);
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -134,21 +139,22 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
       O pair[2] = {tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2]),
                    tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
       const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
-      const std::uint32_t addr = sc + box * 8192 + r * 128 + chunk * 16 + (l % 4) * 4;
+      const std::uint32_t addr = sc + box * kBoxBytes + r * kRowBytes + chunk * 16 + (l % 4) * 4;
       hopper::st_shared_u32(addr, v);
     }
   }
   hopper::fence_proxy_async_shared();
-  hopper::named_barrier_sync<128>(1 + c);
+  hopper::named_barrier_sync<kWarpgroup>(1 + c);
   if (t == 0) {
 #pragma unroll
     for (int box = 0; box < kBN / 64; ++box) {
-      hopper::tma_store_2d(map, sc + box * 8192, col0 + 64 * box, row0);
+      hopper::tma_store_2d(map, sc + box * kBoxBytes, col0 + 64 * box, row0);
     }
     hopper::bulk_commit_group();
   }
 }
 
+// One k-step of the tile: the wgmma for T and kBN (tf32 only at kBN = 256).
 template <int kBN, int kTA, int kTB, typename T>
 __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
                                            std::uint64_t db) {
@@ -167,128 +173,126 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t 
   }
 }
 
+// The producer (one thread): for each of the block's tiles, every k-tile of A and B by TMA into
+// the next free stage, the stage's full barrier counting the bytes.
+template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+__device__ __forceinline__ void produce(
+    const CUtensorMap& tma_a, const CUtensorMap& tma_b, const WgParams& p, int num_tiles,
+    std::uint32_t base, const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe) {
+  using L = SmemLayout<kBN, kTmaStore>;
+  hopper::PipelineState<L::kStages> st;
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    int tm, tn;
+    tile_coords(tile, p, tm, tn);
+    const int m0 = tm * kBM, n0 = tn * kBN;
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      pipe.producer_acquire(st, L::kStageBytes);
+      const std::uint32_t full = pipe.full(st.stage());
+      const std::uint32_t sa = base + st.stage() * L::kStageBytes, sb = sa + L::kABytes;
+      const int k0 = kt * kBK<T>;
+      if (kTA) {
+        tma_load_2d(sa, &tma_a, full, m0, k0);
+        tma_load_2d(sa + kBoxBytes, &tma_a, full, m0 + 64, k0);
+      } else {
+        tma_load_2d(sa, &tma_a, full, k0, m0);
+      }
+      if (kTB) {
+        tma_load_2d(sb, &tma_b, full, k0, n0);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBN / 64; ++j)
+          tma_load_2d(sb + j * kBoxBytes, &tma_b, full, n0 + 64 * j, k0);
+      }
+      st.advance();
+    }
+  }
+}
+
+// A consumer warpgroup (c = 0 or 1: rows 64c .. 64c+63 of each tile): for each of the block's
+// tiles, wgmma over every k-tile as its stage lands, releasing each stage once the wgmma after it
+// have been issued (one group stays in flight), then the epilogue.
+template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+__device__ __forceinline__ void consume(
+    const CUtensorMap& tma_c, const WgParams& p, int num_tiles, std::uint32_t base,
+    const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe, int c) {
+  using L = SmemLayout<kBN, kTmaStore>;
+  hopper::PipelineState<L::kStages> st;
+  float acc[kBN / 2];
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    int tm, tn;
+    tile_coords(tile, p, tm, tn);
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+    int prev = -1;
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      pipe.consumer_wait(st);
+      const std::uint32_t sa = base + st.stage() * L::kStageBytes + c * kBoxBytes,
+                          sb = base + st.stage() * L::kStageBytes + L::kABytes;
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        const std::uint64_t da = kTA ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
+                                     : smem_desc(sa + kk * kKStepBytes, kUnusedLbo, kAtomBytes);
+        const std::uint64_t db = kTB ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
+                                     : smem_desc(sb + kk * kMnKStepBytes, kBoxBytes, kAtomBytes);
+        wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
+      }
+      hopper::wgmma_commit_group();
+      hopper::wgmma_wait_group<1>();
+      if (prev >= 0 && threadIdx.x % kWarpgroup == 0) pipe.consumer_release(prev);
+      prev = st.stage();
+      st.advance();
+    }
+    hopper::wgmma_wait_group<0>();
+    if (prev >= 0 && threadIdx.x % kWarpgroup == 0) pipe.consumer_release(prev);
+    const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
+    const long long col0 = static_cast<long long>(tn) * kBN;
+    if constexpr (kTmaStore) {
+      const std::uint32_t sc = base + L::kCOffset + c * L::kCHalfBytes;
+      if (p.out_code == 1) {
+        store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                   static_cast<int>(col0), c);
+      } else {
+        store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                          static_cast<int>(col0), c);
+      }
+    } else if (p.out_code == 0) {
+      store_acc<float, kBN>(acc, p, row0, col0);
+    } else if (p.out_code == 1) {
+      store_acc<__half, kBN>(acc, p, row0, col0);
+    } else {
+      store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
+    }
+  }
+  if (kTmaStore && threadIdx.x % kWarpgroup == 0) hopper::bulk_wait_group<0>();
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // kTA: A stored k x m (m contiguous, "MN-major"); kTB == 0: B stored k x n (n contiguous).
+// Warpgroup 0 gives up registers and one of its threads produces; warpgroups 1 and 2 take them
+// and consume.
 template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                       const __grid_constant__ CUtensorMap tma_b,
                       const __grid_constant__ CUtensorMap tma_c, const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = SmemLayout<kBN, kTmaStore>;
   extern __shared__ unsigned char smem_raw[];
-  const std::uint32_t raw = smem_u32(smem_raw);
-  const std::uint32_t base = (raw + 1023) & ~1023u;  // 128-byte swizzle wants 1024-byte alignment
-  constexpr int kStage = stage_bytes<kBN>();
-  constexpr int kABytes = kBM * 128;
-  constexpr int kStages = stages<kBN, kTmaStore>();
-  const std::uint32_t c_tiles = base + kStages * kStage;  // two 64 x kBN halves (TMA store)
-  const std::uint32_t bars = c_tiles + c_tile_bytes<kBN, kTmaStore>();  // full[s], then empty[s]
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-  const int wg = threadIdx.x / 128;
+  const std::uint32_t base = (smem_u32(smem_raw) + kAtomBytes - 1) & ~(kAtomBytes - 1u);
+  const hopper::MbarPipeline<L::kStages> pipe(base + L::kBarOffset);
+  const int wg = threadIdx.x / kWarpgroup;
   const int num_tiles = p.tiles_m * p.tiles_n;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 2);
-    }
-    hopper::fence_mbarrier_init();
-  }
+  if (threadIdx.x == 0) pipe.init(1, 2);  // full: the producer's arrival; empty: both consumers'
   __syncthreads();
-
   if (wg == 0) {
     hopper::setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) {
-      int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-        int tm, tn;
-        tile_coords(tile, p, tm, tn);
-        const int m0 = tm * kBM, n0 = tn * kBN;
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-          mbar_wait(empty(stage), phase ^ 1);
-          mbar_expect_tx(full(stage), kStage);
-          const std::uint32_t sa = base + stage * kStage, sb = sa + kABytes;
-          const int k0 = kt * kBK<T>;
-          if (kTA) {
-            tma_load_2d(sa, &tma_a, full(stage), m0, k0);
-            tma_load_2d(sa + 8192, &tma_a, full(stage), m0 + 64, k0);
-          } else {
-            tma_load_2d(sa, &tma_a, full(stage), k0, m0);
-          }
-          if (kTB) {
-            tma_load_2d(sb, &tma_b, full(stage), k0, n0);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kBN / 64; ++j)
-              tma_load_2d(sb + j * 8192, &tma_b, full(stage), n0 + 64 * j, k0);
-          }
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
+    if (threadIdx.x == 0)
+      produce<T, kBN, kTA, kTB, kTmaStore>(tma_a, tma_b, p, num_tiles, base, pipe);
   } else {
     hopper::setmaxnreg_inc<232>();
-    const int c = wg - 1;  // rows 64c .. 64c+63 of the tile
-    int stage = 0, phase = 0;
-    float acc[kBN / 2];
-    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-      int tm, tn;
-      tile_coords(tile, p, tm, tn);
-#pragma unroll
-      for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
-      int prev = -1;
-      for (int kt = 0; kt < p.k_tiles; ++kt) {
-        mbar_wait(full(stage), phase);
-        const std::uint32_t sa = base + stage * kStage + c * 8192,
-                            sb = base + stage * kStage + kABytes;
-        hopper::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K per 128-byte row
-          // K-major: step 32 bytes along the swizzled row; MN-major: step 16 rows of 128 bytes.
-          const std::uint64_t da =
-              kTA ? smem_desc(sa + kk * 2048, 8192, 1024) : smem_desc(sa + kk * 32, 16, 1024);
-          const std::uint64_t db =
-              kTB ? smem_desc(sb + kk * 32, 16, 1024) : smem_desc(sb + kk * 2048, 8192, 1024);
-          wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
-        }
-        hopper::wgmma_commit_group();
-        hopper::wgmma_wait_group<1>();
-        if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
-        prev = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-      hopper::wgmma_wait_group<0>();
-      if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
-      const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
-      const long long col0 = static_cast<long long>(tn) * kBN;
-      if constexpr (kTmaStore) {
-        const std::uint32_t sc = c_tiles + c * 64 * kBN * 2;
-        if (p.out_code == 1) {
-          store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
-                                     static_cast<int>(col0), c);
-        } else {
-          store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
-                                            static_cast<int>(col0), c);
-        }
-      } else if (p.out_code == 0) {
-        store_acc<float, kBN>(acc, p, row0, col0);
-      } else if (p.out_code == 1) {
-        store_acc<__half, kBN>(acc, p, row0, col0);
-      } else {
-        store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
-      }
-    }
-    if (kTmaStore && threadIdx.x % 128 == 0) {
-      hopper::bulk_wait_group<0>();
-    }
+    consume<T, kBN, kTA, kTB, kTmaStore>(tma_c, p, num_tiles, base, pipe, wg - 1);
   }
 #endif
 }
@@ -353,7 +357,7 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStrea
   w.tiles_n = static_cast<int>((p.n + kBN - 1) / kBN);
   w.k_tiles = static_cast<int>((p.k + kK - 1) / kK);
   auto kernel = wgmma_gemm_kernel<T, kBN, kTA, kTB, kTmaStore>;
-  constexpr int bytes = smem_bytes<kBN, kTmaStore>();
+  constexpr int bytes = SmemLayout<kBN, kTmaStore>::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {

@@ -3,6 +3,7 @@
 
   kernel_text.py dump BUILD_DIR kernels/gemm/x.cu OUT.txt   # compile to a cubin, list kernels
   kernel_text.py compare BEFORE.txt AFTER.txt               # same code, kernel by kernel?
+  kernel_text.py ptx BUILD_DIR kernels/gemm/x.cu OUT.ptx    # the PTX, to see why code differs
 
 `dump` reruns the file's own compile command from BUILD_DIR (a CUDA build) with -cubin for one
 architecture (sm_90a for *_sm90a.cu, else sm_90) and writes one line per kernel: the sha256 of
@@ -20,7 +21,7 @@ import sys
 import tempfile
 
 
-def compile_cubin(build_dir, src, cubin):
+def compile_cubin(build_dir, src, cubin, kind="-cubin"):
     targets = subprocess.run(["ninja", "-C", build_dir, "-t", "targets", "all"], check=True,
                              capture_output=True, text=True).stdout
     obj = next(line.split(":")[0] for line in targets.splitlines()
@@ -42,7 +43,7 @@ def compile_cubin(build_dir, src, cubin):
             continue
         out.append(a)
     arch = "90a" if src.endswith("_sm90a.cu") else "90"
-    out += ["-gencode=arch=compute_%s,code=sm_%s" % (arch, arch), "-cubin", "-o",
+    out += ["-gencode=arch=compute_%s,code=sm_%s" % (arch, arch), kind, "-o",
             os.path.abspath(cubin)]
     subprocess.run(out, check=True, cwd=build_dir)
 
@@ -113,7 +114,9 @@ def compare(before, after):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "dump":
+    if len(sys.argv) == 5 and sys.argv[1] == "ptx":  # the PTX the cubin is made from
+        compile_cubin(sys.argv[2], sys.argv[3], sys.argv[4], "-ptx")
+    elif len(sys.argv) == 5 and sys.argv[1] == "dump":
         dump(*sys.argv[2:])
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(*sys.argv[2:]))
