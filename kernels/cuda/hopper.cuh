@@ -135,8 +135,7 @@ class MbarPipeline {
 
   // Producer: waits until the consumers have released the state's buffer (its previous use),
   // then arrives on its full barrier, which then also waits for `tx_bytes` of TMA loads.
-  __device__ __forceinline__ void producer_acquire(PipelineState<kStages> st,
-                                                   int tx_bytes) const {
+  __device__ __forceinline__ void producer_acquire(PipelineState<kStages> st, int tx_bytes) const {
     mbar_wait(empty(st.stage()), st.phase() ^ 1);
     mbar_expect_tx(full(st.stage()), tx_bytes);
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
@@ -36,18 +37,6 @@ template <int kCols>
 __device__ __forceinline__ int swizzle(int r, int c) {
   const int sw = (c / 2) ^ ((r & 3) << 1);
   return r * kCols + sw * 2 + (c & 1);
-}
-
-// D (16x8) += A (16x4, row) * B (4x8, col). Lane (g = lane / 4, t = lane % 4) holds A(g, t) in a0,
-// A(g + 8, t) in a1, B(t, g) in b, and D(g, 2t..2t+1), D(g + 8, 2t..2t+1) in d.
-__device__ __forceinline__ void dmma16x8x4(double (&d)[4], double a0, double a1, double b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a0), "d"(a1), "d"(b));
-#endif
 }
 
 // One thread's share of the cp.async copies of a kRows x kCols shared tile whose columns are
@@ -207,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmPro
 #pragma unroll
     for (int i = 0; i < kMI; ++i)
 #pragma unroll
-      for (int j = 0; j < kNJ; ++j) dmma16x8x4(acc[i][j], af[i][0], af[i][1], bf[j]);
+      for (int j = 0; j < kNJ; ++j) mma_sm80::mma_m16n8k4_f64(acc[i][j], af[i][0], af[i][1], bf[j]);
   };
   // The multistage ring of async_copy::multistage_mainloop, with the fragments double-buffered in
   // registers across k-steps and across the k-tile boundary: the barrier, the refill and the next

@@ -4,8 +4,10 @@
 // with math and ldmatrix's conflict-free padded rows are what WMMA's synchronous staging lacks.
 // A batched problem adds a grid dimension: blockIdx.z is the product.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
@@ -34,40 +36,18 @@ constexpr int smem_bytes(bool at, bool bt) {
   return stage_halves(at, bt) * 2 * kStages;
 }
 
-using async_copy::smem_u32;
+using mma_sm80::ldmatrix_x4;
+using mma_sm80::ldmatrix_x4_trans;
 
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
+// One m16n8k16 mma.sync for the operand type T (fp16 or bf16).
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4],
-                                         std::uint32_t b0, std::uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const std::uint32_t (&a)[4],
-                                                 std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const std::uint32_t (&a)[4],
-                                                        std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                                         std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    mma_sm80::mma_m16n8k16_f32_f16(d, a, b0, b1);
+  } else {
+    mma_sm80::mma_m16n8k16_f32_bf16(d, a, b0, b1);
+  }
 }
 
 // Copies one rows x cols tile (cols contiguous in global and shared memory) whose top-left global
