@@ -132,8 +132,10 @@ __device__ __forceinline__ void store_tile(const double (&acc)[kMI][kNJ][4], con
       }
 }
 
-template <bool kAT, bool kBT, bool kVec>
+template <OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmProblem p) {
+  // A stored k x m (transposed), B stored n x k (transposed): the operands' rows in shared memory.
+  constexpr bool kAT = kOrderA == OperandOrder::kMNMajor, kBT = kOrderB == OperandOrder::kKMajor;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   double* smem = reinterpret_cast<double*>(smem_raw);
   // Grouped block order: consecutive blocks walk kGroupM row-tiles down a column of tiles.
@@ -232,9 +234,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmPro
   store_tile(acc, p, batch::c_of<double>(p.batch, p.c, z), m0 + wm + g, n0 + wn + 2 * t);
 }
 
-template <bool kAT, bool kBT, bool kVec>
+template <OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
 cudaError_t launch_one(const GemmProblem& p, cudaStream_t stream) {
-  auto kernel = dmma_gemm_kernel<kAT, kBT, kVec>;
+  auto kernel = dmma_gemm_kernel<kOrderA, kOrderB, kVec>;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
       e != cudaSuccess) {
@@ -249,10 +251,11 @@ cudaError_t launch_one(const GemmProblem& p, cudaStream_t stream) {
 
 template <bool kVec>
 cudaError_t launch_trans(const GemmProblem& p, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<true, true, kVec>(p, stream);
-  if (p.a_trans) return launch_one<true, false, kVec>(p, stream);
-  if (p.b_trans) return launch_one<false, true, kVec>(p, stream);
-  return launch_one<false, false, kVec>(p, stream);
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<kMN, kK, kVec>(p, stream);
+  if (p.a_trans) return launch_one<kMN, kMN, kVec>(p, stream);
+  if (p.b_trans) return launch_one<kK, kK, kVec>(p, stream);
+  return launch_one<kK, kMN, kVec>(p, stream);
 }
 
 }  // namespace

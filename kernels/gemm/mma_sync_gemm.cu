@@ -99,8 +99,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[4][4][4], const Ge
       }
 }
 
-template <typename T, bool kAT, bool kBT, bool kVec>
-__global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, int out_code) {
+template <typename T, OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
+__global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, OutputKind out) {
+  // A stored k x m (transposed), B stored n x k (transposed): the operands' rows in shared memory.
+  constexpr bool kAT = kOrderA == OperandOrder::kMNMajor, kBT = kOrderB == OperandOrder::kKMajor;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
   constexpr int kStage = stage_halves(kAT, kBT);
@@ -179,10 +181,10 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
 
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int g = lane / 4, t2 = (lane % 4) * 2;
-  if (out_code == 0) {
+  if (out == OutputKind::kF32) {
     store_tile<float>(acc, p, batch::c_of<float>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2, alpha,
                       beta);
-  } else if (out_code == 1) {
+  } else if (out == OutputKind::kF16) {
     store_tile<__half>(acc, p, batch::c_of<__half>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2,
                        alpha, beta);
   } else {
@@ -191,10 +193,11 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
   }
 }
 
-template <typename T, bool kAT, bool kBT, bool kVec>
-cudaError_t launch_one(const GemmProblem& p, int out_code, cudaStream_t stream) {
-  auto kernel = mma_sync_gemm_kernel<T, kAT, kBT, kVec>;
-  constexpr int bytes = smem_bytes(kAT, kBT);
+template <typename T, OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
+cudaError_t launch_one(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
+  auto kernel = mma_sync_gemm_kernel<T, kOrderA, kOrderB, kVec>;
+  constexpr int bytes =
+      smem_bytes(kOrderA == OperandOrder::kMNMajor, kOrderB == OperandOrder::kKMajor);
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {
@@ -203,16 +206,17 @@ cudaError_t launch_one(const GemmProblem& p, int out_code, cudaStream_t stream) 
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN),
                   static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>(p.batch.count));
-  kernel<<<grid, kThreads, bytes, stream>>>(p, out_code);
+  kernel<<<grid, kThreads, bytes, stream>>>(p, out);
   return cudaGetLastError();
 }
 
 template <typename T, bool kVec>
-cudaError_t launch_trans(const GemmProblem& p, int out_code, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<T, true, true, kVec>(p, out_code, stream);
-  if (p.a_trans) return launch_one<T, true, false, kVec>(p, out_code, stream);
-  if (p.b_trans) return launch_one<T, false, true, kVec>(p, out_code, stream);
-  return launch_one<T, false, false, kVec>(p, out_code, stream);
+cudaError_t launch_trans(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<T, kMN, kK, kVec>(p, out, stream);
+  if (p.a_trans) return launch_one<T, kMN, kMN, kVec>(p, out, stream);
+  if (p.b_trans) return launch_one<T, kK, kK, kVec>(p, out, stream);
+  return launch_one<T, kK, kMN, kVec>(p, out, stream);
 }
 
 // Every product's rows start on 16 bytes (8 halves), so whole rows go by 16-byte cp.async.
@@ -221,11 +225,11 @@ bool aligned16(const GemmBatch& batch, const void* ptr, long long ld, long long 
 }
 
 template <typename T>
-cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream) {
+cudaError_t launch_typed(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
   if (aligned16(p.batch, p.a, p.lda, p.batch.stride_a) &&
       aligned16(p.batch, p.b, p.ldb, p.batch.stride_b))
-    return launch_trans<T, true>(p, out_code, stream);
-  return launch_trans<T, false>(p, out_code, stream);
+    return launch_trans<T, true>(p, out, stream);
+  return launch_trans<T, false>(p, out, stream);
 }
 
 }  // namespace
@@ -233,9 +237,9 @@ cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream
 cudaError_t launch_mma_sync_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   if ((p.m + kBM - 1) / kBM > 65535 || p.batch.count > 65535) return cudaErrorInvalidValue;
-  const int out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
-  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out_code, stream);
-  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out_code, stream);
+  const OutputKind out = output_kind(p.out_type);
+  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out, stream);
+  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out, stream);
   return cudaErrorInvalidValue;
 }
 

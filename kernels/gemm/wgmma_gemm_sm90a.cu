@@ -32,22 +32,24 @@ struct WgParams {
   void* c;
   long long ldc;
   float alpha, beta;
-  int out_code;
+  OutputKind out;
   int tiles_m, tiles_n, k_tiles;
 };
 
 // Shared memory in units of the 128-byte swizzle: an operand row is one span (kRowBytes), a TMA
 // box or a consumer's share of the A tile is 64 rows (kBoxBytes), and 8 rows (kAtomBytes) are one
 // swizzle pattern, the descriptors' stride between groups of 8 rows and the base alignment.
+// (maybe_unused: the plain sm_90 pass compiles the kernel body out.)
 constexpr int kRowBytes = 128;
-constexpr int kBoxBytes = 64 * kRowBytes;
+[[maybe_unused]] constexpr int kBoxBytes = 64 * kRowBytes;
 constexpr int kAtomBytes = 8 * kRowBytes;
 // One wgmma reads 32 bytes of K: 16 fp16/bf16 or 8 tf32. Along a K-major row that is a 32-byte
 // step; an MN-major tile stores K as rows, so it is 16 rows. A stage's 128-byte rows hold 4 steps.
 constexpr int kKStepBytes = 32;
-constexpr int kMnKStepBytes = 16 * kRowBytes;
-constexpr int kKSteps = kRowBytes / kKStepBytes;
-constexpr int kUnusedLbo = 16;  // K-major descriptors with 128-byte swizzle ignore the lbo
+[[maybe_unused]] constexpr int kMnKStepBytes = 16 * kRowBytes;
+[[maybe_unused]] constexpr int kKSteps = kRowBytes / kKStepBytes;
+// K-major descriptors with the 128-byte swizzle ignore the leading-byte offset.
+[[maybe_unused]] constexpr int kUnusedLbo = 16;
 
 // A block's shared memory, from a base aligned to kAtomBytes: kStages stages of (A tile, B tile),
 // then (TMA-store epilogue only) one 64 x kBN 16-bit output tile per consumer warpgroup, then the
@@ -56,7 +58,7 @@ template <int kBN, bool kTmaStore>
 struct SmemLayout {
   static constexpr int kStages = kTmaStore && kBN == 256 ? 3 : 4;
   static constexpr int kABytes = kBM * kRowBytes;
-  static constexpr int kStageBytes = (kBM + kBN) * kRowBytes;
+  static constexpr int kStageBytes = kABytes + kBN * kRowBytes;  // then the B tile
   static constexpr int kCHalfBytes = 64 * kBN * 2;
   static constexpr int kCOffset = kStages * kStageBytes;
   static constexpr int kBarOffset = kCOffset + (kTmaStore ? 2 * kCHalfBytes : 0);
@@ -155,27 +157,27 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
 }
 
 // One k-step of the tile: the wgmma for T and kBN (tf32 only at kBN = 256).
-template <int kBN, int kTA, int kTB, typename T>
+template <int kBN, int kTransA, int kTransB, typename T>
 __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
                                            std::uint64_t db) {
   if constexpr (sizeof(T) == 4) {
     hopper::wgmma_m64n256k8_f32_tf32(acc, da, db, 1);
   } else if constexpr (std::is_same_v<T, __half>) {
     if constexpr (kBN == 256) {
-      hopper::wgmma_m64n256k16_f32_f16<kTA, kTB>(acc, da, db, 1);
+      hopper::wgmma_m64n256k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
     } else {
-      hopper::wgmma_m64n128k16_f32_f16<kTA, kTB>(acc, da, db, 1);
+      hopper::wgmma_m64n128k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
     }
   } else if constexpr (kBN == 256) {
-    hopper::wgmma_m64n256k16_f32_bf16<kTA, kTB>(acc, da, db, 1);
+    hopper::wgmma_m64n256k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
   } else {
-    hopper::wgmma_m64n128k16_f32_bf16<kTA, kTB>(acc, da, db, 1);
+    hopper::wgmma_m64n128k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
   }
 }
 
 // The producer (one thread): for each of the block's tiles, every k-tile of A and B by TMA into
 // the next free stage, the stage's full barrier counting the bytes.
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
 __device__ __forceinline__ void produce(
     const CUtensorMap& tma_a, const CUtensorMap& tma_b, const WgParams& p, int num_tiles,
     std::uint32_t base, const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe) {
@@ -190,13 +192,13 @@ __device__ __forceinline__ void produce(
       const std::uint32_t full = pipe.full(st.stage());
       const std::uint32_t sa = base + st.stage() * L::kStageBytes, sb = sa + L::kABytes;
       const int k0 = kt * kBK<T>;
-      if (kTA) {
+      if (kOrderA == OperandOrder::kMNMajor) {
         tma_load_2d(sa, &tma_a, full, m0, k0);
         tma_load_2d(sa + kBoxBytes, &tma_a, full, m0 + 64, k0);
       } else {
         tma_load_2d(sa, &tma_a, full, k0, m0);
       }
-      if (kTB) {
+      if (kOrderB == OperandOrder::kKMajor) {
         tma_load_2d(sb, &tma_b, full, k0, n0);
       } else {
 #pragma unroll
@@ -211,7 +213,7 @@ __device__ __forceinline__ void produce(
 // A consumer warpgroup (c = 0 or 1: rows 64c .. 64c+63 of each tile): for each of the block's
 // tiles, wgmma over every k-tile as its stage lands, releasing each stage once the wgmma after it
 // have been issued (one group stays in flight), then the epilogue.
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
 __device__ __forceinline__ void consume(
     const CUtensorMap& tma_c, const WgParams& p, int num_tiles, std::uint32_t base,
     const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe, int c) {
@@ -231,11 +233,14 @@ __device__ __forceinline__ void consume(
       hopper::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
-        const std::uint64_t da = kTA ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
+        const std::uint64_t da = kOrderA == OperandOrder::kMNMajor
+                                     ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
                                      : smem_desc(sa + kk * kKStepBytes, kUnusedLbo, kAtomBytes);
-        const std::uint64_t db = kTB ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
+        const std::uint64_t db = kOrderB == OperandOrder::kKMajor
+                                     ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
                                      : smem_desc(sb + kk * kMnKStepBytes, kBoxBytes, kAtomBytes);
-        wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
+        wgmma_step<kBN, kOrderA == OperandOrder::kMNMajor, kOrderB == OperandOrder::kMNMajor, T>(
+            acc, da, db);
       }
       hopper::wgmma_commit_group();
       hopper::wgmma_wait_group<1>();
@@ -249,16 +254,16 @@ __device__ __forceinline__ void consume(
     const long long col0 = static_cast<long long>(tn) * kBN;
     if constexpr (kTmaStore) {
       const std::uint32_t sc = base + L::kCOffset + c * L::kCHalfBytes;
-      if (p.out_code == 1) {
+      if (p.out == OutputKind::kF16) {
         store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
                                    static_cast<int>(col0), c);
       } else {
         store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
                                           static_cast<int>(col0), c);
       }
-    } else if (p.out_code == 0) {
+    } else if (p.out == OutputKind::kF32) {
       store_acc<float, kBN>(acc, p, row0, col0);
-    } else if (p.out_code == 1) {
+    } else if (p.out == OutputKind::kF16) {
       store_acc<__half, kBN>(acc, p, row0, col0);
     } else {
       store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
@@ -269,10 +274,9 @@ __device__ __forceinline__ void consume(
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kTA: A stored k x m (m contiguous, "MN-major"); kTB == 0: B stored k x n (n contiguous).
-// Warpgroup 0 gives up registers and one of its threads produces; warpgroups 1 and 2 take them
-// and consume.
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+// kOrderA, kOrderB: how A and B are stored (OperandOrder). Warpgroup 0 gives up registers and one
+// of its threads produces; warpgroups 1 and 2 take them and consume.
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                       const __grid_constant__ CUtensorMap tma_b,
@@ -289,10 +293,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {
     hopper::setmaxnreg_dec<40>();
     if (threadIdx.x == 0)
-      produce<T, kBN, kTA, kTB, kTmaStore>(tma_a, tma_b, p, num_tiles, base, pipe);
+      produce<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_a, tma_b, p, num_tiles, base, pipe);
   } else {
     hopper::setmaxnreg_inc<232>();
-    consume<T, kBN, kTA, kTB, kTmaStore>(tma_c, p, num_tiles, base, pipe, wg - 1);
+    consume<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_c, p, num_tiles, base, pipe, wg - 1);
   }
 #endif
 }
@@ -325,20 +329,24 @@ bool make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType type, int e
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);  // cached by the runtime
-  return sms > 0 ? sms : 132;
+// The current device's SM count (the runtime caches the attribute), asked once per launch: the
+// persistent grid and the tile-width choice both depend on it.
+cudaError_t sm_count(int* sms) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
 }
 
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore = false>
-cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore = false>
+cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms,
+                       cudaStream_t stream) {
   CUtensorMap ma, mb, mc{};
   constexpr int kE = sizeof(T), kK = kBK<T>;
-  const bool ok_a = kTA ? make_map(&ma, p.a, type, kE, p.k, p.m, p.lda, 64, kK)
+  const bool ok_a = kOrderA == OperandOrder::kMNMajor
+                        ? make_map(&ma, p.a, type, kE, p.k, p.m, p.lda, 64, kK)
                         : make_map(&ma, p.a, type, kE, p.m, p.k, p.lda, kK, kBM);
-  const bool ok_b = kTB ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
+  const bool ok_b = kOrderB == OperandOrder::kKMajor
+                        ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
                         : make_map(&mb, p.b, type, kE, p.k, p.n, p.ldb, 64, kK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
   if (kTmaStore && !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, 64, 64)) {
@@ -352,11 +360,11 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStrea
   w.ldc = p.ldc;
   w.alpha = static_cast<float>(p.alpha);
   w.beta = static_cast<float>(p.beta);
-  w.out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
+  w.out = output_kind(p.out_type);
   w.tiles_m = static_cast<int>((p.m + kBM - 1) / kBM);
   w.tiles_n = static_cast<int>((p.n + kBN - 1) / kBN);
   w.k_tiles = static_cast<int>((p.k + kK - 1) / kK);
-  auto kernel = wgmma_gemm_kernel<T, kBN, kTA, kTB, kTmaStore>;
+  auto kernel = wgmma_gemm_kernel<T, kBN, kOrderA, kOrderB, kTmaStore>;
   constexpr int bytes = SmemLayout<kBN, kTmaStore>::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -364,32 +372,36 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStrea
     return e;
   }
   const int tiles = w.tiles_m * w.tiles_n;
-  const int grid = tiles < sm_count() ? tiles : sm_count();
+  const int grid = tiles < sms ? tiles : sms;  // persistent: at most one block per SM
   kernel<<<grid, kThreads, bytes, stream>>>(ma, mb, mc, w);
   return cudaGetLastError();
 }
 
 template <typename T, int kBN, bool kTmaStore>
-cudaError_t launch_trans(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<T, kBN, 1, 1, kTmaStore>(p, type, stream);
-  if (p.a_trans) return launch_one<T, kBN, 1, 0, kTmaStore>(p, type, stream);
-  if (p.b_trans) return launch_one<T, kBN, 0, 1, kTmaStore>(p, type, stream);
-  return launch_one<T, kBN, 0, 0, kTmaStore>(p, type, stream);
+cudaError_t launch_trans(const GemmProblem& p, CUtensorMapDataType type, int sms,
+                         cudaStream_t stream) {
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<T, kBN, kMN, kK, kTmaStore>(p, type, sms, stream);
+  if (p.a_trans) return launch_one<T, kBN, kMN, kMN, kTmaStore>(p, type, sms, stream);
+  if (p.b_trans) return launch_one<T, kBN, kK, kK, kTmaStore>(p, type, sms, stream);
+  return launch_one<T, kBN, kK, kMN, kTmaStore>(p, type, sms, stream);
 }
 
 template <bool kTmaStore>
 cudaError_t launch_16bit(const GemmProblem& p, cudaStream_t stream) {
+  int sms = 0;
+  if (cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   // 128x256 tiles unless they would leave more than half of the SMs idle; then 128x128.
   const long long tiles_256 = ((p.m + kBM - 1) / kBM) * ((p.n + 255) / 256);
-  const bool narrow = tiles_256 <= sm_count() / 2;
+  const bool narrow = tiles_256 <= sms / 2;
   if (p.in_type == DType::kF16) {
     constexpr auto kF16 = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return narrow ? launch_trans<__half, 128, kTmaStore>(p, kF16, stream)
-                  : launch_trans<__half, 256, kTmaStore>(p, kF16, stream);
+    return narrow ? launch_trans<__half, 128, kTmaStore>(p, kF16, sms, stream)
+                  : launch_trans<__half, 256, kTmaStore>(p, kF16, sms, stream);
   }
   constexpr auto kBF16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return narrow ? launch_trans<__nv_bfloat16, 128, kTmaStore>(p, kBF16, stream)
-                : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, stream);
+  return narrow ? launch_trans<__nv_bfloat16, 128, kTmaStore>(p, kBF16, sms, stream)
+                : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, sms, stream);
 }
 
 }  // namespace
@@ -426,7 +438,10 @@ cudaError_t launch_wgmma_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   if (wgmma_gemm_unsupported(p) != nullptr) return cudaErrorInvalidValue;
   if (p.precision == Precision::kTF32) {
-    return launch_one<float, 256, 0, 1>(p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, stream);
+    int sms = 0;
+    if (cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+    return launch_one<float, 256, OperandOrder::kKMajor, OperandOrder::kKMajor>(
+        p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sms, stream);
   }
   return launch_16bit<false>(p, stream);
 }
