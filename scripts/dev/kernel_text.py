@@ -9,8 +9,9 @@
 architecture (sm_90a for *_sm90a.cu, else sm_90) and writes one line per kernel: the sha256 of
 its .text bytes, of its .nv.info attributes (registers, barriers, parameter layout), of its
 relocation offsets and types, its shared and constant sizes, and its demangled name. `compare`
-pairs kernels in order (names change when template parameter types do) and exits 1 on any
-difference. Needs no cuobjdump: a cubin is an ELF file whose sections are read directly.
+pairs kernels in order, or by identical code when template parameters were renamed (the
+listing order may change with the names), printing the old name beside the new, and exits 1 on
+any kernel whose code matches none from before. Needs no cuobjdump: a cubin is an ELF file whose sections are read directly.
 """
 import hashlib
 import os
@@ -104,12 +105,21 @@ def compare(before, after):
     same = len(a) == len(b)
     if not same:
         print("kernel count differs: %d before, %d after" % (len(b), len(a)))
-    for (code_b, name_b), (code_a, name_a) in zip(b, a):
-        ok = code_b == code_a
-        same &= ok
-        print("%s  %s" % ("identical" if ok else "DIFFERENT", name_a))
-        if not ok or name_a != name_b:
-            print("    before: %s  %s\n    after:  %s" % (code_b, name_b, code_a))
+    by_code = {}
+    for code, name in b:
+        by_code.setdefault(code, []).append(name)
+    for i, (code_a, name_a) in enumerate(a):
+        code_b, name_b = b[i] if i < len(b) else ("", "")
+        if code_a == code_b:  # same place, same code
+            print("identical  %s" % name_a)
+            if name_a != name_b:
+                print("    was    %s" % name_b)
+        elif code_a in by_code:  # renamed kernels may be listed in another order
+            print("identical  %s\n    was    %s" % (name_a, by_code[code_a][0]))
+        else:
+            same = False
+            print("DIFFERENT  %s\n    after:  %s\n    before: %s  %s" % (name_a, code_a, code_b,
+                                                                       name_b))
     return 0 if same else 1
 
 
