@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
@@ -36,18 +37,6 @@ template <int kCols>
 __device__ __forceinline__ int swizzle(int r, int c) {
   const int sw = (c / 2) ^ ((r & 3) << 1);
   return r * kCols + sw * 2 + (c & 1);
-}
-
-// D (16x8) += A (16x4, row) * B (4x8, col). Lane (g = lane / 4, t = lane % 4) holds A(g, t) in a0,
-// A(g + 8, t) in a1, B(t, g) in b, and D(g, 2t..2t+1), D(g + 8, 2t..2t+1) in d.
-__device__ __forceinline__ void dmma16x8x4(double (&d)[4], double a0, double a1, double b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a0), "d"(a1), "d"(b));
-#endif
 }
 
 // One thread's share of the cp.async copies of a kRows x kCols shared tile whose columns are
@@ -143,8 +132,10 @@ __device__ __forceinline__ void store_tile(const double (&acc)[kMI][kNJ][4], con
       }
 }
 
-template <bool kAT, bool kBT, bool kVec>
+template <OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmProblem p) {
+  // A stored k x m (transposed), B stored n x k (transposed): the operands' rows in shared memory.
+  constexpr bool kAT = kOrderA == OperandOrder::kMNMajor, kBT = kOrderB == OperandOrder::kKMajor;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   double* smem = reinterpret_cast<double*>(smem_raw);
   // Grouped block order: consecutive blocks walk kGroupM row-tiles down a column of tiles.
@@ -207,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmPro
 #pragma unroll
     for (int i = 0; i < kMI; ++i)
 #pragma unroll
-      for (int j = 0; j < kNJ; ++j) dmma16x8x4(acc[i][j], af[i][0], af[i][1], bf[j]);
+      for (int j = 0; j < kNJ; ++j) mma_sm80::mma_m16n8k4_f64(acc[i][j], af[i][0], af[i][1], bf[j]);
   };
   // The multistage ring of async_copy::multistage_mainloop, with the fragments double-buffered in
   // registers across k-steps and across the k-tile boundary: the barrier, the refill and the next
@@ -243,9 +234,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_gemm_kernel(GemmPro
   store_tile(acc, p, batch::c_of<double>(p.batch, p.c, z), m0 + wm + g, n0 + wn + 2 * t);
 }
 
-template <bool kAT, bool kBT, bool kVec>
+template <OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
 cudaError_t launch_one(const GemmProblem& p, cudaStream_t stream) {
-  auto kernel = dmma_gemm_kernel<kAT, kBT, kVec>;
+  auto kernel = dmma_gemm_kernel<kOrderA, kOrderB, kVec>;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
       e != cudaSuccess) {
@@ -260,10 +251,11 @@ cudaError_t launch_one(const GemmProblem& p, cudaStream_t stream) {
 
 template <bool kVec>
 cudaError_t launch_trans(const GemmProblem& p, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<true, true, kVec>(p, stream);
-  if (p.a_trans) return launch_one<true, false, kVec>(p, stream);
-  if (p.b_trans) return launch_one<false, true, kVec>(p, stream);
-  return launch_one<false, false, kVec>(p, stream);
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<kMN, kK, kVec>(p, stream);
+  if (p.a_trans) return launch_one<kMN, kMN, kVec>(p, stream);
+  if (p.b_trans) return launch_one<kK, kK, kVec>(p, stream);
+  return launch_one<kK, kMN, kVec>(p, stream);
 }
 
 }  // namespace

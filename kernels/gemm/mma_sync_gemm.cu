@@ -4,8 +4,10 @@
 // with math and ldmatrix's conflict-free padded rows are what WMMA's synchronous staging lacks.
 // A batched problem adds a grid dimension: blockIdx.z is the product.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/gemm/batch_pointers.cuh"
 #include "kernels/gemm/tensor_core_kernels.h"
 
@@ -34,40 +36,18 @@ constexpr int smem_bytes(bool at, bool bt) {
   return stage_halves(at, bt) * 2 * kStages;
 }
 
-using async_copy::smem_u32;
+using mma_sm80::ldmatrix_x4;
+using mma_sm80::ldmatrix_x4_trans;
 
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
+// One m16n8k16 mma.sync for the operand type T (fp16 or bf16).
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4],
-                                         std::uint32_t b0, std::uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const std::uint32_t (&a)[4],
-                                                 std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const std::uint32_t (&a)[4],
-                                                        std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                                         std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    mma_sm80::mma_m16n8k16_f32_f16(d, a, b0, b1);
+  } else {
+    mma_sm80::mma_m16n8k16_f32_bf16(d, a, b0, b1);
+  }
 }
 
 // Copies one rows x cols tile (cols contiguous in global and shared memory) whose top-left global
@@ -119,8 +99,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[4][4][4], const Ge
       }
 }
 
-template <typename T, bool kAT, bool kBT, bool kVec>
-__global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, int out_code) {
+template <typename T, OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
+__global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, OutputKind out) {
+  // A stored k x m (transposed), B stored n x k (transposed): the operands' rows in shared memory.
+  constexpr bool kAT = kOrderA == OperandOrder::kMNMajor, kBT = kOrderB == OperandOrder::kKMajor;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
   constexpr int kStage = stage_halves(kAT, kBT);
@@ -199,10 +181,10 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
 
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int g = lane / 4, t2 = (lane % 4) * 2;
-  if (out_code == 0) {
+  if (out == OutputKind::kF32) {
     store_tile<float>(acc, p, batch::c_of<float>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2, alpha,
                       beta);
-  } else if (out_code == 1) {
+  } else if (out == OutputKind::kF16) {
     store_tile<__half>(acc, p, batch::c_of<__half>(p.batch, p.c, z), m0 + wm + g, n0 + wn + t2,
                        alpha, beta);
   } else {
@@ -211,10 +193,11 @@ __global__ void __launch_bounds__(kThreads) mma_sync_gemm_kernel(GemmProblem p, 
   }
 }
 
-template <typename T, bool kAT, bool kBT, bool kVec>
-cudaError_t launch_one(const GemmProblem& p, int out_code, cudaStream_t stream) {
-  auto kernel = mma_sync_gemm_kernel<T, kAT, kBT, kVec>;
-  constexpr int bytes = smem_bytes(kAT, kBT);
+template <typename T, OperandOrder kOrderA, OperandOrder kOrderB, bool kVec>
+cudaError_t launch_one(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
+  auto kernel = mma_sync_gemm_kernel<T, kOrderA, kOrderB, kVec>;
+  constexpr int bytes =
+      smem_bytes(kOrderA == OperandOrder::kMNMajor, kOrderB == OperandOrder::kKMajor);
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {
@@ -223,16 +206,17 @@ cudaError_t launch_one(const GemmProblem& p, int out_code, cudaStream_t stream) 
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN),
                   static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>(p.batch.count));
-  kernel<<<grid, kThreads, bytes, stream>>>(p, out_code);
+  kernel<<<grid, kThreads, bytes, stream>>>(p, out);
   return cudaGetLastError();
 }
 
 template <typename T, bool kVec>
-cudaError_t launch_trans(const GemmProblem& p, int out_code, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<T, true, true, kVec>(p, out_code, stream);
-  if (p.a_trans) return launch_one<T, true, false, kVec>(p, out_code, stream);
-  if (p.b_trans) return launch_one<T, false, true, kVec>(p, out_code, stream);
-  return launch_one<T, false, false, kVec>(p, out_code, stream);
+cudaError_t launch_trans(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<T, kMN, kK, kVec>(p, out, stream);
+  if (p.a_trans) return launch_one<T, kMN, kMN, kVec>(p, out, stream);
+  if (p.b_trans) return launch_one<T, kK, kK, kVec>(p, out, stream);
+  return launch_one<T, kK, kMN, kVec>(p, out, stream);
 }
 
 // Every product's rows start on 16 bytes (8 halves), so whole rows go by 16-byte cp.async.
@@ -241,11 +225,11 @@ bool aligned16(const GemmBatch& batch, const void* ptr, long long ld, long long 
 }
 
 template <typename T>
-cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream) {
+cudaError_t launch_typed(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
   if (aligned16(p.batch, p.a, p.lda, p.batch.stride_a) &&
       aligned16(p.batch, p.b, p.ldb, p.batch.stride_b))
-    return launch_trans<T, true>(p, out_code, stream);
-  return launch_trans<T, false>(p, out_code, stream);
+    return launch_trans<T, true>(p, out, stream);
+  return launch_trans<T, false>(p, out, stream);
 }
 
 }  // namespace
@@ -253,9 +237,9 @@ cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream
 cudaError_t launch_mma_sync_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   if ((p.m + kBM - 1) / kBM > 65535 || p.batch.count > 65535) return cudaErrorInvalidValue;
-  const int out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
-  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out_code, stream);
-  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out_code, stream);
+  const OutputKind out = output_kind(p.out_type);
+  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out, stream);
+  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -9,6 +9,25 @@
 
 namespace matserve::kernels {
 
+// How a hand-written tensor-core kernel reads an operand tile: K contiguous (kKMajor: A stored
+// m x k, B stored n x k, i.e. transposed) or its M / N dimension contiguous (kMNMajor: A stored
+// k x m, i.e. transposed, B stored k x n). wgmma's transpose immediates are 1 for kMNMajor.
+enum class OperandOrder { kKMajor, kMNMajor };
+constexpr OperandOrder a_order(bool a_trans) {
+  return a_trans ? OperandOrder::kMNMajor : OperandOrder::kKMajor;
+}
+constexpr OperandOrder b_order(bool b_trans) {
+  return b_trans ? OperandOrder::kKMajor : OperandOrder::kMNMajor;
+}
+
+// The element type a tensor-core epilogue writes C in (the problem's out_type).
+enum class OutputKind { kF32, kF16, kBF16 };
+constexpr OutputKind output_kind(DType out_type) {
+  return out_type == DType::kF32   ? OutputKind::kF32
+         : out_type == DType::kF16 ? OutputKind::kF16
+                                   : OutputKind::kBF16;
+}
+
 // fp16/bf16 operands (in_type), fp32 accumulate, out_type fp32 or the operand type; any shape and
 // transpose state.
 cudaError_t launch_wmma_gemm(const GemmProblem& p, cudaStream_t stream);
@@ -66,13 +85,13 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// out_code: 0 fp32, 1 fp16, 2 bf16. C = alpha * acc + beta * C; C is read only when beta != 0.
-__device__ __forceinline__ void store_c(void* c, long long idx, int out_code, float acc,
+// C = alpha * acc + beta * C in the element type `out`; C is read only when beta != 0.
+__device__ __forceinline__ void store_c(void* c, long long idx, OutputKind out, float acc,
                                         float alpha, float beta) {
-  if (out_code == 0) {
+  if (out == OutputKind::kF32) {
     float* p = static_cast<float*>(c) + idx;
     *p = beta != 0.0f ? alpha * acc + beta * *p : alpha * acc;
-  } else if (out_code == 1) {
+  } else if (out == OutputKind::kF16) {
     __half* p = static_cast<__half*>(c) + idx;
     const float v = beta != 0.0f ? alpha * acc + beta * __half2float(*p) : alpha * acc;
     *p = __float2half_rn(v);

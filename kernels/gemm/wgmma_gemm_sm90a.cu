@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/hopper.cuh"
@@ -21,79 +22,53 @@ constexpr int kBM = 128;
 // Every operand row in shared memory is 128 bytes (one swizzle span): 64 fp16/bf16 or 32 fp32.
 template <typename T>
 constexpr int kBK = 128 / static_cast<int>(sizeof(T));
-constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
+constexpr int kWarpgroup = 128;           // threads: 4 warps issue each wgmma together
+constexpr int kThreads = 3 * kWarpgroup;  // warpgroup 0 produces, 1 and 2 consume
 [[maybe_unused]] constexpr int kGroupM =
     8;  // tile order: 8 M-tiles share each B tile while it is in L2
-
-template <typename T>
-struct WgmmaTag {};
 
 struct WgParams {
   long long m, n, k;
   void* c;
   long long ldc;
   float alpha, beta;
-  int out_code;
+  OutputKind out;
   int tiles_m, tiles_n, k_tiles;
 };
 
-template <int kBN>
-constexpr int stage_bytes() {
-  return (kBM + kBN) * 128;
-}
-// The TMA-store epilogue stages each 128 x kBN 16-bit output tile in shared memory, which costs
-// one pipeline stage at kBN = 256 (227 KB per SM).
+// Shared memory in units of the 128-byte swizzle: an operand row is one span (kRowBytes), a TMA
+// box or a consumer's share of the A tile is 64 rows (kBoxBytes), and 8 rows (kAtomBytes) are one
+// swizzle pattern, the descriptors' stride between groups of 8 rows and the base alignment.
+// (maybe_unused: the plain sm_90 pass compiles the kernel body out.)
+constexpr int kRowBytes = 128;
+[[maybe_unused]] constexpr int kBoxBytes = 64 * kRowBytes;
+constexpr int kAtomBytes = 8 * kRowBytes;
+// One wgmma reads 32 bytes of K: 16 fp16/bf16 or 8 tf32. Along a K-major row that is a 32-byte
+// step; an MN-major tile stores K as rows, so it is 16 rows. A stage's 128-byte rows hold 4 steps.
+constexpr int kKStepBytes = 32;
+[[maybe_unused]] constexpr int kMnKStepBytes = 16 * kRowBytes;
+[[maybe_unused]] constexpr int kKSteps = kRowBytes / kKStepBytes;
+// K-major descriptors with the 128-byte swizzle ignore the leading-byte offset.
+[[maybe_unused]] constexpr int kUnusedLbo = 16;
+
+// A block's shared memory, from a base aligned to kAtomBytes: kStages stages of (A tile, B tile),
+// then (TMA-store epilogue only) one 64 x kBN 16-bit output tile per consumer warpgroup, then the
+// pipeline's mbarriers. The output tiles cost one stage at kBN = 256 (227 KB per SM).
 template <int kBN, bool kTmaStore>
-constexpr int stages() {
-  return kTmaStore && kBN == 256 ? 3 : 4;
-}
-template <int kBN, bool kTmaStore>
-constexpr int c_tile_bytes() {
-  return kTmaStore ? kBM * kBN * 2 : 0;
-}
-template <int kBN, bool kTmaStore>
-constexpr int smem_bytes() {
-  return stages<kBN, kTmaStore>() * stage_bytes<kBN>() + c_tile_bytes<kBN, kTmaStore>() + 1024 +
-         2 * stages<kBN, kTmaStore>() * 8;
-}
+struct SmemLayout {
+  static constexpr int kStages = kTmaStore && kBN == 256 ? 3 : 4;
+  static constexpr int kABytes = kBM * kRowBytes;
+  static constexpr int kStageBytes = kABytes + kBN * kRowBytes;  // then the B tile
+  static constexpr int kCHalfBytes = 64 * kBN * 2;
+  static constexpr int kCOffset = kStages * kStageBytes;
+  static constexpr int kBarOffset = kCOffset + (kTmaStore ? 2 * kCHalfBytes : 0);
+  // Dynamic shared memory to ask for: the base is rounded up to kAtomBytes within it.
+  static constexpr int kBytes = kBarOffset + kAtomBytes + hopper::MbarPipeline<kStages>::kBytes;
+};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using hopper::mbar_arrive;
-using hopper::mbar_expect_tx;
-using hopper::mbar_init;
-using hopper::mbar_wait;
 using hopper::smem_desc;
 using hopper::tma_load_2d;
-
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_128(WgmmaTag<__half>, float (&d)[64], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA64_TRANS("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", d, da, db, scale_d,
-                         kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_128(WgmmaTag<__nv_bfloat16>, float (&d)[64], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA64_TRANS("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", d, da, db,
-                         scale_d, kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<__half>, float (&d)[128], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128_TRANS("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", d, da, db, scale_d,
-                          kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<__nv_bfloat16>, float (&d)[128],
-                                          std::uint64_t da, std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128_TRANS("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", d, da, db,
-                          scale_d, kTA, kTB);
-}
-template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_256(WgmmaTag<float>, float (&d)[128], std::uint64_t da,
-                                          std::uint64_t db, int scale_d) {
-  MATSERVE_WGMMA128("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", d, da, db, scale_d);
-}
 
 using async_copy::smem_u32;
 
@@ -112,7 +87,7 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgP
                                           long long row0, long long col0) {
   O* c = static_cast<O*>(p.c);
   const bool full = row0 + 64 <= p.m && col0 + kBN <= p.n;
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
   const long long r = row0 + w * 16 + l / 4;
   const int cc = (l % 4) * 2;
   const bool vec = full && p.beta == 0.0f && (p.ldc % 2) == 0 &&
@@ -154,9 +129,9 @@ template <typename O, int kBN>
 __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const WgParams& p,
                                               std::uint32_t sc, const CUtensorMap* map, int row0,
                                               int col0, int c) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  if (t == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
+  if (t == 0) hopper::bulk_wait_group_read<0>();
+  hopper::named_barrier_sync<kWarpgroup>(1 + c);
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -166,157 +141,162 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
       O pair[2] = {tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2]),
                    tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
       const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
-      const std::uint32_t addr = sc + box * 8192 + r * 128 + chunk * 16 + (l % 4) * 4;
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
+      const std::uint32_t addr = sc + box * kBoxBytes + r * kRowBytes + chunk * 16 + (l % 4) * 4;
+      hopper::st_shared_u32(addr, v);
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  hopper::fence_proxy_async_shared();
+  hopper::named_barrier_sync<kWarpgroup>(1 + c);
   if (t == 0) {
 #pragma unroll
     for (int box = 0; box < kBN / 64; ++box) {
-      asm volatile(
-          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
-              reinterpret_cast<std::uint64_t>(map)),
-          "r"(sc + box * 8192), "r"(col0 + 64 * box), "r"(row0)
-          : "memory");
+      hopper::tma_store_2d(map, sc + box * kBoxBytes, col0 + 64 * box, row0);
     }
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    hopper::bulk_commit_group();
   }
 }
 
-template <int kBN, int kTA, int kTB, typename T>
+// One k-step of the tile: the wgmma for T and kBN (tf32 only at kBN = 256).
+template <int kBN, int kTransA, int kTransB, typename T>
 __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
                                            std::uint64_t db) {
-  if constexpr (kBN == 256 || sizeof(T) == 4) {
-    wgmma_256<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+  if constexpr (sizeof(T) == 4) {
+    hopper::wgmma_m64n256k8_f32_tf32(acc, da, db, 1);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    if constexpr (kBN == 256) {
+      hopper::wgmma_m64n256k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
+    } else {
+      hopper::wgmma_m64n128k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
+    }
+  } else if constexpr (kBN == 256) {
+    hopper::wgmma_m64n256k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
   } else {
-    wgmma_128<kTA, kTB>(WgmmaTag<T>{}, acc, da, db, 1);
+    hopper::wgmma_m64n128k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
   }
+}
+
+// The producer (one thread): for each of the block's tiles, every k-tile of A and B by TMA into
+// the next free stage, the stage's full barrier counting the bytes.
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
+__device__ __forceinline__ void produce(
+    const CUtensorMap& tma_a, const CUtensorMap& tma_b, const WgParams& p, int num_tiles,
+    std::uint32_t base, const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe) {
+  using L = SmemLayout<kBN, kTmaStore>;
+  hopper::PipelineState<L::kStages> st;
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    int tm, tn;
+    tile_coords(tile, p, tm, tn);
+    const int m0 = tm * kBM, n0 = tn * kBN;
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      pipe.producer_acquire(st, L::kStageBytes);
+      const std::uint32_t full = pipe.full(st.stage());
+      const std::uint32_t sa = base + st.stage() * L::kStageBytes, sb = sa + L::kABytes;
+      const int k0 = kt * kBK<T>;
+      if (kOrderA == OperandOrder::kMNMajor) {
+        tma_load_2d(sa, &tma_a, full, m0, k0);
+        tma_load_2d(sa + kBoxBytes, &tma_a, full, m0 + 64, k0);
+      } else {
+        tma_load_2d(sa, &tma_a, full, k0, m0);
+      }
+      if (kOrderB == OperandOrder::kKMajor) {
+        tma_load_2d(sb, &tma_b, full, k0, n0);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBN / 64; ++j)
+          tma_load_2d(sb + j * kBoxBytes, &tma_b, full, n0 + 64 * j, k0);
+      }
+      st.advance();
+    }
+  }
+}
+
+// A consumer warpgroup (c = 0 or 1: rows 64c .. 64c+63 of each tile): for each of the block's
+// tiles, wgmma over every k-tile as its stage lands, releasing each stage once the wgmma after it
+// have been issued (one group stays in flight), then the epilogue.
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
+__device__ __forceinline__ void consume(
+    const CUtensorMap& tma_c, const WgParams& p, int num_tiles, std::uint32_t base,
+    const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe, int c) {
+  using L = SmemLayout<kBN, kTmaStore>;
+  hopper::PipelineState<L::kStages> st;
+  float acc[kBN / 2];
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    int tm, tn;
+    tile_coords(tile, p, tm, tn);
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+    int prev = -1;
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      pipe.consumer_wait(st);
+      const std::uint32_t sa = base + st.stage() * L::kStageBytes + c * kBoxBytes,
+                          sb = base + st.stage() * L::kStageBytes + L::kABytes;
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        const std::uint64_t da = kOrderA == OperandOrder::kMNMajor
+                                     ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
+                                     : smem_desc(sa + kk * kKStepBytes, kUnusedLbo, kAtomBytes);
+        const std::uint64_t db = kOrderB == OperandOrder::kKMajor
+                                     ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
+                                     : smem_desc(sb + kk * kMnKStepBytes, kBoxBytes, kAtomBytes);
+        wgmma_step<kBN, kOrderA == OperandOrder::kMNMajor, kOrderB == OperandOrder::kMNMajor, T>(
+            acc, da, db);
+      }
+      hopper::wgmma_commit_group();
+      hopper::wgmma_wait_group<1>();
+      if (prev >= 0 && threadIdx.x % kWarpgroup == 0) pipe.consumer_release(prev);
+      prev = st.stage();
+      st.advance();
+    }
+    hopper::wgmma_wait_group<0>();
+    if (prev >= 0 && threadIdx.x % kWarpgroup == 0) pipe.consumer_release(prev);
+    const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
+    const long long col0 = static_cast<long long>(tn) * kBN;
+    if constexpr (kTmaStore) {
+      const std::uint32_t sc = base + L::kCOffset + c * L::kCHalfBytes;
+      if (p.out == OutputKind::kF16) {
+        store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                   static_cast<int>(col0), c);
+      } else {
+        store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+                                          static_cast<int>(col0), c);
+      }
+    } else if (p.out == OutputKind::kF32) {
+      store_acc<float, kBN>(acc, p, row0, col0);
+    } else if (p.out == OutputKind::kF16) {
+      store_acc<__half, kBN>(acc, p, row0, col0);
+    } else {
+      store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
+    }
+  }
+  if (kTmaStore && threadIdx.x % kWarpgroup == 0) hopper::bulk_wait_group<0>();
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kTA: A stored k x m (m contiguous, "MN-major"); kTB == 0: B stored k x n (n contiguous).
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore>
+// kOrderA, kOrderB: how A and B are stored (OperandOrder). Warpgroup 0 gives up registers and one
+// of its threads produces; warpgroups 1 and 2 take them and consume.
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                       const __grid_constant__ CUtensorMap tma_b,
                       const __grid_constant__ CUtensorMap tma_c, const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = SmemLayout<kBN, kTmaStore>;
   extern __shared__ unsigned char smem_raw[];
-  const std::uint32_t raw = smem_u32(smem_raw);
-  const std::uint32_t base = (raw + 1023) & ~1023u;  // 128-byte swizzle wants 1024-byte alignment
-  constexpr int kStage = stage_bytes<kBN>();
-  constexpr int kABytes = kBM * 128;
-  constexpr int kStages = stages<kBN, kTmaStore>();
-  const std::uint32_t c_tiles = base + kStages * kStage;  // two 64 x kBN halves (TMA store)
-  const std::uint32_t bars = c_tiles + c_tile_bytes<kBN, kTmaStore>();  // full[s], then empty[s]
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-  const int wg = threadIdx.x / 128;
+  const std::uint32_t base = (smem_u32(smem_raw) + kAtomBytes - 1) & ~(kAtomBytes - 1u);
+  const hopper::MbarPipeline<L::kStages> pipe(base + L::kBarOffset);
+  const int wg = threadIdx.x / kWarpgroup;
   const int num_tiles = p.tiles_m * p.tiles_n;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 2);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) pipe.init(1, 2);  // full: the producer's arrival; empty: both consumers'
   __syncthreads();
-
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) {
-      int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-        int tm, tn;
-        tile_coords(tile, p, tm, tn);
-        const int m0 = tm * kBM, n0 = tn * kBN;
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-          mbar_wait(empty(stage), phase ^ 1);
-          mbar_expect_tx(full(stage), kStage);
-          const std::uint32_t sa = base + stage * kStage, sb = sa + kABytes;
-          const int k0 = kt * kBK<T>;
-          if (kTA) {
-            tma_load_2d(sa, &tma_a, full(stage), m0, k0);
-            tma_load_2d(sa + 8192, &tma_a, full(stage), m0 + 64, k0);
-          } else {
-            tma_load_2d(sa, &tma_a, full(stage), k0, m0);
-          }
-          if (kTB) {
-            tma_load_2d(sb, &tma_b, full(stage), k0, n0);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kBN / 64; ++j)
-              tma_load_2d(sb + j * 8192, &tma_b, full(stage), n0 + 64 * j, k0);
-          }
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
+    hopper::setmaxnreg_dec<40>();
+    if (threadIdx.x == 0)
+      produce<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_a, tma_b, p, num_tiles, base, pipe);
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int c = wg - 1;  // rows 64c .. 64c+63 of the tile
-    int stage = 0, phase = 0;
-    float acc[kBN / 2];
-    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-      int tm, tn;
-      tile_coords(tile, p, tm, tn);
-#pragma unroll
-      for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
-      int prev = -1;
-      for (int kt = 0; kt < p.k_tiles; ++kt) {
-        mbar_wait(full(stage), phase);
-        const std::uint32_t sa = base + stage * kStage + c * 8192,
-                            sb = base + stage * kStage + kABytes;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K per 128-byte row
-          // K-major: step 32 bytes along the swizzled row; MN-major: step 16 rows of 128 bytes.
-          const std::uint64_t da =
-              kTA ? smem_desc(sa + kk * 2048, 8192, 1024) : smem_desc(sa + kk * 32, 16, 1024);
-          const std::uint64_t db =
-              kTB ? smem_desc(sb + kk * 32, 16, 1024) : smem_desc(sb + kk * 2048, 8192, 1024);
-          wgmma_step<kBN, kTA, kTB ? 0 : 1, T>(acc, da, db);
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
-        prev = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-      if (prev >= 0 && threadIdx.x % 128 == 0) mbar_arrive(empty(prev));
-      const long long row0 = static_cast<long long>(tm) * kBM + c * 64;
-      const long long col0 = static_cast<long long>(tn) * kBN;
-      if constexpr (kTmaStore) {
-        const std::uint32_t sc = c_tiles + c * 64 * kBN * 2;
-        if (p.out_code == 1) {
-          store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
-                                     static_cast<int>(col0), c);
-        } else {
-          store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
-                                            static_cast<int>(col0), c);
-        }
-      } else if (p.out_code == 0) {
-        store_acc<float, kBN>(acc, p, row0, col0);
-      } else if (p.out_code == 1) {
-        store_acc<__half, kBN>(acc, p, row0, col0);
-      } else {
-        store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
-      }
-    }
-    if (kTmaStore && threadIdx.x % 128 == 0) {
-      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-    }
+    hopper::setmaxnreg_inc<232>();
+    consume<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_c, p, num_tiles, base, pipe, wg - 1);
   }
 #endif
 }
@@ -349,20 +329,24 @@ bool make_map(CUtensorMap* map, const void* ptr, CUtensorMapDataType type, int e
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);  // cached by the runtime
-  return sms > 0 ? sms : 132;
+// The current device's SM count (the runtime caches the attribute), asked once per launch: the
+// persistent grid and the tile-width choice both depend on it.
+cudaError_t sm_count(int* sms) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
 }
 
-template <typename T, int kBN, int kTA, int kTB, bool kTmaStore = false>
-cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore = false>
+cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms,
+                       cudaStream_t stream) {
   CUtensorMap ma, mb, mc{};
   constexpr int kE = sizeof(T), kK = kBK<T>;
-  const bool ok_a = kTA ? make_map(&ma, p.a, type, kE, p.k, p.m, p.lda, 64, kK)
+  const bool ok_a = kOrderA == OperandOrder::kMNMajor
+                        ? make_map(&ma, p.a, type, kE, p.k, p.m, p.lda, 64, kK)
                         : make_map(&ma, p.a, type, kE, p.m, p.k, p.lda, kK, kBM);
-  const bool ok_b = kTB ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
+  const bool ok_b = kOrderB == OperandOrder::kKMajor
+                        ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
                         : make_map(&mb, p.b, type, kE, p.k, p.n, p.ldb, 64, kK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
   if (kTmaStore && !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, 64, 64)) {
@@ -376,44 +360,48 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, cudaStrea
   w.ldc = p.ldc;
   w.alpha = static_cast<float>(p.alpha);
   w.beta = static_cast<float>(p.beta);
-  w.out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
+  w.out = output_kind(p.out_type);
   w.tiles_m = static_cast<int>((p.m + kBM - 1) / kBM);
   w.tiles_n = static_cast<int>((p.n + kBN - 1) / kBN);
   w.k_tiles = static_cast<int>((p.k + kK - 1) / kK);
-  auto kernel = wgmma_gemm_kernel<T, kBN, kTA, kTB, kTmaStore>;
-  constexpr int bytes = smem_bytes<kBN, kTmaStore>();
+  auto kernel = wgmma_gemm_kernel<T, kBN, kOrderA, kOrderB, kTmaStore>;
+  constexpr int bytes = SmemLayout<kBN, kTmaStore>::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {
     return e;
   }
   const int tiles = w.tiles_m * w.tiles_n;
-  const int grid = tiles < sm_count() ? tiles : sm_count();
+  const int grid = tiles < sms ? tiles : sms;  // persistent: at most one block per SM
   kernel<<<grid, kThreads, bytes, stream>>>(ma, mb, mc, w);
   return cudaGetLastError();
 }
 
 template <typename T, int kBN, bool kTmaStore>
-cudaError_t launch_trans(const GemmProblem& p, CUtensorMapDataType type, cudaStream_t stream) {
-  if (p.a_trans && p.b_trans) return launch_one<T, kBN, 1, 1, kTmaStore>(p, type, stream);
-  if (p.a_trans) return launch_one<T, kBN, 1, 0, kTmaStore>(p, type, stream);
-  if (p.b_trans) return launch_one<T, kBN, 0, 1, kTmaStore>(p, type, stream);
-  return launch_one<T, kBN, 0, 0, kTmaStore>(p, type, stream);
+cudaError_t launch_trans(const GemmProblem& p, CUtensorMapDataType type, int sms,
+                         cudaStream_t stream) {
+  constexpr OperandOrder kK = OperandOrder::kKMajor, kMN = OperandOrder::kMNMajor;
+  if (p.a_trans && p.b_trans) return launch_one<T, kBN, kMN, kK, kTmaStore>(p, type, sms, stream);
+  if (p.a_trans) return launch_one<T, kBN, kMN, kMN, kTmaStore>(p, type, sms, stream);
+  if (p.b_trans) return launch_one<T, kBN, kK, kK, kTmaStore>(p, type, sms, stream);
+  return launch_one<T, kBN, kK, kMN, kTmaStore>(p, type, sms, stream);
 }
 
 template <bool kTmaStore>
 cudaError_t launch_16bit(const GemmProblem& p, cudaStream_t stream) {
+  int sms = 0;
+  if (cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   // 128x256 tiles unless they would leave more than half of the SMs idle; then 128x128.
   const long long tiles_256 = ((p.m + kBM - 1) / kBM) * ((p.n + 255) / 256);
-  const bool narrow = tiles_256 <= sm_count() / 2;
+  const bool narrow = tiles_256 <= sms / 2;
   if (p.in_type == DType::kF16) {
     constexpr auto kF16 = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return narrow ? launch_trans<__half, 128, kTmaStore>(p, kF16, stream)
-                  : launch_trans<__half, 256, kTmaStore>(p, kF16, stream);
+    return narrow ? launch_trans<__half, 128, kTmaStore>(p, kF16, sms, stream)
+                  : launch_trans<__half, 256, kTmaStore>(p, kF16, sms, stream);
   }
   constexpr auto kBF16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return narrow ? launch_trans<__nv_bfloat16, 128, kTmaStore>(p, kBF16, stream)
-                : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, stream);
+  return narrow ? launch_trans<__nv_bfloat16, 128, kTmaStore>(p, kBF16, sms, stream)
+                : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, sms, stream);
 }
 
 }  // namespace
@@ -450,7 +438,10 @@ cudaError_t launch_wgmma_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   if (wgmma_gemm_unsupported(p) != nullptr) return cudaErrorInvalidValue;
   if (p.precision == Precision::kTF32) {
-    return launch_one<float, 256, 0, 1>(p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, stream);
+    int sms = 0;
+    if (cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+    return launch_one<float, 256, OperandOrder::kKMajor, OperandOrder::kKMajor>(
+        p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sms, stream);
   }
   return launch_16bit<false>(p, stream);
 }

@@ -17,7 +17,7 @@ constexpr int kLdB = kBN + 8;
 constexpr int kLdC = kBN + 4;  // floats
 
 template <typename T, bool kATrans, bool kBTrans>
-__global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmProblem p, int out_code) {
+__global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmProblem p, OutputKind out) {
   __shared__ __align__(32) T as[kBM * kLdA];
   __shared__ __align__(32) T bs[kBK * kLdB];
   __shared__ __align__(32) float cs[kBM * kLdC];
@@ -74,23 +74,22 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmProblem p, int 
   for (int e = tid; e < kBM * kBN; e += kThreads) {
     const int i = e / kBN, j = e % kBN;
     const long long gi = m0 + i, gj = n0 + j;
-    if (gi < p.m && gj < p.n)
-      tc::store_c(p.c, gi * p.ldc + gj, out_code, cs[i * kLdC + j], alpha, beta);
+    if (gi < p.m && gj < p.n) tc::store_c(p.c, gi * p.ldc + gj, out, cs[i * kLdC + j], alpha, beta);
   }
 }
 
 template <typename T>
-cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream) {
+cudaError_t launch_typed(const GemmProblem& p, OutputKind out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN),
                   static_cast<unsigned>((p.m + kBM - 1) / kBM));
   if (p.a_trans && p.b_trans) {
-    wmma_gemm_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(p, out_code);
+    wmma_gemm_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(p, out);
   } else if (p.a_trans) {
-    wmma_gemm_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(p, out_code);
+    wmma_gemm_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(p, out);
   } else if (p.b_trans) {
-    wmma_gemm_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(p, out_code);
+    wmma_gemm_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(p, out);
   } else {
-    wmma_gemm_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(p, out_code);
+    wmma_gemm_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(p, out);
   }
   return cudaGetLastError();
 }
@@ -100,9 +99,9 @@ cudaError_t launch_typed(const GemmProblem& p, int out_code, cudaStream_t stream
 cudaError_t launch_wmma_gemm(const GemmProblem& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   if ((p.m + kBM - 1) / kBM > 65535) return cudaErrorInvalidValue;
-  const int out_code = p.out_type == DType::kF32 ? 0 : p.out_type == DType::kF16 ? 1 : 2;
-  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out_code, stream);
-  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out_code, stream);
+  const OutputKind out = output_kind(p.out_type);
+  if (p.in_type == DType::kF16) return launch_typed<__half>(p, out, stream);
+  if (p.in_type == DType::kBF16) return launch_typed<__nv_bfloat16>(p, out, stream);
   return cudaErrorInvalidValue;
 }
 
