@@ -54,6 +54,13 @@ absl::Status copy_2d(void* to, std::size_t to_pitch, const void* from, std::size
       what);
 }
 
+// The strided block `s` of the matrix at `from`, packed at `to` (rows of s.width_bytes).
+absl::Status copy_packed(std::byte* to, const std::byte* from, const StridedBytes& s,
+                         cudaStream_t stream, const char* what) {
+  return copy_2d(to, s.width_bytes, from + s.offset_bytes, s.pitch_bytes, s.width_bytes, s.height,
+                 stream, what);
+}
+
 }  // namespace
 
 // One helper device's admitted share: its slot (the stream its tiles run on, with its library
@@ -138,10 +145,9 @@ class HelperShare {
       const auto bi = static_cast<std::size_t>(tile.b_piece);
       if (!a_in[ai]) {
         const CBlock& piece = band_.a_pieces[ai];
-        const StridedBytes s = a_rows(whole, piece.row0, piece.rows);
-        if (absl::Status st = copy_2d(a + layout_.a_at[ai], s.width_bytes, whole_a + s.offset_bytes,
-                                      s.pitch_bytes, s.width_bytes, s.height, in,
-                                      "copy A' rows to a helper device");
+        if (absl::Status st =
+                copy_packed(a + layout_.a_at[ai], whole_a, a_rows(whole, piece.row0, piece.rows),
+                            in, "copy A' rows to a helper device");
             !st.ok()) {
           return st;
         }
@@ -149,10 +155,9 @@ class HelperShare {
       }
       if (!b_in[bi]) {
         const CBlock& piece = band_.b_pieces[bi];
-        const StridedBytes s = b_cols(whole, piece.col0, piece.cols);
-        if (absl::Status st = copy_2d(b + layout_.b_at[bi], s.width_bytes, whole_b + s.offset_bytes,
-                                      s.pitch_bytes, s.width_bytes, s.height, in,
-                                      "copy B' columns to a helper device");
+        if (absl::Status st =
+                copy_packed(b + layout_.b_at[bi], whole_b, b_cols(whole, piece.col0, piece.cols),
+                            in, "copy B' columns to a helper device");
             !st.ok()) {
           return st;
         }
@@ -160,9 +165,8 @@ class HelperShare {
       }
       const StridedBytes cs = c_block(whole, tile.block);
       if (read_c) {
-        if (absl::Status st = copy_2d(c + layout_.c_at[t], cs.width_bytes,
-                                      whole_c + cs.offset_bytes, cs.pitch_bytes, cs.width_bytes,
-                                      cs.height, in, "copy C's block to a helper device");
+        if (absl::Status st = copy_packed(c + layout_.c_at[t], whole_c, cs, in,
+                                          "copy C's block to a helper device");
             !st.ok()) {
           return st;
         }
