@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -24,6 +25,10 @@
 
 namespace matserve::server {
 namespace {
+
+// How long connections stay open after the last request finished, so that clients read replies
+// still on the way (drain_and_stop).
+constexpr absl::Duration kReplyLinger = absl::Seconds(1);
 
 bool is_loopback(const std::string& listen) {
   return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
@@ -137,6 +142,12 @@ void drain_and_stop(grpc::Server& server, grpc::HealthCheckServiceInterface& hea
   std::printf("matserve: drained in %.0f ms (%.0f requests still running)\n",
               absl::ToDoubleMilliseconds(absl::Now() - drain_start), metrics.in_flight_count());
   std::fflush(stdout);
+  // A handler that has returned may still have its reply on the way: gRPC writes it after the
+  // handler, and a connection closed while the client is still reading it is reset (the client's
+  // flow-control updates reach a closed socket, whose kernel then drops what it had not sent),
+  // so the client loses a reply the server finished. The connections stay open a moment longer.
+  const absl::Time linger_end = std::min(deadline, absl::Now() + kReplyLinger);
+  absl::SleepFor(std::max(absl::ZeroDuration(), linger_end - absl::Now()));
   server.Shutdown(absl::ToChronoTime(deadline));
   server.Wait();
 }

@@ -63,8 +63,8 @@ void print_banner(const ServerConfig& config, const Runtime& runtime, int port, 
 
 // The graceful stop: health NOT_SERVING, new calls refused with UNAVAILABLE while the listener
 // stays open (requests in transmission get that answer instead of a reset), running calls finish
-// within `grace`; then gRPC's Shutdown closes the listener and waits for what is left within the
-// same deadline.
+// within `grace`; the connections stay open up to a second more for replies still on the way;
+// then gRPC's Shutdown closes the listener and waits for what is left within the same deadline.
 void drain_and_stop(grpc::Server& server, grpc::HealthCheckServiceInterface& health,
                     const std::string& service, MatrixServiceImpl& matrix_service,
                     const Metrics& metrics, absl::Duration grace);

@@ -462,13 +462,17 @@ class ShutdownTest(unittest.TestCase):
                     break
                 time.sleep(0.05)
             self.assertNotEqual(status, 1)
-            reply = slow.result()
+            try:
+                reply = slow.result()
+            except grpc.RpcError as e:  # say what the server did meanwhile
+                server.proc.wait(timeout=60)
+                self.fail(f"the in-flight call failed: {e.code()} {e.details()}; server exit "
+                          f"{server.proc.returncode}, output:\n{server.output()}")
         self.assertEqual((reply.c.rows, reply.c.cols), (1400, 1400))
         self.assertLess(rel_l2(decode(reply.c), a @ a), 1e-12)
         self.assertEqual(server.proc.wait(timeout=60), 0, server.output())
         self.assertIn("SIGTERM received", server.output())
         self.assertIn("matserve: stopped", server.output())
-
 
 
 class BadFlagsTest(unittest.TestCase):
