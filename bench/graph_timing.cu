@@ -1,0 +1,254 @@
+// graph_timing: where the device time of one small, graph-replayed GEMM goes. The server replays
+// each repeated call from a CUDA graph whose first and last nodes are external event records
+// (its kernel_us); PyTorch's device time of the same cuBLAS call, measured with the stream held
+// busy, is a few microseconds shorter on small shapes. This times the same call of the kernels
+// library (the server's cuBLAS variant, handle and workspace from StreamResources) several ways:
+//   direct        spin; event; launch; event                 (torch's method: device time only)
+//   graph         spin; event; graph{gemm}; event
+//   graph+events  spin; outer event; graph{event, gemm, event}; outer event  (inner and outer)
+//   server        graph{event, gemm, event} on an idle GPU, inner events (what kernel_us holds)
+//   server, empty the same graph around an empty kernel: the event nodes' own cost
+//   server, idle N us   the server's graph after the host has waited N us (--idle-us), as a
+//                 server between one client's calls; the GPU has nothing to do meanwhile
+// "spin" is a kernel that keeps the stream busy for --spin-us, so that every command behind it
+// is queued on the device before it starts and no host launch time is inside an interval.
+//
+// usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas]
+//                     [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20] [--reps=200]
+//                     [--md=FILE]
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_args.h"
+#include "bench/bench_device.h"
+#include "kernels/autotune.h"
+#include "kernels/cuda/resources.h"
+#include "kernels/cuda/stream_resources.h"
+#include "kernels/registry.h"
+
+namespace matserve::bench {
+namespace {
+
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+__global__ void empty_kernel() {}
+
+struct Options {
+  std::vector<std::int64_t> sizes = {256, 1024};
+  std::vector<std::string> precisions = {"fp32", "bf16"};
+  std::string variant = "cublas";
+  double spin_us = 300;
+  std::vector<double> idle_us = {50, 200, 1000};
+  int warmup = 20;
+  int reps = 200;
+  std::string md;
+};
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string name, value;
+    if (!key_value(argv[i], &name, &value)) {
+      std::fprintf(stderr, "graph_timing: expected --key=value, got '%s'\n", argv[i]);
+      return false;
+    }
+    if (name == "sizes") {
+      o->sizes.clear();
+      for (const auto& s : split_list(value)) o->sizes.push_back(std::stoll(s));
+    } else if (name == "precisions") {
+      o->precisions = split_list(value);
+    } else if (name == "variant") {
+      o->variant = value;
+    } else if (name == "spin-us") {
+      o->spin_us = std::stod(value);
+    } else if (name == "idle-us") {
+      o->idle_us.clear();
+      for (const auto& s : split_list(value)) o->idle_us.push_back(std::stod(s));
+    } else if (name == "warmup") {
+      o->warmup = std::stoi(value);
+    } else if (name == "reps") {
+      o->reps = std::stoi(value);
+    } else if (name == "md") {
+      o->md = value;
+    } else {
+      std::fprintf(stderr, "graph_timing: unknown option --%s\n", name.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// A graph captured from `enqueue` on `stream`, instantiated and uploaded.
+struct CapturedGraph {
+  cudaGraphExec_t exec = nullptr;
+  ~CapturedGraph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
+};
+
+bool capture(cudaStream_t stream, const std::function<bool()>& enqueue, CapturedGraph* out) {
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
+  const bool ok = enqueue();
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || !ok) return false;
+  const bool made = cudaGraphInstantiate(&out->exec, graph, 0) == cudaSuccess &&
+                    cudaGraphUpload(out->exec, stream) == cudaSuccess;
+  cudaGraphDestroy(graph);
+  return made;
+}
+
+float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? 1e3f * ms : -1.f;
+}
+
+struct Timer {
+  kernels::Event outer0, outer1, inner0, inner1;
+};
+
+// Waits `us` microseconds on the host, spinning (a sleep would add the scheduler's wake-up).
+void host_wait(double us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// Median inner and outer intervals of `reps` runs of `run` after `warmup`; `busy` puts the spin
+// kernel first; otherwise the host waits `idle_us` before each run, the GPU idle.
+struct Medians {
+  double inner = -1, outer = -1;
+};
+Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bool has_inner,
+                  const std::function<bool()>& run, double idle_us = 0) {
+  std::vector<double> inner, outer;
+  const auto spin_ns = static_cast<unsigned long long>(o.spin_us * 1e3);
+  for (int i = 0; i < o.warmup + o.reps; ++i) {
+    if (busy) spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
+    if (!busy && idle_us > 0) host_wait(idle_us);
+    cudaEventRecord(t.outer0.get(), stream);
+    if (!run()) return {};
+    cudaEventRecord(t.outer1.get(), stream);
+    if (cudaEventSynchronize(t.outer1.get()) != cudaSuccess) return {};
+    if (i < o.warmup) continue;
+    outer.push_back(elapsed_us(t.outer0.get(), t.outer1.get()));
+    if (has_inner) inner.push_back(elapsed_us(t.inner0.get(), t.inner1.get()));
+  }
+  return {has_inner ? median(inner) : -1, median(outer)};
+}
+
+struct Row {
+  std::string case_name, mode;
+  Medians m;
+};
+
+int run(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, &o)) return 2;
+  if (kernels::cuda_device_count() == 0) {
+    std::fprintf(stderr, "graph_timing: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  auto resources = kernels::StreamResources::create();
+  auto e0 = kernels::create_event(), e1 = kernels::create_event();
+  auto e2 = kernels::create_event(), e3 = kernels::create_event();
+  if (!resources.ok() || !e0.ok() || !e1.ok() || !e2.ok() || !e3.ok()) {
+    std::fprintf(stderr, "graph_timing: could not create a stream and events\n");
+    return 1;
+  }
+  Timer t{*std::move(e0), *std::move(e1), *std::move(e2), *std::move(e3)};
+  cudaStream_t stream = resources->stream();
+  const kernels::GemmVariant* v = kernels::find_gemm_variant(o.variant);
+  if (v == nullptr) {
+    std::fprintf(stderr, "graph_timing: no variant %s\n", o.variant.c_str());
+    return 2;
+  }
+  const auto record_inner = [&](cudaEvent_t e) {
+    return cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal) == cudaSuccess;
+  };
+  std::vector<Row> rows;
+  for (const std::string& prec_name : o.precisions) {
+    const auto prec = kernels::parse_precision_name(prec_name);
+    if (!prec.ok()) continue;
+    const kernels::DType dt = *prec == kernels::Precision::kF64    ? kernels::DType::kF64
+                              : *prec == kernels::Precision::kF16  ? kernels::DType::kF16
+                              : *prec == kernels::Precision::kBF16 ? kernels::DType::kBF16
+                                                                   : kernels::DType::kF32;
+    for (const std::int64_t n : o.sizes) {
+      absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, stream);
+      if (!g.ok() || !kernels::check_gemm_variant(*v, g->problem).ok()) continue;
+      cudaStreamSynchronize(stream);
+      const kernels::GemmProblem& p = g->problem;
+      const std::string name = prec_name + " " + std::to_string(n) + "^3";
+      const auto gemm = [&] { return v->launch(p, resources->context()).ok(); };
+      const auto gemm_with_events = [&] {
+        return record_inner(t.inner0.get()) && gemm() && record_inner(t.inner1.get());
+      };
+      const auto empty_with_events = [&] {
+        if (!record_inner(t.inner0.get())) return false;
+        empty_kernel<<<1, 32, 0, stream>>>();
+        return record_inner(t.inner1.get());
+      };
+      CapturedGraph plain, with_events, empty;
+      if (!capture(stream, gemm, &plain) || !capture(stream, gemm_with_events, &with_events) ||
+          !capture(stream, empty_with_events, &empty)) {
+        std::fprintf(stderr, "graph_timing: %s: capture failed\n", name.c_str());
+        continue;
+      }
+      const auto launch = [&](cudaGraphExec_t exec) {
+        return [exec, stream] { return cudaGraphLaunch(exec, stream) == cudaSuccess; };
+      };
+      rows.push_back({name, "direct, busy", time_runs(stream, t, o, true, false, gemm)});
+      rows.push_back({name, "graph, busy", time_runs(stream, t, o, true, false, launch(plain.exec))});
+      rows.push_back({name, "graph+events, busy",
+                      time_runs(stream, t, o, true, true, launch(with_events.exec))});
+      rows.push_back({name, "graph+events, idle (server)",
+                      time_runs(stream, t, o, false, true, launch(with_events.exec))});
+      rows.push_back({name, "empty graph+events, idle",
+                      time_runs(stream, t, o, false, true, launch(empty.exec))});
+      rows.push_back({name, "empty graph+events, busy",
+                      time_runs(stream, t, o, true, true, launch(empty.exec))});
+      for (const double idle : o.idle_us) {
+        char mode[64];
+        std::snprintf(mode, sizeof mode, "graph+events, idle %.0f us", idle);
+        rows.push_back(
+            {name, mode, time_runs(stream, t, o, false, true, launch(with_events.exec), idle)});
+      }
+      for (std::size_t i = rows.size() - 6 - o.idle_us.size(); i < rows.size(); ++i) {
+        std::fprintf(stderr, "[graph_timing] %-10s %-28s inner %7.2f outer %7.2f us\n",
+                     rows[i].case_name.c_str(), rows[i].mode.c_str(), rows[i].m.inner,
+                     rows[i].m.outer);
+      }
+    }
+  }
+  std::ostringstream md;
+  md << "# graph_timing: " << prop.name << ", variant " << o.variant << "\n\nmedians of " << o.reps
+     << " runs after " << o.warmup << ", spin " << o.spin_us
+     << " us; inner = events inside the graph, outer = events on the stream around it (us)\n\n"
+        "| case | mode | inner us | outer us |\n|---|---|---:|---:|\n";
+  for (const Row& r : rows) {
+    char line[256];
+    std::snprintf(line, sizeof line, "| %s | %s | %.2f | %.2f |\n", r.case_name.c_str(),
+                  r.mode.c_str(), r.m.inner, r.m.outer);
+    md << line;
+  }
+  emit_report(md.str(), o.md);
+  return 0;
+}
+
+}  // namespace
+}  // namespace matserve::bench
+
+int main(int argc, char** argv) { return matserve::bench::run(argc, argv); }
