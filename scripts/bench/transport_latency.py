@@ -12,9 +12,15 @@ client's round trip (time.perf_counter around the call, Python included), the by
 and C) per second of it, and the reply's timing, as medians. Every last result is checked
 against float64.
 
+--batched adds MultiplyBatched stacks (BATCHxN:DTYPE, fp32 or bf16, e.g. 1000x64:fp32,8x2048:bf16)
+through `Client.multiply_batched` from host arrays to a host array, for the transports `inline`,
+`default` and `torch` (`torch.bmm` locally from and to the same host arrays; bf16 data and
+results as 16-bit patterns on both sides).
+
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
        inline,striped,default,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
-       [--stripe-chunk-bytes N[,N...]] [--reps 30] [--warmup 5] [--tls-ca PEM] [--out DIR]
+       [--stripe-chunk-bytes N[,N...]] [--batched SPEC[,SPEC...]] [--reps 30] [--warmup 5]
+       [--tls-ca PEM] [--out DIR]
        (writes transport.{json,md}); --tls-ca: the server runs TLS, trust this root
 """
 import argparse
@@ -25,7 +31,7 @@ import time
 
 import numpy as np
 
-from matserve_client import Client
+from matserve_client import Bfloat16, Client
 
 
 def median(xs):
@@ -112,6 +118,86 @@ def run(client, shape, transport, reps, warmup):
             "rel_l2": err, "check": "ok" if err < 1e-5 else "FAILED"}
 
 
+def _bf16_bits(x):
+    """float32 -> bf16 bit patterns, round to nearest even (finite inputs)."""
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def torch_bmm_call(a, b, bf16):
+    """torch.bmm locally from and to host arrays (bf16: 16-bit patterns), or None without CUDA."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+
+    class Result:
+        timing = _Local()
+
+    def call():
+        r = Result()
+        if bf16:
+            ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+            tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
+            r.c = torch.bmm(ta, tb).view(torch.int16).cpu().numpy().view(np.uint16)
+        else:
+            r.c = torch.bmm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()
+        return r
+    return call
+
+
+def run_batched(client, spec, transport, reps, warmup):
+    """One MultiplyBatched stack (BATCHxN:DTYPE) through `transport` (inline, default, torch)."""
+    dims, _, dtype = spec.partition(":")
+    batch, n = (int(x) for x in dims.split("x"))
+    bf16 = dtype == "bf16"
+    rng = np.random.default_rng(batch * n)
+    a32 = rng.uniform(0.25, 1, (batch, n, n)).astype(np.float32)
+    b32 = rng.uniform(0.25, 1, (batch, n, n)).astype(np.float32)
+    if bf16:
+        a, b = _bf16_bits(a32), _bf16_bits(b32)
+        a64 = (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        b64 = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    else:
+        a, b = a32, b32
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if transport == "torch":
+        call = torch_bmm_call(a, b, bf16)
+        if call is None:
+            return None
+    elif bf16:
+        wa, wb = Bfloat16(a), Bfloat16(b)
+        call = lambda: client.multiply_batched(wa, wb, out_dtype="bf16")  # noqa: E731
+    else:
+        call = lambda: client.multiply_batched(a, b, compute="fp32")  # noqa: E731
+    for _ in range(warmup):
+        call()
+    rows = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        r = call()
+        rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
+    c = np.asarray(r.c)
+    if bf16 and c.dtype == np.uint16:
+        c = (c.astype(np.uint32) << 16).view(np.float32)
+    want = np.matmul(a64, b64)
+    err = float(np.linalg.norm(c.astype(np.float64) - want) / np.linalg.norm(want))
+    client_us = median([x[0] for x in rows])
+    t = [x[1] for x in rows]
+    stripes = client.stripes if transport == "default" else 0
+    moved = 3 * a.nbytes
+    return {"shape": f"{batch} x {n}^3 {dtype}", "transport": transport, "stripes": stripes,
+            "chunk_bytes": client.stripe_chunk_bytes if stripes else 0, "reps": reps,
+            "client_us": client_us, "wire_gb_per_s": moved / (client_us * 1e3),
+            "server_total_us": median([x.total_us for x in t]),
+            "kernel_us": median([x.kernel_us for x in t]),
+            "host_to_device_us": median([x.host_to_device_us for x in t]),
+            "device_to_host_us": median([x.device_to_host_us for x in t]),
+            "rel_l2": err, "check": "ok" if err < (2e-2 if bf16 else 1e-5) else "FAILED"}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -122,6 +208,9 @@ def main():
     p.add_argument("--stripe-chunk-bytes", default="",
                    help="range sizes the striped transport runs with, one run each (default: "
                         "the client's)")
+    p.add_argument("--batched", default="",
+                   help="MultiplyBatched stacks BATCHxN:DTYPE (fp32, bf16), comma-separated; "
+                        "run for the transports inline, default and torch")
     p.add_argument("--tls-ca", help="PEM root the server's certificate chains to (TLS)")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -139,7 +228,7 @@ def main():
     chunks = [int(c) for c in args.stripe_chunk_bytes.split(",") if c] or [None]
     with Client(args.target, timeout=600, stripes=0, **tls) as client:
         info = client.server_info()
-        for shape in [int(s) for s in args.shapes.split(",")]:
+        for shape in [int(s) for s in args.shapes.split(",") if s]:
             for transport in args.transports.split(","):
                 runs = ([(int(c), chunk) for c in args.stripes.split(",") for chunk in chunks]
                         if transport == "striped" else [(0, None)])
@@ -163,6 +252,20 @@ def main():
                           f"us, {r['wire_gb_per_s']:.2f} GB/s, server {r['server_total_us']:.0f} "
                           f"us, {r['check']}", flush=True)
                     results.append(r)
+        for spec in [x for x in args.batched.split(",") if x]:
+            for transport in [t for t in args.transports.split(",")
+                              if t in ("inline", "default", "torch")]:
+                if transport == "default":
+                    with Client(args.target, timeout=600, **tls) as default:
+                        r = run_batched(default, spec, transport, args.reps, args.warmup)
+                else:
+                    r = run_batched(client, spec, transport, args.reps, args.warmup)
+                if r is None:
+                    print(f"{spec} {transport}: skipped (no PyTorch with CUDA here)", flush=True)
+                    continue
+                print(f"{r['shape']} {transport}: client {r['client_us']:.0f} us, server "
+                      f"{r['server_total_us']:.0f} us, {r['check']}", flush=True)
+                results.append(r)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "server": {"version": info.version, "git_sha": info.git_sha,
                       "device": info.devices[0].name if info.devices else ""},
