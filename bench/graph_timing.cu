@@ -119,7 +119,8 @@ struct Timer {
 
 // Waits `us` microseconds on the host, spinning (a sleep would add the scheduler's wake-up).
 void host_wait(double us) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
   while (std::chrono::steady_clock::now() < until) {
   }
 }
@@ -211,7 +212,8 @@ int run(int argc, char** argv) {
         return [exec, stream] { return cudaGraphLaunch(exec, stream) == cudaSuccess; };
       };
       rows.push_back({name, "direct, busy", time_runs(stream, t, o, true, false, gemm)});
-      rows.push_back({name, "graph, busy", time_runs(stream, t, o, true, false, launch(plain.exec))});
+      rows.push_back(
+          {name, "graph, busy", time_runs(stream, t, o, true, false, launch(plain.exec))});
       rows.push_back({name, "graph+events, busy",
                       time_runs(stream, t, o, true, true, launch(with_events.exec))});
       rows.push_back({name, "graph+events, idle (server)",
@@ -251,4 +253,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace matserve::bench
 
-int main(int argc, char** argv) { return matserve::bench::run(argc, argv); }
+int main(int argc, char** argv) {
+  return matserve::bench::run(argc, argv);
+}
