@@ -117,6 +117,13 @@ class BatchedTest(unittest.TestCase):
             self.assertEqual(r.precision, dtype)
             self.assertEqual(r.c.dtype, np.float32 if dtype == "bf16" else NUMPY[dtype])
             self.assertEqual((r.variant, r.device), ("cpu_openblas", "cpu"))
+        # bf16_bits: the same results as their bits, not widened to float32.
+        a, b = operand(stack(3, 9, 4, np.float64), "bf16"), operand(stack(3, 4, 6), "bf16")
+        widened = self.client.multiply_batched(a, b).c
+        bits = self.client.multiply_batched(a, b, bf16_bits=True).c
+        self.assertIsInstance(bits, Bfloat16)
+        self.assertEqual((bits.bits.dtype, bits.shape), (np.uint16, (3, 9, 6)))
+        np.testing.assert_array_equal(bits.to_float32(), widened)
         a, b = stack(6, 120, 80), stack(6, 80, 50)
         r = self.client.multiply_batched(a, b)
         t = r.timing

@@ -386,6 +386,11 @@ class PythonClientStripingTest(unittest.TestCase):
                 want = self.inline.multiply_batched(a, b, dtype=dtype).c
                 self.assertTrue(np.array_equal(got, want))
                 self.assert_nothing_left()
+                if dtype == "bf16":  # the bits as they came, read striped
+                    bits = self.striped.multiply_batched(a, b, dtype=dtype, bf16_bits=True).c
+                    self.assertEqual(bits.bits.dtype, np.uint16)
+                    self.assertTrue(np.array_equal(bits.to_float32(), want))
+                    self.assert_nothing_left()
         # Many small matrices go inline however large the stack (one range call per matrix would
         # cost more than it moves).
         small = RNG.uniform(-1, 1, (64, 64, 64)).astype(np.float32)

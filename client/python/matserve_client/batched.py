@@ -128,7 +128,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                      transpose_b: bool, variant: str, compute: int,
                      dtype: Optional[dtypes.DTypeLike], out_dtype: Optional[dtypes.DTypeLike],
                      order: Optional[str], verify: bool, keep_result: bool,
-                     timeout: Optional[float]) -> MultiplyBatchedResult:
+                     timeout: Optional[float], bf16_bits: bool = False) -> MultiplyBatchedResult:
     """See Client.multiply_batched (`compute` and `order` already checked there)."""
     ops: Dict[str, _Op] = {"a": operand(a, dtype, "a"), "b": operand(b, dtype, "b")}
     out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else dtype_of(ops["a"])
@@ -154,16 +154,17 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                                   timeout)
         reply = client._call("MultiplyBatched", request, timeout)
         if not kept:
-            matrices, residents = decode_batch(reply.c), []
+            matrices, residents = decode_batch(reply.c, bf16_bits=bf16_bits), []
         else:
             residents = [ResidentMatrix(client, ResidentInfo.from_proto(r)) for r in reply.results]
             matrices = None
             if not keep_result:  # kept by this client (striped, or too large for the reply)
                 try:
                     if striped_call:
-                        matrices = _read_all_striped(client, residents, batch, order, timeout)
+                        matrices = _read_all_striped(client, residents, batch, order, timeout,
+                                                     bf16_bits)
                     else:
-                        matrices = _download_all(residents, batch, order, timeout)
+                        matrices = _download_all(residents, batch, order, timeout, bf16_bits)
                 finally:
                     client._release_quietly(residents)
                 residents = []
@@ -180,7 +181,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
 
 
 def _read_all_striped(client: "Client", residents: List[ResidentMatrix], batch: int, order: str,
-                      timeout: Optional[float]) -> np.ndarray:
+                      timeout: Optional[float], bf16_bits: bool = False) -> Any:
     """The kept results read striped into one preallocated buffer, as one (batch, m, n) array."""
     if len(residents) != batch:
         raise error_for(grpc.StatusCode.DATA_LOSS,
@@ -190,21 +191,25 @@ def _read_all_striped(client: "Client", residents: List[ResidentMatrix], batch: 
     client._get_striped([r.handle for r in residents],
                         [buf[i * each:(i + 1) * each] for i in range(batch)], timeout)
     rows, cols = residents[0].shape
-    return assemble_batch(batch, rows, cols, residents[0].dtype, order, buf)
+    return assemble_batch(batch, rows, cols, residents[0].dtype, order, buf,
+                          bf16_bits=bf16_bits)
 
 
 def _download_all(residents: List[ResidentMatrix], batch: int, order: str,
-                  timeout: Optional[float]) -> np.ndarray:
-    """Product i's kept result downloaded into out[i] of one (batch, m, n) array in `order`."""
+                  timeout: Optional[float], bf16_bits: bool = False) -> Any:
+    """Product i's kept result downloaded into out[i] of one (batch, m, n) array in `order` (a
+    Bfloat16 of the bits for bf16 with bf16_bits)."""
     if len(residents) != batch:
         raise error_for(grpc.StatusCode.DATA_LOSS,
                         f"reply: {len(residents)} results for a batch of {batch}")
-    out = None
+    out = wrap = None
     for i, r in enumerate(residents):
-        x = np.asarray(r.download(timeout=timeout))
+        got = r.download(bf16_bits=bf16_bits, timeout=timeout)
+        wrap = type(got) if isinstance(got, dtypes.BitPatterns) else None
+        x = got.bits if wrap is not None else np.asarray(got)
         if out is None:
             rows, cols = x.shape
             out = (np.empty((batch, rows, cols), x.dtype) if order == "C"
                    else np.empty((batch, cols, rows), x.dtype).transpose(0, 2, 1))
         out[i] = x
-    return out
+    return wrap(out) if wrap is not None else out

@@ -378,7 +378,8 @@ class Client:
                          out_dtype: Optional[dtypes.DTypeLike] = None,
                          out_order: Optional[str] = None, verify: bool = False,
                          keep_result: bool = False, timeout: Optional[float] = None,
-                         precision: Optional[str] = None) -> MultiplyBatchedResult:
+                         precision: Optional[str] = None,
+                         bf16_bits: bool = False) -> MultiplyBatchedResult:
         """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
 
         a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
@@ -395,6 +396,8 @@ class Client:
         holds the largest errors. keep_result: every result stays on the server,
         result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
+        bf16_bits: bf16 results come back as one Bfloat16 of (batch, m, n) bits instead of
+        float32 values (no widening on the client).
         Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
         MatserveError subclass on failure (InvalidArgument for mismatched counts or shapes).
         """
@@ -403,7 +406,7 @@ class Client:
             transpose_b=transpose_b, variant=variant, compute=_compute(compute, precision),
             dtype=dtype,
             out_dtype=out_dtype, order=_order(out_order), verify=verify,
-            keep_result=keep_result, timeout=timeout)
+            keep_result=keep_result, timeout=timeout, bf16_bits=bf16_bits)
 
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
@@ -757,11 +760,13 @@ class Client:
             pass  # best effort: the server's idle TTL frees what a failed release leaves
 
     def _release_quietly(self, matrices: List[ResidentMatrix]) -> None:
-        for m in matrices:
-            try:
-                m.release()
-            except MatserveError:
-                pass  # best effort: the server's idle TTL frees what a failed release leaves
+        """Releases the matrices not yet released in one Release call (the server releases each
+        handle it still holds even when one fails); best effort: the server's idle TTL frees what
+        a failed release leaves."""
+        pending = [m for m in matrices if not m.released]
+        self._release_handles([m.handle for m in pending])
+        for m in pending:
+            m._mark_released()
 
 
 def _shape(op: Union[Prepared, ResidentMatrix, ShmMatrix]) -> Tuple[int, int]:

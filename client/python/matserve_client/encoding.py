@@ -199,26 +199,36 @@ def decode(m: "pb.Matrix", bf16_bits: bool = False,
 
 
 def assemble_batch(batch: int, rows: int, cols: int, dtype: str, order: str, data: Any,
-                   what: str = "reply") -> np.ndarray:
-    """A writable (batch, rows, cols) array from the raw bytes of a stack (float32 for bf16);
-    with order "F" each x[i] is Fortran-contiguous (a view of the stacked bytes, no reordering).
+                   what: str = "reply", bf16_bits: bool = False) -> Any:
+    """A writable (batch, rows, cols) array from the raw bytes of a stack (float32 for bf16, or
+    with bf16_bits a Bfloat16 of the bits as they came); with order "F" each x[i] is
+    Fortran-contiguous (a view of the stacked bytes, no reordering).
     """
     flat, writeable = _wire_elements(data, dtype, batch * rows * cols, what,
                                      f"{batch} matrices of {rows}x{cols} {dtype}")
     flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
     bits = dtypes.from_wire(flat, dtype)
+    wrap = None
     if isinstance(bits, dtypes.BitPatterns):
-        flat = bits.to_float32()
+        if bf16_bits and isinstance(bits, dtypes.Bfloat16):
+            wrap = type(bits)
+            flat = bits.bits if writeable else bits.bits.copy()
+        else:
+            flat = bits.to_float32()
     elif not writeable:
         flat = flat.copy()
     if order == "F":
-        return flat.reshape((batch, cols, rows)).transpose(0, 2, 1)
-    return flat.reshape((batch, rows, cols))
+        out = flat.reshape((batch, cols, rows)).transpose(0, 2, 1)
+    else:
+        out = flat.reshape((batch, rows, cols))
+    return wrap(out) if wrap is not None else out
 
 
-def decode_batch(m: "pb.Matrix", what: str = "reply") -> np.ndarray:
-    """A reply's stacked results (Matrix.batch of them) as a (batch, rows, cols) array."""
+def decode_batch(m: "pb.Matrix", what: str = "reply", bf16_bits: bool = False) -> Any:
+    """A reply's stacked results (Matrix.batch of them) as a (batch, rows, cols) array (a
+    Bfloat16 of bits for bf16 with bf16_bits)."""
     if m.dtype not in PROTO_TO_DTYPE:
         raise error_for(grpc.StatusCode.DATA_LOSS, f"{what}: unknown dtype {m.dtype}")
     return assemble_batch(max(m.batch, 1), m.rows, m.cols, PROTO_TO_DTYPE[m.dtype],
-                          LAYOUT_TO_ORDER.get(m.layout, "C"), m.data, what=what)
+                          LAYOUT_TO_ORDER.get(m.layout, "C"), m.data, what=what,
+                          bf16_bits=bf16_bits)

@@ -80,6 +80,10 @@ class ResidentMatrix:
         self._released = True
         return freed
 
+    def _mark_released(self) -> None:
+        """The client released this matrix along with others (one Release call for several)."""
+        self._released = True
+
     def _update(self, info: ResidentInfo) -> None:
         self.info = info
 

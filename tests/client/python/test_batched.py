@@ -134,6 +134,23 @@ class DecodeBatchTest(unittest.TestCase):
             self.assertEqual(out.dtype, np.float32)
             np.testing.assert_array_equal(out, x)
 
+    def test_bf16_bits_come_back_unwidened(self):
+        x = np.array([[[1.5, -2.0, 3.0], [4.0, 0.5, -8.0]],
+                      [[0.25, 8.0, -0.5], [1.0, -1.0, 2.0]]], np.float32)
+        bits = (x.view(np.uint32) >> 16).astype(np.uint16)  # exact in bf16: the top half
+        for order in ("C", "F"):
+            out = decode_batch(prepare_batch(x, dtype="bf16", order=order).header(with_data=True),
+                               bf16_bits=True)
+            self.assertIsInstance(out, Bfloat16)
+            self.assertEqual(out.bits.dtype, np.uint16)
+            np.testing.assert_array_equal(out.bits, bits)
+            self.assertEqual(out.bits[0].flags.f_contiguous and not out.bits[0].flags.c_contiguous,
+                             order == "F")
+        # Other dtypes ignore the option.
+        y = rand(2, 2, 3)
+        np.testing.assert_array_equal(
+            decode_batch(prepare_batch(y).header(with_data=True), bf16_bits=True), y)
+
     def test_unset_batch_is_one_matrix_and_byte_mismatch_is_data_loss(self):
         x = rand(2, 3)
         out = decode_batch(prepare(x).header(with_data=True))
@@ -183,11 +200,19 @@ class FakeStub:
         return pb.DownloadReply(matrix=self.residents[request.handle])
 
     def Release(self, request, timeout=None):
+        """As the server: `handle` and every one of `handles` released; the first missing one is
+        the call's error."""
         self.calls.append(("Release", request))
-        m = self.residents.pop(request.handle, None)
-        if m is None:
-            raise FakeRpcError(grpc.StatusCode.NOT_FOUND, "handle: no resident matrix")
-        return pb.ReleaseReply(bytes_freed=len(m.data))
+        freed, missing = 0, None
+        for h in ([request.handle] if request.handle else []) + list(request.handles):
+            m = self.residents.pop(h, None)
+            if m is None:
+                missing = missing or h
+            else:
+                freed += len(m.data)
+        if missing is not None:
+            raise FakeRpcError(grpc.StatusCode.NOT_FOUND, f"handle {missing}: no resident matrix")
+        return pb.ReleaseReply(bytes_freed=freed)
 
     def _stack(self, m, handles):
         """An operand as a list of float64 matrices (one per matrix sent or named)."""
