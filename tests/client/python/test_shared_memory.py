@@ -9,6 +9,7 @@ import sys
 import textwrap
 import unittest
 from multiprocessing import shared_memory
+from unittest import mock
 
 import grpc
 import numpy as np
@@ -361,13 +362,24 @@ class LifetimeTest(unittest.TestCase):
             own.unlink()
 
     def test_failed_registration_unlinks_the_new_object(self):
+        # The objects this client makes, by name (other processes, e.g. tests running beside this
+        # one, make and remove their own in /dev/shm meanwhile).
+        made = []
+        real = shared_memory.SharedMemory
+
+        def recording(*args, **kwargs):
+            shm = real(*args, **kwargs)
+            made.append(shm.name)
+            return shm
         client = fake_client()
-        before = set(os.listdir("/dev/shm"))
-        client.create_shared_memory(64, name="taken")
-        with self.assertRaises(mc.AlreadyExists):
+        with mock.patch.object(shared_memory, "SharedMemory", recording):
             client.create_shared_memory(64, name="taken")
+            with self.assertRaises(mc.AlreadyExists):
+                client.create_shared_memory(64, name="taken")
+        self.assertEqual(len(made), 2)
+        self.assertFalse(os.path.exists("/dev/shm/" + made[1]))  # unlinked at once
         client.close()
-        self.assertEqual(set(os.listdir("/dev/shm")), before)
+        self.assertEqual([n for n in made if os.path.exists("/dev/shm/" + n)], [])
         with self.assertRaises(ValueError):
             fake_client().create_shared_memory(0)
 
