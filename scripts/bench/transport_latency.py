@@ -15,7 +15,7 @@ against float64.
 --batched adds MultiplyBatched stacks (BATCHxN:DTYPE, fp32 or bf16, e.g. 1000x64:fp32,8x2048:bf16)
 through `Client.multiply_batched` from host arrays to a host array, for the transports `inline`,
 `default` and `torch` (`torch.bmm` locally from and to the same host arrays; bf16 data and
-results as 16-bit patterns on both sides).
+results as 16-bit patterns on both sides: the client's `bf16_bits=True`).
 
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
        inline,striped,default,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
@@ -169,7 +169,8 @@ def run_batched(client, spec, transport, reps, warmup):
             return None
     elif bf16:
         wa, wb = Bfloat16(a), Bfloat16(b)
-        call = lambda: client.multiply_batched(wa, wb, out_dtype="bf16")  # noqa: E731
+        call = lambda: client.multiply_batched(wa, wb, out_dtype="bf16",  # noqa: E731
+                                               bf16_bits=True)
     else:
         call = lambda: client.multiply_batched(a, b, compute="fp32")  # noqa: E731
     for _ in range(warmup):
@@ -179,7 +180,7 @@ def run_batched(client, spec, transport, reps, warmup):
         t0 = time.perf_counter()
         r = call()
         rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
-    c = np.asarray(r.c)
+    c = r.c.bits if isinstance(r.c, Bfloat16) else np.asarray(r.c)
     if bf16 and c.dtype == np.uint16:
         c = (c.astype(np.uint32) << 16).view(np.float32)
     want = np.matmul(a64, b64)
