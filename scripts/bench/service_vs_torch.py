@@ -166,6 +166,11 @@ def parse_args(argv):
     p.add_argument("--torch-graph", action="store_true",
                    help="also time torch.matmul captured in a CUDA graph (as the service "
                    "replays its launches), reported beside torch's direct call")
+    p.add_argument("--torch-idle", action="store_true",
+                   help="also time torch.matmul as the service's kernel_us is taken: captured "
+                   "in a CUDA graph with its two events inside, replayed after the host has "
+                   "waited the service's median round trip of that case (the GPU idle between "
+                   "calls, as between one client's calls to the service)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--stubs", help="directory holding matserve/v1/matrix_service_pb2.py")
     p.add_argument("--token", default=os.environ.get("MATSERVE_TOKEN", ""),
@@ -545,6 +550,39 @@ class TorchBaseline:
         finally:
             del graph
 
+    def matmul_graph_idle(self, ctx, precision, warmup, reps, idle_us):
+        """Device time of torch.matmul measured the way the service measures its own: the call
+        captured in a CUDA graph between two event-record nodes, each replay after the host has
+        waited `idle_us` with the GPU idle (a client's round trip between calls). Median us."""
+        t = self.torch
+        self.set_precision(precision)
+        A, B, C = ctx["A"], ctx["B"], ctx["C"]
+        side = t.cuda.Stream(self.dev)
+        side.wait_stream(t.cuda.current_stream(self.dev))
+        with t.cuda.stream(side):
+            t.matmul(A, B, out=C)
+        t.cuda.current_stream(self.dev).wait_stream(side)
+        begin = t.cuda.Event(enable_timing=True, external=True)
+        end = t.cuda.Event(enable_timing=True, external=True)
+        graph = t.cuda.CUDAGraph()
+        with t.cuda.graph(graph):
+            begin.record()
+            t.matmul(A, B, out=C)
+            end.record()
+        times = []
+        try:
+            for i in range(warmup + reps):
+                until = time.perf_counter() + idle_us * 1e-6
+                while time.perf_counter() < until:
+                    pass
+                graph.replay()
+                end.synchronize()
+                if i >= warmup:
+                    times.append(begin.elapsed_time(end) * 1e3)
+        finally:
+            del graph
+        return median(times)
+
     def prepare_batched(self, a, b, data, batch):
         """a: (batch*m) x k, b: (batch*k) x n host arrays, products stacked by rows."""
         A = self.to_device(a, data).view(batch, a.shape[0] // batch, a.shape[1])
@@ -794,6 +832,12 @@ class Run:
             row["baseline_tflops"] = flops / b_med / 1e6
         if b_med and tm["kernel_us"]:
             row["ratio"] = b_med / tm["kernel_us"]
+        if a.torch_idle and hasattr(self.base, "matmul_graph_idle") and tm["kernel_us"]:
+            idle = median(rts)
+            row["baseline_idle_gap_us"] = idle
+            row["baseline_idle_us"] = self.base.matmul_graph_idle(ctx, precision, a.warmup,
+                                                                  len(replies), idle)
+            row["ratio_idle"] = row["baseline_idle_us"] / tm["kernel_us"]
         if r0.precision and r0.precision != precision:
             self.failures.append(f"{m}x{k}x{n} {precision} {variant}: the server computed "
                                  f"{r0.precision}")
@@ -1087,7 +1131,28 @@ def markdown(doc):
                     s = summ[p].get(v)
                     cells.append(f"{s['geomean_ratio']:.3f} ({s['cases']})" if s else "-")
                 L.append(f"| {p} | " + " | ".join(cells) + " |")
-        L.append("")
+        idle_rows = [r for r in doc["gemm"] if r.get("ratio_idle")]
+        if idle_rows:
+            L += [f"Measured alike (`--torch-idle`): {bname} captured in a CUDA graph with its "
+                  "events inside, each replay after the host waited the service's median round "
+                  "trip of the case (GPU idle meanwhile), as the service's kernel_us is taken. "
+                  "Geometric mean of that time / service kernel time (cases; lowest case):", "",
+                  "| precision | " + " | ".join(variants) + " |",
+                  "|---|" + "---:|" * len(variants)]
+            for p in PRECISIONS:
+                cells = []
+                for v in variants:
+                    xs = [r for r in idle_rows if r["precision"] == p and
+                          r["variant_requested"] == v]
+                    if not xs:
+                        cells.append("-")
+                        continue
+                    low = min(xs, key=lambda r: r["ratio_idle"])
+                    cells.append(f"{geomean([r['ratio_idle'] for r in xs]):.3f} ({len(xs)}; "
+                                 f"{low['ratio_idle']:.2f} at {low['m']}x{low['k']}x{low['n']})")
+                if any(c != "-" for c in cells):
+                    L.append(f"| {p} | " + " | ".join(cells) + " |")
+            L.append("")
     if doc.get("batched"):
         bb = "torch.bmm" if is_torch else bname
         L += [f"## MultiplyBatched (resident, one handle per product) against {bb}", "",
