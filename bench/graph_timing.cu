@@ -10,6 +10,7 @@
 //   server, empty the same graph around an empty kernel: the event nodes' own cost
 //   server, idle N us   the server's graph after the host has waited N us (--idle-us), as a
 //                 server between one client's calls; the GPU has nothing to do meanwhile
+//   server, asleep N us the same with the host thread asleep for the wait (a handler's wake-up)
 // "spin" is a kernel that keeps the stream busy for --spin-us, so that every command behind it
 // is queued on the device before it starts and no host launch time is inside an interval.
 //
@@ -23,6 +24,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_args.h"
@@ -117,10 +119,15 @@ struct Timer {
   kernels::Event outer0, outer1, inner0, inner1;
 };
 
-// Waits `us` microseconds on the host, spinning (a sleep would add the scheduler's wake-up).
-void host_wait(double us) {
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+// Waits `us` microseconds on the host, spinning, or sleeping (the thread then wakes up as a
+// server's handler does when a request arrives, its core possibly halted meanwhile).
+void host_wait(double us, bool asleep) {
+  const auto wait = std::chrono::duration<double, std::micro>(us);
+  if (asleep) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() + wait;
   while (std::chrono::steady_clock::now() < until) {
   }
 }
@@ -131,12 +138,12 @@ struct Medians {
   double inner = -1, outer = -1;
 };
 Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bool has_inner,
-                  const std::function<bool()>& run, double idle_us = 0) {
+                  const std::function<bool()>& run, double idle_us = 0, bool asleep = false) {
   std::vector<double> inner, outer;
   const auto spin_ns = static_cast<unsigned long long>(o.spin_us * 1e3);
   for (int i = 0; i < o.warmup + o.reps; ++i) {
     if (busy) spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
-    if (!busy && idle_us > 0) host_wait(idle_us);
+    if (!busy && idle_us > 0) host_wait(idle_us, asleep);
     cudaEventRecord(t.outer0.get(), stream);
     if (!run()) return {};
     cudaEventRecord(t.outer1.get(), stream);
@@ -227,8 +234,12 @@ int run(int argc, char** argv) {
         std::snprintf(mode, sizeof mode, "graph+events, idle %.0f us", idle);
         rows.push_back(
             {name, mode, time_runs(stream, t, o, false, true, launch(with_events.exec), idle)});
+        std::snprintf(mode, sizeof mode, "graph+events, asleep %.0f us", idle);
+        rows.push_back(
+            {name, mode,
+             time_runs(stream, t, o, false, true, launch(with_events.exec), idle, true)});
       }
-      for (std::size_t i = rows.size() - 6 - o.idle_us.size(); i < rows.size(); ++i) {
+      for (std::size_t i = rows.size() - 6 - 2 * o.idle_us.size(); i < rows.size(); ++i) {
         std::fprintf(stderr, "[graph_timing] %-10s %-28s inner %7.2f outer %7.2f us\n",
                      rows[i].case_name.c_str(), rows[i].mode.c_str(), rows[i].m.inner,
                      rows[i].m.outer);
