@@ -1,6 +1,10 @@
 // Device admission and queueing: see device_scheduler.h.
 #include "server/runtime/device_scheduler.h"
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -52,30 +56,9 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<cons
       return absl::CancelledError(absl::StrCat("cancelled by the client while queued on ", label_));
     }
     if (!free_slots_.empty()) {
-      std::vector<MemoryPool::Block> blocks(specs.size());
-      bool ok = true;
-      for (std::size_t i = 0; i < specs.size() && ok; ++i) {
-        if (specs[i].if_room) continue;
-        absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
-        if (b.ok()) {
-          blocks[i] = *std::move(b);
-        } else {
-          ok = false;
-        }
-      }
-      if (ok) {
-        // The blocks the request can do without, once it holds every block it needs.
-        for (std::size_t i = 0; i < specs.size(); ++i) {
-          if (!specs[i].if_room) continue;
-          absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
-          if (b.ok()) blocks[i] = *std::move(b);
-        }
-        const int slot = free_slots_.back();
-        free_slots_.pop_back();
+      if (std::optional<std::vector<MemoryPool::Block>> blocks = take_blocks(specs)) {
         --stats_.queued;
-        ++stats_.running;
-        ++stats_.admitted;
-        return Admission(this, slot, std::move(blocks));
+        return grant(*std::move(blocks));
       }
       // Not enough memory now: the blocks taken so far go back; wait for others to finish.
       mu_.Unlock();
@@ -91,12 +74,30 @@ std::optional<DeviceScheduler::Admission> DeviceScheduler::try_admit(
     std::span<const BlockSpec> specs) {
   absl::MutexLock lock(&mu_);
   if (free_slots_.empty() || stats_.queued > 0) return std::nullopt;
-  std::vector<MemoryPool::Block> blocks;
-  for (const BlockSpec& s : specs) {
-    absl::StatusOr<MemoryPool::Block> b = pool_.allocate(s.bytes, s.long_lived);
-    if (!b.ok()) return std::nullopt;  // the blocks taken so far go back
-    blocks.push_back(*std::move(b));
+  std::optional<std::vector<MemoryPool::Block>> blocks = take_blocks(specs);
+  if (!blocks) return std::nullopt;
+  return grant(*std::move(blocks));
+}
+
+std::optional<std::vector<MemoryPool::Block>> DeviceScheduler::take_blocks(
+    std::span<const BlockSpec> specs) {
+  std::vector<MemoryPool::Block> blocks(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].if_room) continue;
+    absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
+    if (!b.ok()) return std::nullopt;
+    blocks[i] = *std::move(b);
   }
+  // The blocks the request can do without, once it holds every block it needs.
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!specs[i].if_room) continue;
+    absl::StatusOr<MemoryPool::Block> b = pool_.allocate(specs[i].bytes, specs[i].long_lived);
+    if (b.ok()) blocks[i] = *std::move(b);
+  }
+  return blocks;
+}
+
+DeviceScheduler::Admission DeviceScheduler::grant(std::vector<MemoryPool::Block> blocks) {
   const int slot = free_slots_.back();
   free_slots_.pop_back();
   ++stats_.running;

@@ -68,6 +68,12 @@ class DeviceScheduler {
  private:
   void release(int slot);
   bool slot_free() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_slots_.empty(); }
+  // Every block of `specs` from the pool, then each if_room block there is room for; nullopt
+  // (the blocks taken so far go back) when a needed block does not fit now.
+  std::optional<std::vector<MemoryPool::Block>> take_blocks(std::span<const BlockSpec> specs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A free slot with `blocks`, counted as running.
+  Admission grant(std::vector<MemoryPool::Block> blocks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string label_;
   const int max_queue_;
