@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from matserve_client import Bfloat16, Client
+from matserve_client import Bfloat16, Client, bf16_bits_to_float32, float_to_bf16_bits
 
 
 def median(xs):
@@ -43,8 +43,9 @@ class _Local:
     total_us = kernel_us = host_to_device_us = device_to_host_us = 0.0
 
 
-def torch_call(a, b):
-    """The local baseline, or None when PyTorch or CUDA is missing."""
+def _torch_local(product):
+    """A call that runs product(torch) locally (host arrays in, a host array out) with a reply-like
+    result, or None when PyTorch or CUDA is missing."""
     try:
         import torch
         if not torch.cuda.is_available():
@@ -57,9 +58,40 @@ def torch_call(a, b):
 
     def call():
         r = Result()
-        r.c = (torch.from_numpy(a).cuda() @ torch.from_numpy(b).cuda()).cpu().numpy()
+        r.c = product(torch)
         return r
     return call
+
+
+def torch_call(a, b):
+    """The local baseline of one product, or None without PyTorch and CUDA."""
+    return _torch_local(lambda t: (t.from_numpy(a).cuda() @ t.from_numpy(b).cuda()).cpu().numpy())
+
+
+def _timed(call, reps, warmup):
+    """`warmup` calls, then `reps` timed ones: the client's median round trip (us), the last
+    result, and every reply's timing."""
+    for _ in range(warmup):
+        call()
+    rows = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        r = call()
+        rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
+    return median([x[0] for x in rows]), r, [x[1] for x in rows]
+
+
+def _row(shape, transport, client, striped, reps, client_us, moved_bytes, timings, err, tol):
+    """One result row: the call, its client and server medians, its check."""
+    stripes = client.stripes if striped else 0
+    return {"shape": shape, "transport": transport, "stripes": stripes,
+            "chunk_bytes": client.stripe_chunk_bytes if stripes else 0, "reps": reps,
+            "client_us": client_us, "wire_gb_per_s": moved_bytes / (client_us * 1e3),
+            "server_total_us": median([x.total_us for x in timings]),
+            "kernel_us": median([x.kernel_us for x in timings]),
+            "host_to_device_us": median([x.host_to_device_us for x in timings]),
+            "device_to_host_us": median([x.device_to_host_us for x in timings]),
+            "rel_l2": err, "check": "ok" if err < tol else "FAILED"}
 
 
 def run(client, shape, transport, reps, warmup):
@@ -87,13 +119,7 @@ def run(client, shape, transport, reps, warmup):
         closers += [ca, cb, co]
         call = lambda: client.multiply(ca, cb, out=co, compute="fp32")  # noqa: E731
     try:
-        for _ in range(warmup):
-            call()
-        rows = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            r = call()
-            rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
+        client_us, r, timings = _timed(call, reps, warmup)
         c = r.c
         if transport == "cuda-ipc":
             import torch
@@ -104,48 +130,19 @@ def run(client, shape, transport, reps, warmup):
     finally:
         for x in closers:
             x.close()
-    client_us = median([x[0] for x in rows])
-    t = [x[1] for x in rows]
-    stripes = client.stripes if transport in ("striped", "default") else 0
-    chunk = client.stripe_chunk_bytes if stripes else 0
-    return {"shape": f"{n}^3 fp32", "transport": transport, "stripes": stripes,
-            "chunk_bytes": chunk, "reps": reps,
-            "client_us": client_us, "wire_gb_per_s": 3 * a.nbytes / (client_us * 1e3),
-            "server_total_us": median([x.total_us for x in t]),
-            "kernel_us": median([x.kernel_us for x in t]),
-            "host_to_device_us": median([x.host_to_device_us for x in t]),
-            "device_to_host_us": median([x.device_to_host_us for x in t]),
-            "rel_l2": err, "check": "ok" if err < 1e-5 else "FAILED"}
-
-
-def _bf16_bits(x):
-    """float32 -> bf16 bit patterns, round to nearest even (finite inputs)."""
-    u = x.astype(np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return _row(f"{n}^3 fp32", transport, client, transport in ("striped", "default"), reps,
+                client_us, 3 * a.nbytes, timings, err, 1e-5)
 
 
 def torch_bmm_call(a, b, bf16):
     """torch.bmm locally from and to host arrays (bf16: 16-bit patterns), or None without CUDA."""
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return None
-    except ImportError:
-        return None
-
-    class Result:
-        timing = _Local()
-
-    def call():
-        r = Result()
+    def bmm(t):
         if bf16:
-            ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
-            tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
-            r.c = torch.bmm(ta, tb).view(torch.int16).cpu().numpy().view(np.uint16)
-        else:
-            r.c = torch.bmm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()
-        return r
-    return call
+            ta = t.from_numpy(a.view(np.int16)).cuda().view(t.bfloat16)
+            tb = t.from_numpy(b.view(np.int16)).cuda().view(t.bfloat16)
+            return t.bmm(ta, tb).view(t.int16).cpu().numpy().view(np.uint16)
+        return t.bmm(t.from_numpy(a).cuda(), t.from_numpy(b).cuda()).cpu().numpy()
+    return _torch_local(bmm)
 
 
 def run_batched(client, spec, transport, reps, warmup):
@@ -157,9 +154,8 @@ def run_batched(client, spec, transport, reps, warmup):
     a32 = rng.uniform(0.25, 1, (batch, n, n)).astype(np.float32)
     b32 = rng.uniform(0.25, 1, (batch, n, n)).astype(np.float32)
     if bf16:
-        a, b = _bf16_bits(a32), _bf16_bits(b32)
-        a64 = (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        b64 = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        a, b = float_to_bf16_bits(a32), float_to_bf16_bits(b32)
+        a64, b64 = (bf16_bits_to_float32(x).astype(np.float64) for x in (a, b))
     else:
         a, b = a32, b32
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -173,30 +169,14 @@ def run_batched(client, spec, transport, reps, warmup):
                                                bf16_bits=True)
     else:
         call = lambda: client.multiply_batched(a, b, compute="fp32")  # noqa: E731
-    for _ in range(warmup):
-        call()
-    rows = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        r = call()
-        rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
+    client_us, r, timings = _timed(call, reps, warmup)
     c = r.c.bits if isinstance(r.c, Bfloat16) else np.asarray(r.c)
     if bf16 and c.dtype == np.uint16:
-        c = (c.astype(np.uint32) << 16).view(np.float32)
+        c = bf16_bits_to_float32(c)
     want = np.matmul(a64, b64)
     err = float(np.linalg.norm(c.astype(np.float64) - want) / np.linalg.norm(want))
-    client_us = median([x[0] for x in rows])
-    t = [x[1] for x in rows]
-    stripes = client.stripes if transport == "default" else 0
-    moved = 3 * a.nbytes
-    return {"shape": f"{batch} x {n}^3 {dtype}", "transport": transport, "stripes": stripes,
-            "chunk_bytes": client.stripe_chunk_bytes if stripes else 0, "reps": reps,
-            "client_us": client_us, "wire_gb_per_s": moved / (client_us * 1e3),
-            "server_total_us": median([x.total_us for x in t]),
-            "kernel_us": median([x.kernel_us for x in t]),
-            "host_to_device_us": median([x.host_to_device_us for x in t]),
-            "device_to_host_us": median([x.device_to_host_us for x in t]),
-            "rel_l2": err, "check": "ok" if err < (2e-2 if bf16 else 1e-5) else "FAILED"}
+    return _row(f"{batch} x {n}^3 {dtype}", transport, client, transport == "default", reps,
+                client_us, 3 * a.nbytes, timings, err, 2e-2 if bf16 else 1e-5)
 
 
 def main():
