@@ -99,9 +99,15 @@ __device__ __forceinline__ void pack_tiles(const T* __restrict__ src, long long 
   }
 }
 
-__global__ void write_scale(const unsigned int* amax_bits, float* scale) {
+// The dequant scale of a tensor whose largest magnitude is amax: it maps amax to e4m3's largest
+// finite value, 448 (1 for an all-zero tensor).
+__device__ __forceinline__ float dequant_scale(const unsigned int* amax_bits) {
   const float amax = __uint_as_float(*amax_bits);
-  *scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+__global__ void write_scale(const unsigned int* amax_bits, float* scale) {
+  *scale = dequant_scale(amax_bits);
 }
 
 template <typename T>
@@ -109,8 +115,7 @@ __global__ void pack_quantized_kernel(const T* __restrict__ src, long long rows,
                                       long long ld, bool k_major, const unsigned int* amax_bits,
                                       unsigned char* __restrict__ dst, long long ld_dst,
                                       long long rows_dst) {
-  const float amax = __uint_as_float(*amax_bits);
-  const float inv = 1.0f / (amax > 0.0f ? amax / 448.0f : 1.0f);
+  const float inv = 1.0f / dequant_scale(amax_bits);
   pack_tiles<T, Quantized<T>>(src, rows, cols, ld, k_major, dst, ld_dst, rows_dst,
                               Quantized<T>{inv});
 }
