@@ -32,6 +32,7 @@
 #include "kernels/autotune.h"
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
+#include "kernels/precision.h"
 #include "kernels/registry.h"
 
 namespace matserve::bench {
@@ -190,10 +191,10 @@ int run(int argc, char** argv) {
   for (const std::string& prec_name : o.precisions) {
     const auto prec = kernels::parse_precision_name(prec_name);
     if (!prec.ok()) continue;
-    const kernels::DType dt = *prec == kernels::Precision::kF64    ? kernels::DType::kF64
-                              : *prec == kernels::Precision::kF16  ? kernels::DType::kF16
-                              : *prec == kernels::Precision::kBF16 ? kernels::DType::kBF16
-                                                                   : kernels::DType::kF32;
+    // The operands the kernel reads: fp64 data for fp64, else fp32 data as the precision
+    // narrows it (fp16 and bf16 operands for those).
+    const kernels::DType dt = kernels::kernel_operand_dtype(
+        *prec == kernels::Precision::kF64 ? kernels::DType::kF64 : kernels::DType::kF32, *prec);
     for (const std::int64_t n : o.sizes) {
       absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, stream);
       if (!g.ok() || !kernels::check_gemm_variant(*v, g->problem).ok()) continue;
