@@ -202,14 +202,13 @@ def _download_all(residents: List[ResidentMatrix], batch: int, order: str,
     if len(residents) != batch:
         raise error_for(grpc.StatusCode.DATA_LOSS,
                         f"reply: {len(residents)} results for a batch of {batch}")
-    out = wrap = None
+    out = None
     for i, r in enumerate(residents):
         got = r.download(bf16_bits=bf16_bits, timeout=timeout)
-        wrap = type(got) if isinstance(got, dtypes.BitPatterns) else None
-        x = got.bits if wrap is not None else np.asarray(got)
+        x = got.bits if isinstance(got, dtypes.BitPatterns) else np.asarray(got)
         if out is None:
             rows, cols = x.shape
             out = (np.empty((batch, rows, cols), x.dtype) if order == "C"
                    else np.empty((batch, cols, rows), x.dtype).transpose(0, 2, 1))
         out[i] = x
-    return wrap(out) if wrap is not None else out
+    return dtypes.from_wire(out, residents[0].dtype) if bf16_bits else out

@@ -201,27 +201,22 @@ def decode(m: "pb.Matrix", bf16_bits: bool = False,
 def assemble_batch(batch: int, rows: int, cols: int, dtype: str, order: str, data: Any,
                    what: str = "reply", bf16_bits: bool = False) -> Any:
     """A writable (batch, rows, cols) array from the raw bytes of a stack (float32 for bf16, or
-    with bf16_bits a Bfloat16 of the bits as they came); with order "F" each x[i] is
+    with bf16_bits the bits as they came, as `assemble`); with order "F" each x[i] is
     Fortran-contiguous (a view of the stacked bytes, no reordering).
     """
     flat, writeable = _wire_elements(data, dtype, batch * rows * cols, what,
                                      f"{batch} matrices of {rows}x{cols} {dtype}")
     flat = flat.astype(flat.dtype.newbyteorder("="), copy=False)
-    bits = dtypes.from_wire(flat, dtype)
-    wrap = None
-    if isinstance(bits, dtypes.BitPatterns):
-        if bf16_bits and isinstance(bits, dtypes.Bfloat16):
-            wrap = type(bits)
-            flat = bits.bits if writeable else bits.bits.copy()
-        else:
-            flat = bits.to_float32()
+    shown = dtypes.from_wire(flat, dtype)
+    if isinstance(shown, dtypes.BitPatterns) and not bf16_bits:
+        flat = shown.to_float32()
     elif not writeable:
         flat = flat.copy()
     if order == "F":
         out = flat.reshape((batch, cols, rows)).transpose(0, 2, 1)
     else:
         out = flat.reshape((batch, rows, cols))
-    return wrap(out) if wrap is not None else out
+    return dtypes.from_wire(out, dtype) if bf16_bits else out
 
 
 def decode_batch(m: "pb.Matrix", what: str = "reply", bf16_bits: bool = False) -> Any:
