@@ -1,0 +1,230 @@
+// The out-of-core GEMM plan (out_of_core_plan.h), checked on the host: the tiles cover C once,
+// every tile finds its A' piece and B' block in the slots it names, each piece is loaded once, the
+// plan fits the memory it was given, and a product computed as the CUDA backend runs the plan
+// (slots as packed buffers filled by memcpy standing in for cudaMemcpy2D) equals the whole
+// product for every operand order, with C, on odd shapes and budgets that force several panels.
+#include "server/runtime/out_of_core_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/reference.h"
+
+namespace matserve::server {
+namespace {
+
+using kernels::GemmProblem;
+
+GemmProblem shape(std::int64_t m, std::int64_t n, std::int64_t k, kernels::DType in,
+                  kernels::DType out, bool a_trans = false, bool b_trans = false) {
+  return GemmProblem{.m = m,
+                     .n = n,
+                     .k = k,
+                     .lda = a_trans ? m : k,
+                     .a_trans = a_trans,
+                     .ldb = b_trans ? k : n,
+                     .b_trans = b_trans,
+                     .ldc = n,
+                     .in_type = in,
+                     .out_type = out};
+}
+
+// Replays the plan's loads in order: each tile must find its piece and block in its slots.
+void expect_slots_hold_what_tiles_read(const OutOfCorePlan& plan) {
+  std::vector<int> a_in(static_cast<std::size_t>(plan.a_slots), -1);
+  std::vector<int> b_in(static_cast<std::size_t>(plan.b_slots), -1);
+  std::vector<int> a_loads(plan.a_pieces.size(), 0);
+  for (const OutOfCoreStep& s : plan.steps) {
+    ASSERT_GE(s.a_slot, 0);
+    ASSERT_LT(s.a_slot, plan.a_slots);
+    ASSERT_GE(s.b_slot, 0);
+    ASSERT_LT(s.b_slot, plan.b_slots);
+    ASSERT_GE(s.c_slot, 0);
+    ASSERT_LT(s.c_slot, plan.c_slots);
+    if (s.load_a) {
+      a_in[static_cast<std::size_t>(s.a_slot)] = s.a_piece;
+      ++a_loads[static_cast<std::size_t>(s.a_piece)];
+    }
+    if (s.load_b) b_in[static_cast<std::size_t>(s.b_slot)] = s.b_block;
+    ASSERT_EQ(a_in[static_cast<std::size_t>(s.a_slot)], s.a_piece);
+    ASSERT_EQ(b_in[static_cast<std::size_t>(s.b_slot)], s.b_block);
+  }
+  for (int loads : a_loads) EXPECT_EQ(loads, 1);
+}
+
+std::vector<int> coverage(const OutOfCorePlan& plan, std::int64_t m, std::int64_t n) {
+  std::vector<int> hits(static_cast<std::size_t>(m * n), 0);
+  for (const OutOfCoreStep& s : plan.steps) {
+    for (std::int64_t i = s.block.row0; i < s.block.row0 + s.block.rows; ++i) {
+      for (std::int64_t j = s.block.col0; j < s.block.col0 + s.block.cols; ++j)
+        ++hits[static_cast<std::size_t>(i * n + j)];
+    }
+  }
+  return hits;
+}
+
+TEST(OutOfCorePlan, TilesCoverCOnceAndFindTheirPiecesInTheirSlots) {
+  for (const auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1},
+                               {1, 300, 7},
+                               {300, 1, 7},
+                               {257, 129, 65},
+                               {1000, 999, 3},
+                               {64, 640, 64}}) {
+    for (std::int64_t budget : {std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20,
+                                std::int64_t{1} << 24}) {
+      const GemmProblem p = shape(m, n, k, kernels::DType::kF32, kernels::DType::kF32);
+      absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, budget, /*tile=*/128);
+      if (!plan.ok()) {
+        EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+        continue;
+      }
+      EXPECT_LE(plan->device_bytes(), static_cast<std::size_t>(budget));
+      for (int hits : coverage(*plan, m, n)) ASSERT_EQ(hits, 1) << m << "x" << n << "x" << k;
+      expect_slots_hold_what_tiles_read(*plan);
+      for (const OutOfCoreStep& s : plan->steps) {
+        EXPECT_LE(s.block.rows, 128);
+        EXPECT_LE(s.block.cols, 128);
+      }
+    }
+  }
+}
+
+TEST(OutOfCorePlan, AtSixteenGibAnFp32ProductOf65536HoldsFivePiecesAndReadsBTwice) {
+  const GemmProblem p = shape(65536, 65536, 65536, kernels::DType::kF32, kernels::DType::kF32);
+  absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, std::int64_t{16} << 30, 8192);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->a_pieces.size(), 8U);
+  EXPECT_EQ(plan->b_blocks.size(), 8U);
+  EXPECT_EQ(plan->a_slots, 5);  // 2 GiB a piece; 4 GiB of B' blocks and 512 MiB of C tiles beside
+  EXPECT_LE(plan->device_bytes(), std::size_t{16} << 30);
+  // A' once (16 GiB), B' once a panel (two panels) less the two blocks still in their slots at
+  // the turn (2 GiB each).
+  EXPECT_EQ(plan->bytes_in(p, /*read_c=*/false), (std::size_t{16} + 32 - 4) << 30);
+  expect_slots_hold_what_tiles_read(*plan);
+}
+
+TEST(OutOfCorePlan, AtSixteenGibABf16ProductOf65536KeepsAllOfAOnTheDevice) {
+  const GemmProblem p = shape(65536, 65536, 65536, kernels::DType::kBF16, kernels::DType::kBF16);
+  absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, std::int64_t{16} << 30, 8192);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->a_slots, 8);
+  EXPECT_EQ(plan->bytes_in(p, /*read_c=*/false), std::size_t{16} << 30);  // A' and B' once each
+}
+
+TEST(OutOfCorePlan, SmallerTilesBeforeOnePieceAPanel) {
+  // At tile 256 one piece of 256 x 4096 fp32 (4 MiB) fits beside two blocks and two tiles, two do
+  // not; at 128 two pieces do: the plan takes 128.
+  const GemmProblem p = shape(1024, 1024, 4096, kernels::DType::kF32, kernels::DType::kF32);
+  absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, std::int64_t{14} << 20, 256);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->a_slots, 2);
+  EXPECT_EQ(plan->a_pieces.front().rows, 128);
+}
+
+TEST(OutOfCorePlan, WhatCannotFitEvenTiledIsResourceExhausted) {
+  const GemmProblem p =
+      shape(1000, 1000, std::int64_t{1} << 24, kernels::DType::kF32, kernels::DType::kF32);
+  absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, std::int64_t{64} << 20, 8192);
+  ASSERT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(plan.status().message().find("--memory_budget_bytes"), std::string_view::npos);
+  EXPECT_NE(plan.status().message().find("k = 16777216"), std::string_view::npos);
+}
+
+void copy_strided(const void* from, const StridedBytes& s, std::byte* to) {
+  const auto* src = static_cast<const std::byte*>(from) + s.offset_bytes;
+  for (std::size_t r = 0; r < s.height; ++r) {
+    std::memcpy(to + r * s.width_bytes, src + r * s.pitch_bytes, s.width_bytes);
+  }
+}
+
+void place_strided(const std::byte* from, const StridedBytes& s, void* to) {
+  auto* dst = static_cast<std::byte*>(to) + s.offset_bytes;
+  for (std::size_t r = 0; r < s.height; ++r) {
+    std::memcpy(dst + r * s.pitch_bytes, from + r * s.width_bytes, s.width_bytes);
+  }
+}
+
+// Small integers: every product and sum is exact in float64, so any order gives the same bits.
+std::vector<double> random_integers(std::size_t count, std::mt19937& rng) {
+  std::uniform_int_distribution<int> value(-4, 4);
+  std::vector<double> v(count);
+  for (double& x : v) x = value(rng) == 0 ? 1.0 : value(rng);
+  return v;
+}
+
+TEST(OutOfCorePlan, ProductFromSlotsEqualsTheWholeForEveryOperandOrder) {
+  std::mt19937 rng(11);
+  for (bool a_trans : {false, true}) {
+    for (bool b_trans : {false, true}) {
+      for (const auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1},
+                                   {37, 11, 29},
+                                   {3, 65, 19},
+                                   {131, 97, 13}}) {
+        for (std::int64_t budget : {std::int64_t{12} << 10, std::int64_t{1} << 20}) {
+          const std::int64_t lda = (a_trans ? m : k) + 3;  // wider than stored: strides show
+          const std::int64_t ldb = (b_trans ? k : n) + 2;
+          const std::int64_t ldc = n + 1;
+          const std::vector<double> a =
+              random_integers(static_cast<std::size_t>((a_trans ? k : m) * lda), rng);
+          const std::vector<double> b =
+              random_integers(static_cast<std::size_t>((b_trans ? n : k) * ldb), rng);
+          const std::vector<double> c0 = random_integers(static_cast<std::size_t>(m * ldc), rng);
+          GemmProblem p =
+              shape(m, n, k, kernels::DType::kF64, kernels::DType::kF64, a_trans, b_trans);
+          p.a = a.data();
+          p.lda = lda;
+          p.b = b.data();
+          p.ldb = ldb;
+          p.ldc = ldc;
+          p.precision = kernels::Precision::kF64;
+          p.alpha = 2.0;
+          p.beta = -1.0;
+          const std::vector<double> whole = kernels::reference_gemm_naive(p, c0.data());
+
+          absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, budget, /*tile=*/16);
+          ASSERT_TRUE(plan.ok()) << plan.status();
+          std::vector<std::byte> a_slots(plan->a_slot_bytes *
+                                         static_cast<std::size_t>(plan->a_slots));
+          std::vector<std::byte> b_slots(plan->b_slot_bytes *
+                                         static_cast<std::size_t>(plan->b_slots));
+          std::vector<std::byte> c_slots(plan->c_slot_bytes *
+                                         static_cast<std::size_t>(plan->c_slots));
+          std::vector<double> c = c0;
+          for (const OutOfCoreStep& s : plan->steps) {
+            const CBlock& ap = plan->a_pieces[static_cast<std::size_t>(s.a_piece)];
+            const CBlock& bp = plan->b_blocks[static_cast<std::size_t>(s.b_block)];
+            std::byte* a_at =
+                a_slots.data() + static_cast<std::size_t>(s.a_slot) * plan->a_slot_bytes;
+            std::byte* b_at =
+                b_slots.data() + static_cast<std::size_t>(s.b_slot) * plan->b_slot_bytes;
+            std::byte* c_at =
+                c_slots.data() + static_cast<std::size_t>(s.c_slot) * plan->c_slot_bytes;
+            if (s.load_a) copy_strided(a.data(), a_rows(p, ap.row0, ap.rows), a_at);
+            if (s.load_b) copy_strided(b.data(), b_cols(p, bp.col0, bp.cols), b_at);
+            const StridedBytes cs = c_block(p, s.block);
+            copy_strided(c0.data(), cs, c_at);
+            const GemmProblem tile = packed(p, s.block, a_at, b_at, c_at);
+            const std::vector<double> out = kernels::reference_gemm_naive(tile, c_at);
+            std::memcpy(c_at, out.data(), cs.packed_bytes());
+            place_strided(c_at, cs, c.data());
+          }
+          for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) {
+              ASSERT_EQ(c[static_cast<std::size_t>(i * ldc + j)],
+                        whole[static_cast<std::size_t>(i * n + j)])
+                  << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x"
+                  << k << " budget " << budget << ", at (" << i << ", " << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace matserve::server
