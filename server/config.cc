@@ -54,6 +54,14 @@ ABSL_FLAG(double, split_gemm_min_flops, 1e13,
 ABSL_FLAG(int64_t, split_gemm_tile, 4096,
           "CUDA: rows and columns at most of the tiles a helper GPU computes its band in (smaller: "
           "its first tile starts sooner; larger: each tile runs closer to the GPU's peak)");
+ABSL_FLAG(int64_t, max_host_matrix_bytes, -1,
+          "CUDA: pinned host memory for resident matrices larger than a third of the device "
+          "budget, which products then read out of core (streamed to the GPU in tiles); -1: a "
+          "quarter of the process's memory limit (host or cgroup); 0: none, such matrices are "
+          "refused");
+ABSL_FLAG(int64_t, out_of_core_tile, 8192,
+          "CUDA: rows and columns at most of the tiles a product whose operands or result are "
+          "in host memory is computed in (smaller ones when the budget asks)");
 ABSL_FLAG(int, cpu_concurrency, 2, "concurrent requests on the CPU backend");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "memory the server may use per device for requests and resident matrices "
@@ -217,6 +225,16 @@ absl::StatusOr<BackendOptions> backend_options() {
     return absl::InvalidArgumentError("split_gemm_tile: must be in [256, 65536]");
   }
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.max_host_matrix_bytes = absl::GetFlag(FLAGS_max_host_matrix_bytes);
+  if (options.max_host_matrix_bytes == -1) {
+    options.max_host_matrix_bytes = host_limits.memory_bytes / 4;
+  } else if (options.max_host_matrix_bytes < 0) {
+    return absl::InvalidArgumentError("max_host_matrix_bytes: must be -1, 0 or more");
+  }
+  options.out_of_core_tile = absl::GetFlag(FLAGS_out_of_core_tile);
+  if (options.out_of_core_tile < 64 || options.out_of_core_tile > 65536) {
+    return absl::InvalidArgumentError("out_of_core_tile: must be in [64, 65536]");
+  }
   options.host = host_limits;
   options.max_queue = absl::GetFlag(FLAGS_max_queue_per_device);
   return options;

@@ -32,6 +32,8 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
     cuda.pinned_message_bytes = options.pinned_message_bytes;
     cuda.launch_graphs_per_stream = options.launch_graphs_per_stream;
     cuda.split = options.split;
+    cuda.max_host_matrix_bytes = options.max_host_matrix_bytes;
+    cuda.out_of_core_tile = options.out_of_core_tile;
     absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::create(cuda);
     if (!b.ok()) return b.status();
     return std::unique_ptr<Backend>(*std::move(b));

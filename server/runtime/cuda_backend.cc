@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -17,10 +18,13 @@
 #include "kernels/cuda/ipc_memory.h"
 #include "kernels/cuda/launch_graphs.h"
 #include "kernels/cuda/stream_resources.h"
+#include "kernels/precision.h"
 #include "server/runtime/cuda_device.h"
 #include "server/runtime/cuda_operation.h"
 #include "server/runtime/cuda_staging.h"
 #include "server/runtime/host_limits.h"
+#include "server/runtime/out_of_core_plan.h"
+#include "server/runtime/problem_builder.h"
 #include "server/runtime/resident_store.h"
 
 namespace matserve::server {
@@ -50,6 +54,31 @@ void enable_peer_access(const std::vector<CudaDevice*>& devices) {
       }
     }
   }
+}
+
+// What runs out of core: the operands as stored (no conversion on the device, no fp8 scaling), the
+// result into host memory.
+absl::Status out_of_core_supported(const GemmJob& job) {
+  if (job.precision == kernels::Precision::kF8 ||
+      kernels::kernel_operand_dtype(job.a.dtype, job.precision) != job.a.dtype ||
+      job.b.dtype != job.a.dtype) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "precision: a product whose operands or result are too large for the device together "
+        "runs out of core, on the operands as stored; precision ",
+        std::string(kernels::precision_name(job.precision)), " on ",
+        std::string(kernels::dtype_name(job.a.dtype)), " and ",
+        std::string(kernels::dtype_name(job.b.dtype)),
+        " data needs a conversion on the device: send the operands in the precision's own "
+        "dtype"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status host_matrix_refused(const char* rpc) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      rpc,
+      ": an operand is kept in host memory (a matrix larger than a third of the device's "
+      "budget); only Multiply (out of core), downloads and ranged reads use such a matrix"));
 }
 
 }  // namespace
@@ -131,6 +160,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
   }
   for (const auto& d : backend->devices_) backend->device_list_.push_back(d.get());
   backend->split_ = options.split;
+  backend->host_matrices_ = std::make_unique<CudaHostMatrices>(options.max_host_matrix_bytes);
+  backend->out_of_core_tile_ = options.out_of_core_tile;
   enable_peer_access(backend->device_list_);
   if (options.pinned_message_bytes > 0) {
     // Without it the server still works, staging every large buffer through the rings.
@@ -209,7 +240,7 @@ CudaDevice* CudaBackend::least_loaded() {
 absl::StatusOr<CudaDevice*> CudaBackend::pick(std::span<const Operand* const> operands) {
   CudaDevice* chosen = nullptr;
   for (const Operand* o : operands) {
-    if (o == nullptr || !o->is_resident()) continue;
+    if (o == nullptr || !o->is_resident() || in_host_memory(*o)) continue;
     CudaDevice* d = devices_[static_cast<std::size_t>(o->resident->device)].get();
     if (chosen != nullptr && chosen != d) {
       return absl::FailedPreconditionError(
@@ -225,15 +256,56 @@ absl::StatusOr<CudaDevice*> CudaBackend::pick(std::span<const Operand* const> op
   return chosen;
 }
 
+bool CudaBackend::out_of_core(const GemmJob& job) {
+  const Operand* operands[] = {&job.a, &job.b, job.c ? &*job.c : nullptr};
+  CudaDevice* home = nullptr;
+  for (const Operand* o : operands) {
+    if (o == nullptr || !o->is_resident()) continue;
+    if (in_host_memory(*o)) return true;
+    home = devices_[static_cast<std::size_t>(o->resident->device)].get();
+  }
+  CudaDevice* d = home != nullptr ? home : least_loaded();
+  if (d == nullptr) return false;
+  const std::int64_t budget = d->pool->budget();
+  if (job.keep_result && host_matrices_->wants(job.out_bytes(), budget)) return true;
+  // Inline operands (in host memory already) that the in-core path could not admit together with
+  // the result; a conversion on the device (fp32 data computed in 16 bits) stays in core.
+  if (home != nullptr || kernels::kernel_operand_dtype(job.a.dtype, job.precision) != job.a.dtype) {
+    return false;
+  }
+  const std::size_t in_core = MemoryPool::size_class(job.a.bytes()) +
+                              MemoryPool::size_class(job.b.bytes()) +
+                              MemoryPool::size_class(job.out_bytes());
+  const PoolStats pool = d->pool->stats();
+  const std::int64_t free_bytes = pool.budget_bytes - pool.long_lived_bytes;
+  if (static_cast<std::int64_t>(in_core) <= free_bytes) return false;
+  // Out of core only where its tiles fit what the resident matrices leave; else the in-core
+  // path refuses it, naming the budget, as before.
+  const kernels::GemmProblem shape = gemm_problem(job, job.a.dtype, nullptr, nullptr, nullptr);
+  return job.keep_result ? false : plan_out_of_core(shape, free_bytes, out_of_core_tile_).ok();
+}
+
 absl::Status CudaBackend::multiply(const GemmJob& job, const GemmChooser& choose,
                                    std::span<std::byte> out, const Waiter& waiter,
                                    Outcome& outcome) {
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
+  if (out_of_core(job)) {
+    if (absl::Status s = out_of_core_supported(job); !s.ok()) return s;
+    CudaOperationContext context{pick, *copier_};
+    context.host_matrices = host_matrices_.get();
+    context.out_of_core_tile = out_of_core_tile_;
+    return run_cuda_out_of_core_gemm(context, job, choose, out, waiter, outcome);
+  }
   return run_cuda_gemm({pick, *copier_, &split_, device_list_}, job, choose, out, waiter, outcome);
 }
 
 absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChooser& choose,
                                          const Waiter& waiter, Outcome& outcome) {
+  for (const std::vector<Operand>* operands : {&job.a, &job.b, &job.c}) {
+    for (const Operand& o : *operands) {
+      if (in_host_memory(o)) return host_matrix_refused("MultiplyBatched");
+    }
+  }
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
   return run_cuda_gemm_batch({pick, *copier_}, job, choose, waiter, outcome);
 }
@@ -241,8 +313,18 @@ absl::Status CudaBackend::multiply_batch(const GemmBatchJob& job, const GemmChoo
 absl::Status CudaBackend::transpose(const TransposeJob& job, const TransposeChooser& choose,
                                     std::span<std::byte> out, const Waiter& waiter,
                                     Outcome& outcome) {
+  if (in_host_memory(job.a)) return host_matrix_refused("Transpose");
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
   return run_cuda_transpose({pick, *copier_}, job, choose, out, waiter, outcome);
+}
+
+void CudaBackend::copy_in_parallel(std::byte* to, const std::byte* from, std::size_t bytes) {
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  const std::size_t pieces = (bytes + kPiece - 1) / kPiece;
+  copier_->for_each(pieces, copier_->helpers(), [&](std::size_t i) {
+    const std::size_t at = i * kPiece;
+    std::memcpy(to + at, from + at, std::min(kPiece, bytes - at));
+  });
 }
 
 absl::StatusOr<std::shared_ptr<ResidentMatrix>> CudaBackend::create_resident(
@@ -255,6 +337,9 @@ absl::StatusOr<std::shared_ptr<ResidentMatrix>> CudaBackend::create_resident(
     return absl::UnavailableError("the CUDA device is unhealthy after a device error");
   }
   const auto bytes = static_cast<std::size_t>(rows * cols) * kernels::dtype_size(dtype);
+  if (host_matrices_->wants(bytes, d->pool->budget())) {
+    return host_matrices_->create(rows, cols, dtype, layout);
+  }
   absl::StatusOr<MemoryPool::Block> block = d->pool->allocate(bytes, /*long_lived=*/true);
   if (!block.ok()) return block.status();
   return make_resident(*std::move(block), rows, cols, dtype, layout, "", d->index, d->label);
@@ -262,6 +347,10 @@ absl::StatusOr<std::shared_ptr<ResidentMatrix>> CudaBackend::create_resident(
 
 absl::Status CudaBackend::write_resident(ResidentMatrix& m, std::size_t offset,
                                          std::span<const std::byte> bytes, const Waiter& waiter) {
+  if (m.in_host_memory) {
+    copy_in_parallel(static_cast<std::byte*>(m.block.data()) + offset, bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
   return run_cuda_resident_write({pick, *copier_}, *devices_[static_cast<std::size_t>(m.device)], m,
                                  offset, bytes, waiter);
@@ -269,6 +358,11 @@ absl::Status CudaBackend::write_resident(ResidentMatrix& m, std::size_t offset,
 
 absl::Status CudaBackend::read_resident(ResidentMatrix& m, std::size_t offset,
                                         std::span<std::byte> out, const Waiter& waiter) {
+  if (m.in_host_memory) {
+    copy_in_parallel(out.data(), static_cast<const std::byte*>(m.block.data()) + offset,
+                     out.size());
+    return absl::OkStatus();
+  }
   const auto pick = [this](std::span<const Operand* const> o) { return this->pick(o); };
   return run_cuda_resident_read({pick, *copier_}, *devices_[static_cast<std::size_t>(m.device)], m,
                                 offset, out, waiter);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/resources.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/cuda_host_matrices.h"
 #include "server/runtime/cuda_split_gemm.h"
 #include "server/runtime/parallel_copy.h"
 #include "server/runtime/pinned_heap.h"
@@ -46,6 +47,12 @@ struct CudaBackendOptions {
   int launch_graphs_per_stream = 64;
   // One product spread over several devices (cuda_split_gemm.h).
   SplitSettings split;
+  // Pinned host memory for resident matrices too large for a device (cuda_host_matrices.h);
+  // 0: none, such matrices are refused.
+  std::int64_t max_host_matrix_bytes = 0;
+  // Products whose operands or result are in host memory run out of core in tiles of at most
+  // this many rows and columns (out_of_core_plan.h).
+  std::int64_t out_of_core_tile = 8192;
 };
 
 class CudaBackend final : public Backend {
@@ -81,12 +88,20 @@ class CudaBackend final : public Backend {
   // least-loaded healthy one.
   absl::StatusOr<CudaDevice*> pick(std::span<const Operand* const> operands);
   CudaDevice* least_loaded();
+  // Whether `job` runs out of core: an operand is in host memory, its kept result belongs there,
+  // or its inline operands and result do not fit the device's budget together.
+  bool out_of_core(const GemmJob& job);
+  // A host-to-host copy (a matrix in host memory written or read), large ones over the copier's
+  // threads.
+  void copy_in_parallel(std::byte* to, const std::byte* from, std::size_t bytes);
 
   // Host memory pinned by pin_host_memory, which the staging rings copy by DMA where it is.
   std::unique_ptr<PinnedRanges> pinned_ranges_ = std::make_unique<PinnedRanges>();
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::vector<CudaDevice*> device_list_;  // the same devices, as operations see them
   SplitSettings split_;
+  std::unique_ptr<CudaHostMatrices> host_matrices_;
+  std::int64_t out_of_core_tile_ = 8192;
   std::unique_ptr<ParallelCopier> copier_;
   kernels::PinnedBuffer message_region_;      // behind message_heap_
   std::unique_ptr<PinnedHeap> message_heap_;  // over message_region_; see message_heap()

@@ -22,6 +22,8 @@
 
 namespace matserve::server {
 
+class CudaHostMatrices;
+
 // What the backend lends an operation: how to pick the device for its operands (the one holding
 // the resident ones, else the least loaded healthy one), and the helpers that copy through the
 // staging rings.
@@ -32,11 +34,20 @@ struct CudaOperationContext {
   // ones other than the operation's own may help).
   const SplitSettings* split = nullptr;
   std::span<CudaDevice* const> devices;
+  // GEMM out of core: where a kept result too large for the device goes (null: nowhere, it stays
+  // on the device), and the plan's largest tile.
+  CudaHostMatrices* host_matrices = nullptr;
+  std::int64_t out_of_core_tile = 8192;
 };
 
 absl::Status run_cuda_gemm(const CudaOperationContext& context, const GemmJob& job,
                            const GemmChooser& choose, std::span<std::byte> out,
                            const Waiter& waiter, Outcome& outcome);
+// A GEMM whose operands or result are in host memory, tile by tile within the device's budget
+// (cuda_out_of_core_gemm.cc).
+absl::Status run_cuda_out_of_core_gemm(const CudaOperationContext& context, const GemmJob& job,
+                                       const GemmChooser& choose, std::span<std::byte> out,
+                                       const Waiter& waiter, Outcome& outcome);
 absl::Status run_cuda_gemm_batch(const CudaOperationContext& context, const GemmBatchJob& job,
                                  const GemmChooser& choose, const Waiter& waiter, Outcome& outcome);
 absl::Status run_cuda_transpose(const CudaOperationContext& context, const TransposeJob& job,

@@ -25,9 +25,13 @@ namespace matserve::server {
 struct ResidentMatrix {
   std::string handle;
   std::string owner;  // who may see it ("" = anonymous clients)
-  int device = 0;     // the backend's device index
+  int device = 0;     // the backend's device index; -1 for a matrix in host memory
   std::string device_label;
   MemoryPool::Block block;
+  // A matrix too large for a device's budget, kept in the CUDA backend's pinned host memory
+  // (cuda_host_matrices.h; `block` is from its pool). Only products (out of core), uploads,
+  // downloads and ranges use such a matrix.
+  bool in_host_memory = false;
   absl::Mutex mu;  // shared: operations reading it; exclusive: in-place transpose
   // Shape, guarded by mu (an in-place transpose swaps rows and cols).
   std::int64_t rows ABSL_GUARDED_BY(mu) = 0;
@@ -149,6 +153,11 @@ class ResidentStore {
   // The idle time after which `m` is released: the TTL, or the fill timeout while it fills.
   std::int64_t idle_limit_ms(const ResidentMatrix& m) const;
 };
+
+// Whether `o` is a resident matrix kept in host memory (ResidentMatrix::in_host_memory).
+inline bool in_host_memory(const Operand& o) {
+  return o.resident != nullptr && o.resident->in_host_memory;
+}
 
 // A resident matrix over `block` (not yet published: no handle).
 std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
