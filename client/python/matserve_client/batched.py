@@ -90,7 +90,7 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
         anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
         parts = [(name, i) for name in inline for i in range(inline[name].batch)]
         made = client._put_striped([inline[n].matrix(i) for n, i in parts], timeout, temporaries,
-                                   anchor)
+                                   anchor.handle if anchor is not None else "")
         if made is not None:
             for name in inline:
                 ops[name] = [m for m, (n, _) in zip(made, parts) if n == name]

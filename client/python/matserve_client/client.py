@@ -490,10 +490,16 @@ class Client:
 
     def _upload(self, prepared: Prepared, stream: Optional[bool], timeout: Optional[float],
                 colocate_with: Optional[Union[str, ResidentMatrix]] = None) -> ResidentMatrix:
-        if stream is None:
-            stream = prepared.nbytes > self.unary_limit_bytes()
         if isinstance(colocate_with, ResidentMatrix):
             colocate_with = colocate_with.handle
+        if stream is None and self._stripes_for(prepared.nbytes, [prepared]):
+            # Large: as ranges over the stripes' connections, as a striped call's operands go.
+            temporaries: List[ResidentMatrix] = []
+            made = self._put_striped([prepared], timeout, temporaries, colocate_with or "")
+            if made is not None:
+                return made[0]
+        if stream is None:
+            stream = prepared.nbytes > self.unary_limit_bytes()
         info = transfer.upload(self._stub, prepared, stream, self.chunk_bytes,
                                self._deadline(timeout), colocate_with or "")
         return ResidentMatrix(self, ResidentInfo.from_proto(info))
@@ -507,6 +513,11 @@ class Client:
 
     def _release(self, handle: str, *, timeout: Optional[float]) -> int:
         return transfer.release(self._stub, handle, self._deadline(timeout))
+
+    def _read_range(self, handle: str, offset: int, length: int, *,
+                    timeout: Optional[float]) -> bytes:
+        return self._call("ReadRange", pb.ReadRangeRequest(handle=handle, offset=offset,
+                                                           length=length), timeout).data
 
     # --- shared memory ------------------------------------------------------------------------
     def create_shared_memory(self, byte_size: int, name: Optional[str] = None, *,
@@ -659,7 +670,8 @@ class Client:
         if result_bytes > 0 and self._stripes_for(sum(p.nbytes for p in inline.values()),
                                                   ops.values()):
             names = list(inline)
-            made = self._put_striped([inline[k] for k in names], timeout, temporaries, anchor)
+            made = self._put_striped([inline[k] for k in names], timeout, temporaries,
+                                     anchor.handle if anchor is not None else "")
             if made is not None:
                 for name, resident in zip(names, made):
                     ops[name] = resident
@@ -727,13 +739,13 @@ class Client:
 
     def _put_striped(self, prepared: List[Prepared], timeout: Optional[float],
                      temporaries: List[ResidentMatrix],
-                     anchor: Optional[ResidentMatrix]) -> Optional[List[ResidentMatrix]]:
-        """The Prepared matrices as resident temporaries, written striped; None (nothing made)
-        when the server cannot take ranges (an older server, or no `resident` permission)."""
+                     colocate_with: str) -> Optional[List[ResidentMatrix]]:
+        """The Prepared matrices as resident temporaries (the first beside `colocate_with`, a
+        handle or ""), written striped; None (nothing made) when the server cannot take ranges
+        (an older server, or no `resident` permission)."""
         made: List[str] = []
         try:
-            infos = self._striper().put(prepared, self._deadline(timeout), made,
-                                anchor.handle if anchor is not None else "")
+            infos = self._striper().put(prepared, self._deadline(timeout), made, colocate_with)
         except (Unimplemented, PermissionDenied):
             if made:
                 self._release_handles(made)

@@ -68,6 +68,14 @@ class ResidentMatrix:
             raise ValueError(f"resident matrix {self.handle} was released")
         return self._client._download(self, bf16_bits=bf16_bits, stream=stream, timeout=timeout)
 
+    def read_bytes(self, offset: int, length: int, *, timeout: Optional[float] = None) -> bytes:
+        """`length` bytes of the matrix's storage from byte `offset` (ReadRange): a few rows of a
+        row-major matrix without downloading the rest. At most ServerLimits.max_message_bytes
+        less 1 KiB at a time."""
+        if self._released:
+            raise ValueError(f"resident matrix {self.handle} was released")
+        return self._client._read_range(self.handle, offset, length, timeout=timeout)
+
     def release(self, *, timeout: Optional[float] = None) -> int:
         """Frees the device memory; returns the bytes freed. Calling it again does nothing (0);
         a handle the server already dropped (idle TTL) counts as released."""
