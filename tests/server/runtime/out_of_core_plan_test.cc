@@ -33,12 +33,22 @@ GemmProblem shape(std::int64_t m, std::int64_t n, std::int64_t k, kernels::DType
                      .out_type = out};
 }
 
-// Replays the plan's loads in order: each tile must find its piece and block in its slots.
+// Replays the plan's loads in order: each tile must find its piece and block in its slots. And,
+// with two slots or more of a kind, no load goes into a slot the previous tile reads, so that
+// every copy can run while that tile computes.
 void expect_slots_hold_what_tiles_read(const OutOfCorePlan& plan) {
   std::vector<int> a_in(static_cast<std::size_t>(plan.a_slots), -1);
   std::vector<int> b_in(static_cast<std::size_t>(plan.b_slots), -1);
   std::vector<int> a_loads(plan.a_pieces.size(), 0);
+  const OutOfCoreStep* previous = nullptr;
   for (const OutOfCoreStep& s : plan.steps) {
+    if (previous != nullptr && s.load_a && plan.a_slots > 1) {
+      ASSERT_NE(s.a_slot, previous->a_slot) << "A' piece " << s.a_piece;
+    }
+    if (previous != nullptr && s.load_b && plan.b_slots > 1) {
+      ASSERT_NE(s.b_slot, previous->b_slot) << "B' block " << s.b_block;
+    }
+    previous = &s;
     ASSERT_GE(s.a_slot, 0);
     ASSERT_LT(s.a_slot, plan.a_slots);
     ASSERT_GE(s.b_slot, 0);
