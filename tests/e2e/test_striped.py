@@ -413,6 +413,39 @@ class PythonClientStripingTest(unittest.TestCase):
                                                self.inline.multiply(a, a.T).c))
             self.assertEqual(server.stop(), 0)
 
+    def test_upload_stripes_large_matrices_and_read_bytes_reads_a_range(self):
+        import asyncio
+        from matserve_client.aio import AsyncClient
+        a = RNG.uniform(-1, 1, (300, 257)).astype(np.float32)  # 308 KB: over the threshold
+        small = RNG.uniform(-1, 1, (30, 20)).astype(np.float32)
+        writes = ranged_calls(self.server, "WriteRange")
+        with self.striped.upload(a) as ha:
+            self.assertGreater(ranged_calls(self.server, "WriteRange"), writes)
+            self.assertTrue(np.array_equal(ha.download(), a))
+            self.assertEqual(ha.read_bytes(4 * 257 * 7, 4 * 257), a[7].tobytes())
+            with self.striped.upload(small) as hs:  # below the threshold: one message
+                self.assertTrue(np.array_equal(hs.download(), small))
+        writes = ranged_calls(self.server, "WriteRange")
+        self.striped.upload(small).release()
+        self.assertEqual(ranged_calls(self.server, "WriteRange"), writes)
+
+        async def run():
+            async with AsyncClient(self.server.target, timeout=60, stripes=3,
+                                   stripe_threshold_bytes=64 << 10,
+                                   stripe_chunk_bytes=50000) as client:
+                h = await client.upload(a)
+                try:
+                    return await h.download(), await h.read_bytes(4 * 257 * 299, 4 * 257)
+                finally:
+                    await h.release()
+
+        before = ranged_calls(self.server, "WriteRange")
+        got, last_row = asyncio.run(run())
+        self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+        self.assertTrue(np.array_equal(got, a))
+        self.assertEqual(last_row, a[299].tobytes())
+        self.assert_nothing_left()
+
     def test_asyncio_client_stripes_too(self):
         import asyncio
         from matserve_client.aio import AsyncClient

@@ -61,6 +61,13 @@ class AsyncResidentMatrix:
                                          timeout)
         return decode(reply.matrix, bf16_bits=bf16_bits)
 
+    async def read_bytes(self, offset: int, length: int, *,
+                         timeout: Optional[float] = None) -> bytes:
+        """`length` bytes of the matrix's storage from byte `offset` (ReadRange)."""
+        if self._released:
+            raise ValueError(f"resident matrix {self.handle} was released")
+        return await self._client._read_range(self.handle, offset, length, timeout)
+
     async def release(self, *, timeout: Optional[float] = None) -> int:
         """Frees the device memory; the bytes freed (0 when already released or expired)."""
         if self._released:
@@ -263,10 +270,27 @@ class AsyncClient:
                      order: Optional[str] = None,
                      colocate_with: Optional[Union[str, AsyncResidentMatrix]] = None,
                      timeout: Optional[float] = None) -> AsyncResidentMatrix:
-        """Copies a matrix (one message) into the server's device memory."""
+        """Copies a matrix into the server's memory: one message, or, at or above the stripe
+        threshold, as ranges over the stripes (as a call's operands go)."""
         if isinstance(colocate_with, AsyncResidentMatrix):
             colocate_with = colocate_with.handle
         prepared = prepare(x, dtype, "matrix", order=_order(order))
+        if (self.stripes > 0 and not self._no_ranges and self._table is None and
+                prepared.nbytes >= self.stripe_threshold_bytes):
+            made: List[str] = []
+            try:
+                stripes = await self._striper(timeout)
+                infos = await stripes.put([prepared], self._deadline(timeout), self._metadata(),
+                                          made, colocate_with or "")
+                return AsyncResidentMatrix(self, ResidentInfo.from_proto(infos[0]))
+            except (Unimplemented, PermissionDenied):
+                if made:
+                    await self._release_handles(made)
+                    raise
+                self._no_ranges = True
+            except BaseException:
+                await self._release_handles(made)
+                raise
         reply = await self._call("Upload", pb.UploadRequest(
             matrix=prepared.header(with_data=True), colocate_with=colocate_with or ""), timeout)
         return AsyncResidentMatrix(self, ResidentInfo.from_proto(reply.resident))
@@ -310,21 +334,12 @@ class AsyncClient:
                 total < self.stripe_threshold_bytes):
             _fill(request, ops)
             return None
-        if self._stripes is None:
-            # A range fits one message of this client and of the server.
-            limits = (await self._call("GetServerInfo", pb.GetServerInfoRequest(),
-                                       timeout)).limits
-            server = limits.max_message_bytes or self.max_message_bytes
-            chunk = min(self.stripe_chunk_bytes,
-                        max(min(self.max_message_bytes, server) - _HEADROOM_BYTES, 1))
-            if self._stripes is None:
-                self._stripes = striped.AsyncStripes(self.target, self.stripes, chunk,
-                                                     self._channel_options, self._credentials)
         made: List[str] = []
         names = list(inline)
         try:
-            infos = await self._stripes.put([inline[k] for k in names], self._deadline(timeout),
-                                            self._metadata(), made)
+            stripes = await self._striper(timeout)
+            infos = await stripes.put([inline[k] for k in names], self._deadline(timeout),
+                                      self._metadata(), made)
         except (Unimplemented, PermissionDenied):
             if made:
                 await self._release_handles(made)
@@ -340,6 +355,25 @@ class AsyncClient:
         _fill(request, {k: v for k, v in ops.items() if k not in inline})
         request.keep_result = True
         return made
+
+    async def _striper(self, timeout: Optional[float]) -> striped.AsyncStripes:
+        if self._stripes is None:
+            # A range fits one message of this client and of the server.
+            limits = (await self._call("GetServerInfo", pb.GetServerInfoRequest(),
+                                       timeout)).limits
+            server = limits.max_message_bytes or self.max_message_bytes
+            chunk = min(self.stripe_chunk_bytes,
+                        max(min(self.max_message_bytes, server) - _HEADROOM_BYTES, 1))
+            if self._stripes is None:
+                self._stripes = striped.AsyncStripes(self.target, self.stripes, chunk,
+                                                     self._channel_options, self._credentials)
+        return self._stripes
+
+    async def _read_range(self, handle: str, offset: int, length: int,
+                          timeout: Optional[float]) -> bytes:
+        reply = await self._call("ReadRange", pb.ReadRangeRequest(handle=handle, offset=offset,
+                                                                  length=length), timeout)
+        return reply.data
 
     async def _release_handles(self, handles: Optional[List[str]]) -> None:
         if not handles:

@@ -222,13 +222,14 @@ class AsyncStripes:
             for t in tasks:
                 t.cancel()
 
-    async def put(self, prepared, timeout, metadata, made: List[str]) -> List["pb.ResidentInfo"]:
+    async def put(self, prepared, timeout, metadata, made: List[str],
+                  colocate_with: str = "") -> List["pb.ResidentInfo"]:
         handles: List[str] = []
         infos = []
         for p in prepared:
             try:
                 info = (await self._calls[0][0](pb.CreateResidentRequest(
-                    header=_header(p), colocate_with=handles[0] if handles else ""),
+                    header=_header(p), colocate_with=handles[0] if handles else colocate_with),
                     timeout=timeout, metadata=metadata)).resident
             except grpc.aio.AioRpcError as e:
                 raise from_rpc_error(e) from None
