@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -315,6 +316,28 @@ absl::Status check_operands_agree(const GemmJob& job) {
   return absl::OkStatus();
 }
 
+// The caller's dequantization scales of e4m3 data, folded into alpha (the product of the data as
+// sent, times a_scale * b_scale, is the product meant).
+absl::Status apply_fp8_scales(bool has_a, double a_scale, bool has_b, double b_scale,
+                              GemmJob& job) {
+  if (!has_a && !has_b) return absl::OkStatus();
+  const char* field = has_a ? "a_scale" : "b_scale";
+  if (job.a.dtype != kernels::DType::kF8E4M3) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ": only for FP8_E4M3 operands (got ", name_of(to_proto(job.a.dtype)),
+               "; data of other types is quantized on the device with scales of its own)"));
+  }
+  for (const auto& [name, given, value] :
+       {std::tuple{"a_scale", has_a, a_scale}, std::tuple{"b_scale", has_b, b_scale}}) {
+    if (given && !(std::isfinite(value) && value > 0)) {
+      return absl::InvalidArgumentError(
+          StrCat(name, ": must be a finite number > 0 (got ", value, ")"));
+    }
+  }
+  job.alpha *= (has_a ? a_scale : 1.0) * (has_b ? b_scale : 1.0);
+  return check_finite("alpha * a_scale * b_scale", job.alpha);
+}
+
 // The options Multiply and MultiplyBatched share (same field names in both messages): compute
 // mode, output type and layout, alpha and beta, and the result's size limit.
 template <typename Request>
@@ -352,6 +375,11 @@ absl::Status apply_options(const Request& request, const ServiceLimits& limits, 
   job.beta = request.has_beta() ? request.beta() : 0.0;
   if (absl::Status s = check_finite("alpha", job.alpha); !s.ok()) return s;
   if (absl::Status s = check_finite("beta", job.beta); !s.ok()) return s;
+  if (absl::Status s = apply_fp8_scales(request.has_a_scale(), request.a_scale(),
+                                        request.has_b_scale(), request.b_scale(), job);
+      !s.ok()) {
+    return s;
+  }
   // The output obeys the same limits as the inputs (m and n are already within max_dimension).
   return check_size("c (the result)", job.m(), job.n(),
                     static_cast<std::int64_t>(kernels::dtype_size(job.out_dtype)), limits);

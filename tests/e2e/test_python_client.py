@@ -685,8 +685,12 @@ class SdistWheelVenvTest(unittest.TestCase):
                     "    f8 = matserve_client.Float8E4M3(e4m3)\n"
                     "    r = c.multiply(f8, f8, out_dtype='fp32')\n"
                     "    assert np.array_equal(r.c, [[2, 0], [0, 2]]), r.c\n"
+                    "    r = c.multiply(f8, f8, out_dtype='fp32', a_scale=0.5, b_scale=4.0)\n"
+                    "    assert np.array_equal(r.c, [[4, 0], [0, 4]]), r.c\n"
                     "async def main():\n"
                     "    async with AsyncClient(target, timeout=60) as c:\n"
+                    "        r = await c.multiply(f8, f8, out_dtype='fp32', b_scale=0.5)\n"
+                    "        assert np.array_equal(r.c, [[1, 0], [0, 1]]), r.c\n"
                     "        return await c.multiply(a, a.T)\n"
                     "assert np.array_equal(asyncio.run(main()).c, a @ a.T)\n"
                     "print('ok')\n")

@@ -395,6 +395,36 @@ class ServiceTest(unittest.TestCase):
         r = self.multiply(a=matrix(big), b=matrix(big))
         self.assertLess(rel_l2(decode(r.c), big.astype(np.float64) @ big), 1e-5)
 
+    def test_fp8_scales_of_the_caller_scale_the_product(self):
+        rng = np.random.default_rng(5)
+        # Finite e4m3 codes only (0x7F and 0xFF are NaN).
+        codes = rng.integers(0, 0x7E, size=(2, 35), dtype=np.uint8)
+        codes[1] |= rng.integers(0, 2, size=35, dtype=np.uint8) << 7  # some negative
+        a = pb.Matrix(rows=5, cols=7, dtype=pb.FP8_E4M3, data=codes[0].tobytes())
+        b = pb.Matrix(rows=7, cols=5, dtype=pb.FP8_E4M3, data=codes[1].tobytes())
+        plain = decode(self.multiply(a=a, b=b, output_dtype=pb.FP32).c)
+        r = self.multiply(a=a, b=b, output_dtype=pb.FP32, a_scale=0.5, b_scale=4.0, alpha=0.25,
+                          verify=True)
+        np.testing.assert_array_equal(decode(r.c), 0.5 * plain)  # powers of two: exact
+        self.assertLess(r.verification.max_abs_error, 1e-3 * max(1.0, np.abs(plain).max()))
+        batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=1, a=a, b=b, output_dtype=pb.FP32, b_scale=0.25))
+        np.testing.assert_array_equal(decode(batched.c).reshape(5, 5), 0.25 * plain)
+        cases = [
+            (dict(a=matrix(rand(5, 7)), b=matrix(rand(7, 5)), a_scale=2.0),
+             "a_scale: only for FP8_E4M3 operands"),
+            (dict(a=a, b=b, output_dtype=pb.FP32, a_scale=0.0), "a_scale: must be a finite number > 0"),
+            (dict(a=a, b=b, output_dtype=pb.FP32, b_scale=float("inf")),
+             "b_scale: must be a finite number > 0"),
+            (dict(a=a, b=b, output_dtype=pb.FP32, a_scale=1e300, b_scale=1e300),
+             "alpha * a_scale * b_scale: must be a finite number"),
+        ]
+        for kw, fragment in cases:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                self.multiply(**kw)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(fragment, ctx.exception.details())
+
     def test_message_over_the_limit_is_resource_exhausted(self):
         with ServerProcess("--max_message_bytes=65536") as small:
             big = rand(200, 200)  # 160 KB

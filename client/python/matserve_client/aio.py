@@ -212,7 +212,8 @@ class AsyncClient:
                        keep_result: bool = False, bf16_bits: bool = False,
                        timeout: Optional[float] = None,
                        precision: Optional[str] = None,
-                       split: Optional[str] = None) -> MultiplyResult:
+                       split: Optional[str] = None, a_scale: Optional[float] = None,
+                       b_scale: Optional[float] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply (precision: the deprecated
         name of compute); result.resident is an AsyncResidentMatrix with keep_result."""
         compute = _compute(compute, precision)
@@ -220,7 +221,8 @@ class AsyncClient:
             self._operand, a, b, c, dtype=dtype, out_dtype=out_dtype, order=_order(out_order),
             order_of=lambda x: x.order if isinstance(x, AsyncResidentMatrix) else memory_order(x),
             transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
-            variant=variant, compute=compute, verify=verify, split=split)
+            variant=variant, compute=compute, verify=verify, split=split, a_scale=a_scale,
+            b_scale=b_scale)
         request.keep_result = keep_result
         made = await self._fill_striped(request, ops, timeout)
         try:

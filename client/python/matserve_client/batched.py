@@ -128,7 +128,9 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                      transpose_b: bool, variant: str, compute: int,
                      dtype: Optional[dtypes.DTypeLike], out_dtype: Optional[dtypes.DTypeLike],
                      order: Optional[str], verify: bool, keep_result: bool,
-                     timeout: Optional[float], bf16_bits: bool = False) -> MultiplyBatchedResult:
+                     timeout: Optional[float], bf16_bits: bool = False,
+                     a_scale: Optional[float] = None,
+                     b_scale: Optional[float] = None) -> MultiplyBatchedResult:
     """See Client.multiply_batched (`compute` and `order` already checked there)."""
     ops: Dict[str, _Op] = {"a": operand(a, dtype, "a"), "b": operand(b, dtype, "b")}
     out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else dtype_of(ops["a"])
@@ -145,6 +147,10 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                                         output_layout=ORDER_TO_LAYOUT[order])
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
+    if a_scale is not None:
+        request.a_scale = float(a_scale)
+    if b_scale is not None:
+        request.b_scale = float(b_scale)
     m = shape(ops["a"])[1 if transpose_a else 0]
     n = shape(ops["b"])[0 if transpose_b else 1]
     result_bytes = batch * m * n * dtypes.itemsize(out_name)

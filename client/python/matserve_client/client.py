@@ -75,7 +75,8 @@ def _order(order: Optional[str]) -> Optional[str]:
 
 def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str], order_of,
                       transpose_a: bool, transpose_b: bool, alpha: float, beta: float,
-                      variant: str, compute: int, verify: bool, split: Optional[str] = None):
+                      variant: str, compute: int, verify: bool, split: Optional[str] = None,
+                      a_scale: Optional[float] = None, b_scale: Optional[float] = None):
     """The MultiplyRequest that Client.multiply and AsyncClient.multiply send, all but the places
     of its operands (and keep_result), with the operands prepared: (request, ops, out_name,
     order). `operand(x, dtype, what, order=None)` prepares one operand for its client. The
@@ -95,7 +96,17 @@ def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
     request.split = _split(split)
+    _set_scales(request, a_scale, b_scale)
     return request, ops, out_name, order
+
+
+def _set_scales(request, a_scale: Optional[float], b_scale: Optional[float]) -> None:
+    """fp8_e4m3 operands' dequantization scales, when given (the server folds them into
+    alpha)."""
+    if a_scale is not None:
+        request.a_scale = float(a_scale)
+    if b_scale is not None:
+        request.b_scale = float(b_scale)
 
 
 _SPLITS = {"default": 0, "never": 1, "always": 2}  # the proto's Split values
@@ -305,7 +316,8 @@ class Client:
                  verify: bool = False, keep_result: bool = False, bf16_bits: bool = False,
                  out: Optional[ShmMatrix] = None, timeout: Optional[float] = None,
                  precision: Optional[str] = None,
-                 split: Optional[str] = None) -> MultiplyResult:
+                 split: Optional[str] = None, a_scale: Optional[float] = None,
+                 b_scale: Optional[float] = None) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C on the server.
 
         a, b: 2-D float64/float32/float16 arrays, `Bfloat16`/`Float8E4M3` bits, ml_dtypes
@@ -330,6 +342,9 @@ class Client:
         split: whether the server may spread this one product over several of its GPUs: None or
         "default" (above its --split_gemm_min_flops), "never", "always"; result.device names
         every GPU that ran ("cuda:0+cuda:1 ...").
+        a_scale, b_scale: for fp8_e4m3 data only, the per-tensor scales it was quantized with
+        (A as sent times a_scale is the A meant): C = alpha * a_scale * b_scale * op(A) @ op(B)
+        + beta * C. Default 1.
         Raises a MatserveError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         compute = _compute(compute, precision)
@@ -342,7 +357,8 @@ class Client:
             order_of=lambda x: (x.order if isinstance(x, (ResidentMatrix, ShmMatrix))
                                 else memory_order(x)),
             transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
-            variant=variant, compute=compute, verify=verify, split=split)
+            variant=variant, compute=compute, verify=verify, split=split, a_scale=a_scale,
+            b_scale=b_scale)
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
@@ -379,7 +395,8 @@ class Client:
                          out_order: Optional[str] = None, verify: bool = False,
                          keep_result: bool = False, timeout: Optional[float] = None,
                          precision: Optional[str] = None,
-                         bf16_bits: bool = False) -> MultiplyBatchedResult:
+                         bf16_bits: bool = False, a_scale: Optional[float] = None,
+                         b_scale: Optional[float] = None) -> MultiplyBatchedResult:
         """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
 
         a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
@@ -397,7 +414,7 @@ class Client:
         result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
         bf16_bits: bf16 results come back as one Bfloat16 of (batch, m, n) bits instead of
-        float32 values (no widening on the client).
+        float32 values (no widening on the client). a_scale, b_scale: as in `multiply`.
         Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
         MatserveError subclass on failure (InvalidArgument for mismatched counts or shapes).
         """
@@ -406,7 +423,8 @@ class Client:
             transpose_b=transpose_b, variant=variant, compute=_compute(compute, precision),
             dtype=dtype,
             out_dtype=out_dtype, order=_order(out_order), verify=verify,
-            keep_result=keep_result, timeout=timeout, bf16_bits=bf16_bits)
+            keep_result=keep_result, timeout=timeout, bf16_bits=bf16_bits, a_scale=a_scale,
+            b_scale=b_scale)
 
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
