@@ -133,6 +133,29 @@ class GpuServiceTest(unittest.TestCase):
                         failures.append(f"{m}x{n}x{k} ta={ta} tb={tb} -> {out_name}: {msg}")
         self.assertEqual(failures, [])
 
+    def test_fp8_e4m3_data_with_the_callers_scales(self):
+        # C = a_scale * b_scale * A B: the scales reach the fp8 kernel (in alpha), in every order.
+        from matserve_client.dtypes import fp8_e4m3_bits_to_float32
+        rng = np.random.default_rng(9)
+        failures = []
+        for ta, tb in [(False, True), (False, False), (True, True), (True, False)]:
+            m, n, k = 37, 29, 53
+            sa = rng.integers(0, 0x7E, size=(k, m) if ta else (m, k), dtype=np.uint8)
+            sb = rng.integers(0, 0x7E, size=(n, k) if tb else (k, n), dtype=np.uint8) | 0x80
+            a = fp8_e4m3_bits_to_float32(sa).astype(np.float64)
+            b = fp8_e4m3_bits_to_float32(sb).astype(np.float64)
+            a, b = (a.T if ta else a), (b.T if tb else b)
+            r = self.stub.Multiply(pb.MultiplyRequest(
+                a=pb.Matrix(rows=sa.shape[0], cols=sa.shape[1], dtype=pb.FP8_E4M3, data=sa.tobytes()),
+                b=pb.Matrix(rows=sb.shape[0], cols=sb.shape[1], dtype=pb.FP8_E4M3, data=sb.tobytes()),
+                transpose_a=ta, transpose_b=tb, compute=pb.COMPUTE_FP8, output_dtype=pb.FP32,
+                a_scale=0.03, b_scale=0.5), timeout=60)
+            limit = gemm_bound.bound(a, b, "fp8", "fp8_e4m3", "fp32", alpha=0.015)
+            msg = gemm_bound.check(decode(r.c), 0.015 * (a @ b), limit)
+            if msg is not None:
+                failures.append(f"ta={ta} tb={tb}: {msg}")
+        self.assertEqual(failures, [])
+
     def test_fp32_data_computed_in_16_bit_on_the_device(self):
         a, b = rand(128, 64), rand(64, 96)
         want = a.astype(np.float64) @ b
