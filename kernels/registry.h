@@ -50,7 +50,8 @@ struct GemmVariant {
   // With capturable false: the problems whose launch never talks to the host, and so may be
   // captured after all (null: none).
   bool (*capturable_for)(const GemmProblem& p) = nullptr;
-  // Takes a batched problem (batch.count > 1, strided or pointer arrays) in one launch.
+  // Takes a batched problem (batch.count > 1, strided or pointer arrays): in one launch, or, where
+  // its description says so, one product after another.
   bool batched = false;
 
   bool supports(Precision p) const { return (precisions & precision_bit(p)) != 0; }

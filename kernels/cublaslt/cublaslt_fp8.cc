@@ -2,7 +2,7 @@
 // accumulate, bf16 or fp32 output, every operand order. fp32/fp16/bf16 data is quantized on the
 // device (amax scale) into K-major scratch from the stream-ordered pool; e4m3 data is used as
 // given (scale 1) when it is K-major already (A not transposed, B transposed, 16-byte rows), and
-// repacked into that scratch otherwise.
+// repacked into that scratch otherwise. A batch of stacked products runs one product after another.
 #include "kernels/cublaslt/cublaslt_fp8.h"
 
 #include <cuda_runtime_api.h>
@@ -79,6 +79,11 @@ absl::Status cublaslt_fp8_can_implement(const GemmProblem& p) {
   if (p.out_type != DType::kBF16 && p.out_type != DType::kF32) {
     return absl::FailedPreconditionError("variant 'cublaslt_fp8': writes bf16 or fp32");
   }
+  if (p.batch.count > 1 && p.batch.has_arrays()) {
+    return absl::FailedPreconditionError(
+        "variant 'cublaslt_fp8': a batch of separate matrices (pointer arrays, as resident handle "
+        "lists give) is not taken; send the products stacked");
+  }
   if (p.in_type == DType::kF8E4M3) return absl::OkStatus();  // any order: repacked when needed
   if (p.in_type != DType::kF32 && p.in_type != DType::kF16 && p.in_type != DType::kBF16) {
     return absl::FailedPreconditionError("variant 'cublaslt_fp8': unsupported operand type");
@@ -93,6 +98,24 @@ bool cublaslt_fp8_capturable(const GemmProblem& p) {
 absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
   if (absl::Status s = cublaslt_fp8_can_implement(p); !s.ok()) return s;
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  if (p.batch.count > 1) {
+    // Stacked products, one after another (each quantized with its own scales).
+    const std::size_t in_size = dtype_size(p.in_type);
+    const std::size_t out_size = dtype_size(p.out_type);
+    for (std::int64_t z = 0; z < p.batch.count; ++z) {
+      GemmProblem one = p;
+      one.batch = GemmBatch{};
+      const auto at = static_cast<std::size_t>(z);
+      one.a = static_cast<const unsigned char*>(p.a) +
+              at * static_cast<std::size_t>(p.batch.stride_a) * in_size;
+      one.b = static_cast<const unsigned char*>(p.b) +
+              at * static_cast<std::size_t>(p.batch.stride_b) * in_size;
+      one.c = static_cast<unsigned char*>(p.c) +
+              at * static_cast<std::size_t>(p.batch.stride_c) * out_size;
+      if (absl::Status s = cublaslt_fp8_gemm(one, ctx); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   auto stream = static_cast<cudaStream_t>(ctx.stream);
   const bool quantize = p.in_type != DType::kF8E4M3;
   const std::size_t osize = dtype_size(p.out_type);

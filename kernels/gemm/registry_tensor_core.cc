@@ -189,8 +189,10 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .family = "library",
       .description = "cuBLASLt fp8 e4m3 (per-tensor dequant scales, fp32 accumulate): fp32/fp16/"
                      "bf16 data quantized on the device with amax/448 scales into K-major scratch; "
-                     "e4m3 data taken with scale 1, repacked K-major when stored otherwise",
-      .constraints = "bf16 or fp32 output",
+                     "e4m3 data taken with scale 1, repacked K-major when stored otherwise; a "
+                     "batch of stacked products runs one product after another, each with its "
+                     "own scales",
+      .constraints = "bf16 or fp32 output; batches stacked (strided), not pointer arrays",
       .backend = Backend::kCuda,
       .precisions = precision_bit(Precision::kF8),
       .can_implement = &cublaslt_fp8_can_implement,
@@ -199,6 +201,7 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       // refuses them as device pointers); e4m3 data needs no scale: its launches are captured.
       .capturable = false,
       .capturable_for = &cublaslt_fp8_capturable,
+      .batched = true,
   });
 }
 

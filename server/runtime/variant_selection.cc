@@ -72,12 +72,16 @@ absl::StatusOr<const kernels::GemmVariant*> select_gemm_variant(std::string_view
   for (std::string_view name : kGemmDefaults) {
     if (const kernels::GemmVariant* v = usable(name)) return v;
   }
+  std::string why;  // the first refusal of a kernel that computes this precision at all
   for (const kernels::GemmVariant& v : kernels::gemm_variants()) {
     if (const kernels::GemmVariant* ok = usable(v.name)) return ok;
+    if (why.empty() && v.backend == ctx.backend && v.supports(shape.precision)) {
+      why = absl::StrCat(" (", std::string(kernels::check_gemm_variant(v, shape).message()), ")");
+    }
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "variant: no ", std::string(kernels::backend_name(ctx.backend)), " GEMM kernel computes ",
-      std::string(kernels::precision_name(shape.precision)), " for this problem"));
+      std::string(kernels::precision_name(shape.precision)), " for this problem", why));
 }
 
 absl::StatusOr<const kernels::TransposeVariant*> lookup_transpose_variant(
