@@ -69,7 +69,8 @@ void connect_metrics(Metrics& metrics, Runtime& runtime, const CpuKeepAwake* kee
     // are, so dashboards always find them.
     return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats(),
                            message_memory::stats(),
-                           keep_awake != nullptr ? keep_awake->stats() : CpuKeepAwake::Stats{}};
+                           keep_awake != nullptr ? keep_awake->stats() : CpuKeepAwake::Stats{},
+                           runtime.backend().host_matrix_stats()};
   });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {

@@ -117,6 +117,18 @@ std::vector<MetricFamily> runtime_families(
     add_sample(threads, {{"state", "spinning"}}, static_cast<double>(k.spinning));
     add_sample(threads, {{"state", "parked"}}, static_cast<double>(k.parked));
   }
+  if (snapshot.host_matrices.has_value()) {
+    const PoolStats& h = *snapshot.host_matrices;
+    MetricFamily& bytes =
+        f.add("matserve_host_matrix_bytes",
+              "Pinned host memory of resident matrices too large for a device (multiplied out of "
+              "core): state=in_use, cached (released, kept pinned for reuse) or budget "
+              "(--max_host_matrix_bytes)",
+              MetricType::Gauge);
+    add_sample(bytes, {{"state", "in_use"}}, static_cast<double>(h.in_use_bytes));
+    add_sample(bytes, {{"state", "cached"}}, static_cast<double>(h.cached_bytes));
+    add_sample(bytes, {{"state", "budget"}}, static_cast<double>(h.budget_bytes));
+  }
   if (snapshot.resident.has_value()) {
     add_sample(resident, {}, static_cast<double>(snapshot.resident->count));
     add_sample(resident_bytes, {}, static_cast<double>(snapshot.resident->bytes));

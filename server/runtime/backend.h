@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -98,6 +99,11 @@ class Backend {
   // DMA with no staging copy, until the returned object goes away. nullptr when the backend has
   // no use for it or pinning failed: the memory is then used as it is.
   virtual std::shared_ptr<void> pin_host_memory(std::span<std::byte> /*bytes*/) { return nullptr; }
+
+  // The pool of pinned host memory holding resident matrices too large for a device
+  // (cuda_host_matrices.h); nullopt where there is none (the CPU backend, or
+  // --max_host_matrix_bytes=0).
+  virtual std::optional<PoolStats> host_matrix_stats() const { return std::nullopt; }
 
   // Pinned host memory the backend set aside for the process's large message buffers
   // (--pinned_message_bytes), or nullptr. The backend owns it; main.cc installs it as the

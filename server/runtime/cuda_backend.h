@@ -80,6 +80,10 @@ class CudaBackend final : public Backend {
                              const Waiter& waiter) override;
   std::shared_ptr<void> pin_host_memory(std::span<std::byte> bytes) override;
   PinnedHeap* message_heap() override { return message_heap_.get(); }
+  std::optional<PoolStats> host_matrix_stats() const override {
+    if (!host_matrices_->enabled()) return std::nullopt;
+    return host_matrices_->stats();
+  }
   absl::StatusOr<OpenedDeviceMemory> open_ipc_memory(std::span<const std::byte> handle) override;
 
  private:

@@ -36,6 +36,7 @@ class CudaHostMatrices {
   absl::StatusOr<std::shared_ptr<ResidentMatrix>> create(std::int64_t rows, std::int64_t cols,
                                                          kernels::DType dtype,
                                                          kernels::Layout layout);
+  bool enabled() const { return pool_ != nullptr; }
   PoolStats stats() const { return pool_ != nullptr ? pool_->stats() : PoolStats{}; }
 
  private:

@@ -17,6 +17,7 @@ import numpy as np
 
 from matserve.v1 import matrix_service_pb2 as pb
 from server_process import cuda_server_or_skip, matrix, release_all
+from test_batching import metric
 from test_gpu_service import COMPUTE, DATA, OUT, operands
 from test_service import decode, rand, rel_l2
 import gemm_bound  # noqa: E402  (tests/support; test_service put it on the path)
@@ -60,6 +61,13 @@ class OutOfCoreTest(unittest.TestCase):
         # Ranged reads of a host matrix, as striped downloads make them.
         part = self.stub.ReadRange(pb.ReadRangeRequest(handle=hb.handle, offset=4096, length=8192))
         self.assertEqual(part.data, big.tobytes()[4096:4096 + 8192])
+        # Its memory is counted while it lives, and kept pinned for reuse after its release.
+        self.assertGreaterEqual(metric(self.server, "matserve_host_matrix_bytes", state="in_use"),
+                                big.nbytes)
+        self.stub.Release(pb.ReleaseRequest(handle=hb.handle))
+        self.assertEqual(metric(self.server, "matserve_host_matrix_bytes", state="in_use"), 0)
+        self.assertGreaterEqual(metric(self.server, "matserve_host_matrix_bytes", state="cached"),
+                                big.nbytes)
 
     def test_products_on_host_matrices_match_float64_in_every_order_and_precision(self):
         failures = []

@@ -153,6 +153,8 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
     snapshot.message_heap = PinnedHeapStats{
         .capacity_bytes = 4096, .in_use_bytes = 512, .allocations = 7, .fallbacks = 2};
     snapshot.keep_awake = CpuKeepAwake::Stats{.threads = 16, .spinning = 11, .parked = 5};
+    snapshot.host_matrices =
+        PoolStats{.budget_bytes = 8192, .in_use_bytes = 4096, .cached_bytes = 1024};
     return snapshot;
   });
   std::string text = m.scrape();
@@ -176,6 +178,9 @@ TEST(MetricsTest, RuntimeSnapshotIsReadAtEveryScrape) {
             2);
   EXPECT_EQ(sample_sum(text, "matserve_keep_awake_threads", {{"state", "spinning"}}), 11);
   EXPECT_EQ(sample_sum(text, "matserve_keep_awake_threads", {{"state", "parked"}}), 5);
+  EXPECT_EQ(sample_sum(text, "matserve_host_matrix_bytes", {{"state", "in_use"}}), 4096);
+  EXPECT_EQ(sample_sum(text, "matserve_host_matrix_bytes", {{"state", "cached"}}), 1024);
+  EXPECT_EQ(sample_sum(text, "matserve_host_matrix_bytes", {{"state", "budget"}}), 8192);
   queued = 0;
   text = m.scrape();
   EXPECT_EQ(sample_sum(text, "matserve_queue_depth", dev), 0);
@@ -188,6 +193,7 @@ TEST(MetricsTest, NoRuntimeSourceAndNoNvmlExportNeither) {
   EXPECT_FALSE(has_family(text, "matserve_queue_depth"));
   EXPECT_FALSE(has_family(text, "matserve_resident_matrices"));
   EXPECT_FALSE(has_family(text, "matserve_pinned_message_bytes"));
+  EXPECT_FALSE(has_family(text, "matserve_host_matrix_bytes"));
   EXPECT_FALSE(has_family(text, "matserve_keep_awake_threads"));
   EXPECT_EQ(text.find("matserve_gpu_"), std::string::npos);
 }
