@@ -64,13 +64,13 @@ absl::StatusOr<std::unique_ptr<CpuKeepAwake>> start_keep_awake(const ServerConfi
 
 void connect_metrics(Metrics& metrics, Runtime& runtime, const CpuKeepAwake* keep_awake) {
   metrics.set_runtime_source([&runtime, keep_awake] {
-    // The message heap's and the keep-awake's series are exported with zeros where there is none
-    // (CPU backend, --pinned_message_bytes=0, no --keep_cpus_awake_ms), as the staging series
-    // are, so dashboards always find them.
+    // The message heap's, the keep-awake's and the host matrices' series are exported with zeros
+    // where there is none (CPU backend, --pinned_message_bytes=0, no --keep_cpus_awake_ms,
+    // --max_host_matrix_bytes=0), as the staging series are, so dashboards always find them.
     return RuntimeSnapshot{runtime.backend().stats(), runtime.residents().stats(),
                            message_memory::stats(),
                            keep_awake != nullptr ? keep_awake->stats() : CpuKeepAwake::Stats{},
-                           runtime.backend().host_matrix_stats()};
+                           runtime.backend().host_matrix_stats().value_or(PoolStats{})};
   });
   std::vector<int> ordinals;
   if (runtime.backend().kind() == kernels::Backend::kCuda) {

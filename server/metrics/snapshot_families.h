@@ -23,7 +23,7 @@ struct RuntimeSnapshot {
   std::optional<ResidentStats> resident;          // resident matrices, when the runtime keeps them
   std::optional<PinnedHeapStats> message_heap;    // pinned message memory (zeros when none)
   std::optional<CpuKeepAwake::Stats> keep_awake;  // CPU keep-awake spinners (zeros when off)
-  std::optional<PoolStats> host_matrices;  // pinned host memory of too-large matrices, if any
+  std::optional<PoolStats> host_matrices;  // pinned host memory of too-large matrices (zeros: none)
 };
 
 // `uuid_by_device` ("cuda:0" -> "GPU-...") gives the UUID label; a device not in it has none.
