@@ -20,6 +20,7 @@
 #include "kernels/precision.h"
 #include "server/runtime/cuda_host_matrices.h"
 #include "server/runtime/cuda_operation.h"
+#include "server/runtime/cuda_strided_copy.h"
 #include "server/runtime/out_of_core_plan.h"
 #include "server/runtime/problem_builder.h"
 #include "server/runtime/resident_store.h"
@@ -28,15 +29,6 @@ namespace matserve::server {
 namespace {
 
 using kernels::cuda_status;
-
-// One strided block (cudaMemcpy2D), between any two of host and device memory.
-absl::Status copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch,
-                     std::size_t width, std::size_t height, cudaStream_t stream, const char* what) {
-  if (width == 0 || height == 0) return absl::OkStatus();
-  return cuda_status(
-      cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, height, cudaMemcpyDefault, stream),
-      what);
-}
 
 absl::Status record_on(cudaEvent_t event, cudaStream_t stream) {
   return cuda_status(cudaEventRecord(event, stream), "record event");
@@ -54,10 +46,6 @@ absl::StatusOr<std::vector<kernels::Event>> make_events(int count) {
     events.push_back(*std::move(e));
   }
   return events;
-}
-
-const void* operand_bytes(const Operand& o) {
-  return o.is_resident() ? o.resident->block.data() : o.data.data();
 }
 
 class CudaOutOfCoreGemm : public CudaOperation {
@@ -239,8 +227,8 @@ class CudaOutOfCoreGemm : public CudaOperation {
       if (step.load_a) {
         const CBlock& piece = plan_.a_pieces[static_cast<std::size_t>(step.a_piece)];
         const StridedBytes from = a_rows(problem_, piece.row0, piece.rows);
-        if (absl::Status s = load(a_slot(step.a_slot), a + from.offset_bytes, from,
-                                  a_free_[as].get(), a_ready_[as].get(), "copy A' rows in");
+        if (absl::Status s = load(a_slot(step.a_slot), a, from, a_free_[as].get(),
+                                  a_ready_[as].get(), "copy A' rows in");
             !s.ok()) {
           return s;
         }
@@ -248,16 +236,16 @@ class CudaOutOfCoreGemm : public CudaOperation {
       if (step.load_b) {
         const CBlock& block = plan_.b_blocks[static_cast<std::size_t>(step.b_block)];
         const StridedBytes from = b_cols(problem_, block.col0, block.cols);
-        if (absl::Status s = load(b_slot(step.b_slot), b + from.offset_bytes, from,
-                                  b_free_[bs].get(), b_ready_[bs].get(), "copy B' columns in");
+        if (absl::Status s = load(b_slot(step.b_slot), b, from, b_free_[bs].get(),
+                                  b_ready_[bs].get(), "copy B' columns in");
             !s.ok()) {
           return s;
         }
       }
       const StridedBytes c_at = c_block(problem_, step.block);
       if (read_c_) {
-        if (absl::Status s = load(c_slot(step.c_slot), c_in + c_at.offset_bytes, c_at,
-                                  c_free_[cs].get(), c_in_[cs].get(), "copy C's tile in");
+        if (absl::Status s = load(c_slot(step.c_slot), c_in, c_at, c_free_[cs].get(),
+                                  c_in_[cs].get(), "copy C's tile in");
             !s.ok()) {
           return s;
         }
@@ -267,13 +255,12 @@ class CudaOutOfCoreGemm : public CudaOperation {
         if (absl::Status s = wait_on(stream_, e); !s.ok()) return s;
       }
       if (absl::Status s = variants_[t]->launch(tiles_[t], context); !s.ok()) return s;
-      for (cudaEvent_t e : {a_free_[as].get(), b_free_[bs].get(), c_done_[cs].get()}) {
+      for (cudaEvent_t e : {a_free_[as].get(), b_free_[bs].get()}) {
         if (absl::Status s = record_on(e, stream_); !s.ok()) return s;
       }
-      if (absl::Status s = wait_on(out, c_done_[cs].get()); !s.ok()) return s;
-      if (absl::Status s = copy_2d(result + c_at.offset_bytes, c_at.pitch_bytes,
-                                   c_slot(step.c_slot), c_at.width_bytes, c_at.width_bytes,
-                                   c_at.height, out, "copy a tile's result out");
+      if (absl::Status s = record_then_wait(c_done_[cs].get(), stream_, out); !s.ok()) return s;
+      if (absl::Status s =
+              copy_unpacked(result, c_slot(step.c_slot), c_at, out, "copy a tile's result out");
           !s.ok()) {
         return s;
       }
@@ -283,17 +270,13 @@ class CudaOutOfCoreGemm : public CudaOperation {
     return wait_on(stream_, done);
   }
 
-  // Copies the strided block `from` (at `source`) packed into a slot on the copy-in stream,
-  // after the slot's last reader (`freed`); `ready` marks it there.
+  // Copies the strided block `from` of the matrix at `source` packed into a slot on the copy-in
+  // stream, after the slot's last reader (`freed`); `ready` marks it there.
   absl::Status load(std::byte* slot, const std::byte* source, const StridedBytes& from,
                     cudaEvent_t freed, cudaEvent_t ready, const char* what) {
     const cudaStream_t in = copy_in_.get();
     if (absl::Status s = wait_on(in, freed); !s.ok()) return s;
-    if (absl::Status s = copy_2d(slot, from.width_bytes, source, from.pitch_bytes, from.width_bytes,
-                                 from.height, in, what);
-        !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = copy_packed(slot, source, from, in, what); !s.ok()) return s;
     return record_on(ready, in);
   }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
+#include "server/runtime/cuda_strided_copy.h"
 
 namespace matserve::server {
 namespace {
@@ -43,22 +44,6 @@ ShareLayout layout_of(const HelperBand& band, const kernels::GemmProblem& p) {
     l.c_bytes += aligned(c_block(p, t.block).packed_bytes());
   }
   return l;
-}
-
-// One strided block between devices (or within one); nothing to do for an empty one.
-absl::Status copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch,
-                     std::size_t width, std::size_t height, cudaStream_t stream, const char* what) {
-  if (width == 0 || height == 0) return absl::OkStatus();
-  return cuda_status(
-      cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, height, cudaMemcpyDefault, stream),
-      what);
-}
-
-// The strided block `s` of the matrix at `from`, packed at `to` (rows of s.width_bytes).
-absl::Status copy_packed(std::byte* to, const std::byte* from, const StridedBytes& s,
-                         cudaStream_t stream, const char* what) {
-  return copy_2d(to, s.width_bytes, from + s.offset_bytes, s.pitch_bytes, s.width_bytes, s.height,
-                 stream, what);
 }
 
 }  // namespace
@@ -174,9 +159,8 @@ class HelperShare {
       if (absl::Status st = record_then_wait(inputs_in_[t].get(), in, compute); !st.ok()) return st;
       if (absl::Status st = variants_[t]->launch(tiles_[t], context); !st.ok()) return st;
       if (absl::Status st = record_then_wait(computed_[t].get(), compute, out); !st.ok()) return st;
-      if (absl::Status st = copy_2d(whole_c + cs.offset_bytes, cs.pitch_bytes, c + layout_.c_at[t],
-                                    cs.width_bytes, cs.width_bytes, cs.height, out,
-                                    "copy a tile's result to the home device");
+      if (absl::Status st = copy_unpacked(whole_c, c + layout_.c_at[t], cs, out,
+                                          "copy a tile's result to the home device");
           !st.ok()) {
         return st;
       }
@@ -188,11 +172,6 @@ class HelperShare {
   const CudaDevice& device() const { return device_; }
 
  private:
-  static absl::Status record_then_wait(cudaEvent_t event, cudaStream_t on, cudaStream_t waiter) {
-    if (absl::Status s = cuda_status(cudaEventRecord(event, on), "record event"); !s.ok()) return s;
-    return cuda_status(cudaStreamWaitEvent(waiter, event, 0), "wait for event");
-  }
-
   CudaDevice& device_;
   const HelperBand band_;
   DeviceScheduler::Admission admission_;  // blocks 0, 1, 2: A' pieces, B' pieces, tile results
