@@ -15,10 +15,6 @@
 namespace matserve::server {
 namespace {
 
-const void* bytes_of(const Operand& o) {
-  return o.is_resident() ? o.resident->block.data() : o.data.data();
-}
-
 double work_of(const kernels::GemmProblem& p) {
   return kernels::gemm_flops(p);
 }
@@ -80,7 +76,7 @@ class CpuGemm : public CpuOperation<kernels::GemmProblem, kernels::GemmVariant> 
   }
   absl::Status stage_in() {
     if (job_.c.has_value() && job_.beta != 0.0) {
-      std::memcpy(c_, bytes_of(*job_.c), job_.out_bytes());
+      std::memcpy(c_, operand_bytes(*job_.c), job_.out_bytes());
     }
     return absl::OkStatus();
   }
@@ -94,7 +90,7 @@ class CpuGemm : public CpuOperation<kernels::GemmProblem, kernels::GemmVariant> 
   // The result in its kept block, else where the reply wants it; the operands where they are.
   void bind(AdmittedMemory& memory) {
     c_ = kept_ ? memory.data(*kept_) : out_.data();
-    problem_ = gemm_problem(job_, job_.a.dtype, bytes_of(job_.a), bytes_of(job_.b), c_);
+    problem_ = gemm_problem(job_, job_.a.dtype, operand_bytes(job_.a), operand_bytes(job_.b), c_);
   }
 
   const GemmJob& job_;
@@ -123,7 +119,8 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
     if (job_.shape.beta == 0.0) return absl::OkStatus();
     for (std::int64_t i = 0; i < job_.count; ++i) {
       if (const Operand* c0 = job_.c_of(i); c0 != nullptr) {
-        std::memcpy(ptrs_.c[static_cast<std::size_t>(i)], bytes_of(*c0), job_.shape.out_bytes());
+        std::memcpy(ptrs_.c[static_cast<std::size_t>(i)], operand_bytes(*c0),
+                    job_.shape.out_bytes());
       }
     }
     return absl::OkStatus();
@@ -142,8 +139,8 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
   // where they are.
   void bind(AdmittedMemory& memory) {
     const GemmShape& shape = job_.shape;
-    for (const Operand& a : job_.a) ptrs_.a.push_back(bytes_of(a));
-    for (const Operand& b : job_.b) ptrs_.b.push_back(bytes_of(b));
+    for (const Operand& a : job_.a) ptrs_.a.push_back(operand_bytes(a));
+    for (const Operand& b : job_.b) ptrs_.b.push_back(operand_bytes(b));
     for (std::int64_t i = 0; i < job_.count; ++i) {
       ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
                                           : job_.out_of(i).data());
@@ -188,7 +185,7 @@ class CpuTranspose : public CpuOperation<kernels::TransposeProblem, kernels::Tra
     void* dst = job_.in_place ? job_.a.resident->block.data()
                 : kept_       ? memory.data(*kept_)
                               : out_.data();
-    problem_ = transpose_problem(job_, bytes_of(job_.a), dst);
+    problem_ = transpose_problem(job_, operand_bytes(job_.a), dst);
   }
 
   const TransposeJob& job_;

@@ -159,6 +159,11 @@ inline bool in_host_memory(const Operand& o) {
   return o.resident != nullptr && o.resident->in_host_memory;
 }
 
+// Where `o`'s bytes are: its resident matrix's memory, or the request's bytes when inline.
+inline const void* operand_bytes(const Operand& o) {
+  return o.is_resident() ? o.resident->block.data() : o.data.data();
+}
+
 // A resident matrix over `block` (not yet published: no handle).
 std::shared_ptr<ResidentMatrix> make_resident(MemoryPool::Block block, std::int64_t rows,
                                               std::int64_t cols, kernels::DType dtype,
