@@ -13,11 +13,15 @@
 #include <vector>
 
 #include "kernels/cpu/reference.h"
+#include "tests/server/runtime/strided_copies.h"
 
 namespace matserve::server {
 namespace {
 
 using kernels::GemmProblem;
+using testing::copy_strided;
+using testing::place_strided;
+using testing::random_integers;
 
 GemmProblem shape(std::int64_t m, std::int64_t n, std::int64_t k, kernels::DType in,
                   kernels::DType out, bool a_trans = false, bool b_trans = false) {
@@ -142,28 +146,6 @@ TEST(OutOfCorePlan, WhatCannotFitEvenTiledIsResourceExhausted) {
   ASSERT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(plan.status().message().find("--memory_budget_bytes"), std::string_view::npos);
   EXPECT_NE(plan.status().message().find("k = 16777216"), std::string_view::npos);
-}
-
-void copy_strided(const void* from, const StridedBytes& s, std::byte* to) {
-  const auto* src = static_cast<const std::byte*>(from) + s.offset_bytes;
-  for (std::size_t r = 0; r < s.height; ++r) {
-    std::memcpy(to + r * s.width_bytes, src + r * s.pitch_bytes, s.width_bytes);
-  }
-}
-
-void place_strided(const std::byte* from, const StridedBytes& s, void* to) {
-  auto* dst = static_cast<std::byte*>(to) + s.offset_bytes;
-  for (std::size_t r = 0; r < s.height; ++r) {
-    std::memcpy(dst + r * s.pitch_bytes, from + r * s.width_bytes, s.width_bytes);
-  }
-}
-
-// Small integers: every product and sum is exact in float64, so any order gives the same bits.
-std::vector<double> random_integers(std::size_t count, std::mt19937& rng) {
-  std::uniform_int_distribution<int> value(-4, 4);
-  std::vector<double> v(count);
-  for (double& x : v) x = value(rng) == 0 ? 1.0 : value(rng);
-  return v;
 }
 
 TEST(OutOfCorePlan, ProductFromSlotsEqualsTheWholeForEveryOperandOrder) {

@@ -11,11 +11,15 @@
 #include <vector>
 
 #include "kernels/cpu/reference.h"
+#include "tests/server/runtime/strided_copies.h"
 
 namespace matserve::server {
 namespace {
 
 using kernels::GemmProblem;
+using testing::copy_strided;
+using testing::place_strided;
+using testing::random_integers;
 
 // How many times each element of an m x n C is covered by the plan's home band and helper tiles.
 std::vector<int> coverage(const SplitPlan& plan, std::int64_t m, std::int64_t n) {
@@ -73,31 +77,6 @@ TEST(SplitPlan, TheHomeBandTakesTheRemainderAndTheOthersEqualShares) {
   ASSERT_EQ(plan.helpers.size(), 2U);
   EXPECT_EQ(plan.helpers[0].band, (CBlock{.row0 = 4, .rows = 3, .col0 = 0, .cols = 4}));
   EXPECT_EQ(plan.helpers[1].band, (CBlock{.row0 = 7, .rows = 3, .col0 = 0, .cols = 4}));
-}
-
-// Packs a strided block of `from` (what cudaMemcpy2D would copy) into `to`.
-void copy_strided(const void* from, const StridedBytes& s, std::byte* to) {
-  const auto* src = static_cast<const std::byte*>(from) + s.offset_bytes;
-  for (std::size_t r = 0; r < s.height; ++r) {
-    std::memcpy(to + r * s.width_bytes, src + r * s.pitch_bytes, s.width_bytes);
-  }
-}
-
-// Unpacks `from` into the strided block of `to` (the tile's result going back to C).
-void place_strided(const std::byte* from, const StridedBytes& s, void* to) {
-  auto* dst = static_cast<std::byte*>(to) + s.offset_bytes;
-  for (std::size_t r = 0; r < s.height; ++r) {
-    std::memcpy(dst + r * s.pitch_bytes, from + r * s.width_bytes, s.width_bytes);
-  }
-}
-
-// Small integers: every product and sum is exact in float64, so any order of summation gives
-// the same bits.
-std::vector<double> random_integers(std::size_t count, std::mt19937& rng) {
-  std::uniform_int_distribution<int> value(-4, 4);
-  std::vector<double> v(count);
-  for (double& x : v) x = value(rng) == 0 ? 1.0 : value(rng);
-  return v;
 }
 
 // Writes the dense row-major m x n `values` into C's block `b` (leading dimension ldc).
