@@ -102,22 +102,24 @@ def check_sampled(client, ha, hb, dtype, a_rows, b_cols, rows, cols):
     return int((ratio > 1).sum()), float(ratio.max())
 
 
+def made_and_uploaded(client, dtype, n, rng, rows, cols, name):
+    """(its handle, sampled rows, sampled columns) of a new n x n operand, uploaded; the
+    operand itself is dropped once on the server."""
+    log(f"{dtype} {n}^3: making {name} ({n * n * (4 if dtype == 'fp32' else 2) >> 30} GiB)")
+    x, sampled_rows, sampled_cols = operand(dtype, n, rng, rows, cols)
+    start = time.perf_counter()
+    handle = client.upload(x, timeout=1800)
+    log(f"{dtype}: {name} uploaded in {time.perf_counter() - start:.1f} s, kept on "
+        f"{handle.device}")
+    return handle, sampled_rows, sampled_cols
+
+
 def run_case(client, dtype, n_out, n_in, reps, rng):
     flops = {"out": 2.0 * n_out**3, "in": 2.0 * n_in**3}
     rows = np.sort(rng.choice(n_out, 16, replace=False))
     cols = np.sort(rng.choice(n_out, 16, replace=False))
-    log(f"{dtype} {n_out}^3: making A ({n_out * n_out * (4 if dtype == 'fp32' else 2) >> 30} GiB)")
-    a, a_rows, _ = operand(dtype, n_out, rng, rows, cols)
-    start = time.perf_counter()
-    ha = client.upload(a, timeout=1800)
-    log(f"{dtype}: A uploaded in {time.perf_counter() - start:.1f} s, kept on {ha.device}")
-    del a
-    log(f"{dtype} {n_out}^3: making B")
-    b, _, b_cols = operand(dtype, n_out, rng, rows, cols)
-    start = time.perf_counter()
-    hb = client.upload(b, timeout=1800)
-    log(f"{dtype}: B uploaded in {time.perf_counter() - start:.1f} s, kept on {hb.device}")
-    del b
+    ha, a_rows, _ = made_and_uploaded(client, dtype, n_out, rng, rows, cols, "A")
+    hb, _, b_cols = made_and_uploaded(client, dtype, n_out, rng, rows, cols, "B")
     out_kernel, out_wall, variant, placed = timed(client, ha, hb, dtype, reps,
                                                   f"{dtype} {n_out}^3 out of core")
     outside, worst = check_sampled(client, ha, hb, dtype, a_rows, b_cols, rows, cols)
@@ -126,12 +128,8 @@ def run_case(client, dtype, n_out, n_in, reps, rng):
     ha.release()
     hb.release()
     log(f"{dtype} {n_in}^3: the in-core product")
-    a, _, _ = operand(dtype, n_in, rng, [0], [0])
-    ha = client.upload(a, timeout=1800)
-    del a
-    b, _, _ = operand(dtype, n_in, rng, [0], [0])
-    hb = client.upload(b, timeout=1800)
-    del b
+    ha, _, _ = made_and_uploaded(client, dtype, n_in, rng, [0], [0], "A")
+    hb, _, _ = made_and_uploaded(client, dtype, n_in, rng, [0], [0], "B")
     in_kernel, in_wall, in_variant, in_placed = timed(client, ha, hb, dtype, reps,
                                                       f"{dtype} {n_in}^3 in core")
     in_placement = (ha.device, hb.device)
