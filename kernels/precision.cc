@@ -67,7 +67,7 @@ absl::StatusOr<Precision> resolve_precision(DType data, Compute compute) {
 absl::Status check_output_dtype(DType data, DType out) {
   if (out == data) return absl::OkStatus();
   if ((data == DType::kF16 || data == DType::kBF16) && out == DType::kF32) return absl::OkStatus();
-  if (data == DType::kF8E4M3 && (out == DType::kBF16 || out == DType::kF32))
+  if (data == DType::kF8E4M3 && (out == DType::kBF16 || out == DType::kF16 || out == DType::kF32))
     return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("output_dtype: ", std::string(dtype_name(out)), " output is not available for ",

@@ -45,7 +45,7 @@ std::uint32_t alignment(const void* ptr) {
   return a;
 }
 
-using PlanKey = std::array<std::int64_t, 19>;
+using PlanKey = std::array<std::int64_t, 20>;
 
 // What one call needs besides its pointers and scalars. For fp8 the matmul descriptor also carries
 // the call's scale pointers, so fp8 calls build their own and use only the layouts and algorithm.
@@ -113,6 +113,10 @@ absl::StatusOr<MatmulDesc> make_desc(const LtCall& call) {
   const cublasOperation_t op2 = p.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof op1);
   cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof op2);
+  if (call.fast_accum) {
+    const std::int8_t on = 1;
+    cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on);
+  }
   if (call.b_scale != nullptr) {  // the first Lt operand is our B
     cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.b_scale,
                                    sizeof call.b_scale);
@@ -240,7 +244,8 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
                        alignment(b),
                        alignment(p.c),
                        static_cast<std::int64_t>(ctx.workspace_bytes),
-                       call.a_scale != nullptr};
+                       call.a_scale != nullptr,
+                       call.fast_accum};
   std::shared_ptr<const Plan> plan = cache().find(key);
   if (plan == nullptr) {
     absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, a, b, ctx);

@@ -24,6 +24,9 @@ struct LtCall {
   const void* b = nullptr;
   const float* a_scale = nullptr;  // fp8 only: device pointers to per-tensor dequant scales
   const float* b_scale = nullptr;
+  // fp8 only: accumulate in the tensor cores' own fp32 sum throughout, never promoting partial
+  // sums to full fp32 (CUBLASLT_MATMUL_DESC_FAST_ACCUM): faster, less accurate for large k.
+  bool fast_accum = false;
 };
 
 cudaDataType_t lt_data_type(DType t);

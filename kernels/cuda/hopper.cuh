@@ -48,7 +48,12 @@
                "}, %128, %129, p, 1, 1, %130, %131;\n}\n"                                      \
                : MATSERVE_WGMMA_ACC128(d)                                                      \
                : "l"(da), "l"(db), "n"(kTransA), "n"(kTransB), "r"(scale_d))
-// tf32 (and other types read K-major only) take no transpose immediates.
+// tf32 and fp8 (types read K-major only) take no transpose immediates.
+#define MATSERVE_WGMMA64(INSTR, d, da, db, scale_d)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" INSTR " {" MATSERVE_WGMMA_REGS64 \
+               "}, %64, %65, p, 1, 1;\n}\n"                                                  \
+               : MATSERVE_WGMMA_ACC64(d)                                                     \
+               : "l"(da), "l"(db), "r"(scale_d))
 #define MATSERVE_WGMMA128(INSTR, d, da, db, scale_d)                                           \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" INSTR " {" MATSERVE_WGMMA_REGS128 \
                "}, %128, %129, p, 1, 1;\n}\n"                                                  \
@@ -273,6 +278,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_f32_bf16(float (&d)[128], std::
 __device__ __forceinline__ void wgmma_m64n256k8_f32_tf32(float (&d)[128], std::uint64_t da,
                                                          std::uint64_t db, int scale_d) {
   MATSERVE_WGMMA128("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", d, da, db, scale_d);
+}
+// fp8 e4m3 is read K-major only; one instruction covers 32 of K (32 bytes, as for 16-bit types).
+__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3(float (&d)[64], std::uint64_t da,
+                                                          std::uint64_t db, int scale_d) {
+  MATSERVE_WGMMA64("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", d, da, db, scale_d);
+}
+__device__ __forceinline__ void wgmma_m64n256k32_f32_e4m3(float (&d)[128], std::uint64_t da,
+                                                          std::uint64_t db, int scale_d) {
+  MATSERVE_WGMMA128("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", d, da, db, scale_d);
 }
 
 }  // namespace matserve::kernels::hopper

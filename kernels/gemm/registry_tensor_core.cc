@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cublaslt/cublaslt_fp8.h"
 #include "kernels/cublaslt/cublaslt_gemm.h"
+#include "kernels/cublaslt/fp8_operands.h"
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch_adapter.h"
 #include "kernels/gemm/tensor_core_kernels.h"
 #include "kernels/registry_parts.h"
@@ -105,6 +107,56 @@ absl::Status wgmma_launch(const GemmProblem& p, const ExecContext& ctx) {
   return launch_cuda<GemmProblem, &launch_wgmma_gemm>(p, ctx);
 }
 
+// The wgmma fp8 kernel: refuses what no fp8 variant takes, outputs other than bf16/fp16/fp32,
+// and non-Hopper GPUs; every operand order and type is made K-major e4m3 first.
+absl::Status wgmma_fp8_refusal(const char* name, const GemmProblem& p) {
+  if (absl::Status s = fp8_operands_refusal(name, p); !s.ok()) return s;
+  if (p.out_type != DType::kBF16 && p.out_type != DType::kF16 && p.out_type != DType::kF32) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", name, "': writes bf16, fp16 or fp32"));
+  }
+  if (p.m > (1ll << 31) || p.n > (1ll << 31) || p.k > (1ll << 31)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", name, "': dimensions below 2^31"));
+  }
+  static const bool sm90 = is_sm90();
+  if (!sm90) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", name, "': needs an sm_90 GPU (H100/H200)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status wgmma_fp8_can_implement(const GemmProblem& p) {
+  return wgmma_fp8_refusal("wgmma_fp8", p);
+}
+absl::Status wgmma_fp8_fast_can_implement(const GemmProblem& p) {
+  return wgmma_fp8_refusal("wgmma_fp8_fast", p);
+}
+
+// Quantize or repack what is not K-major e4m3, then the kernel, which reads the dequant scales on
+// the device: nothing waits on the host, so every call may be captured.
+absl::Status wgmma_fp8_run(const GemmProblem& p, const ExecContext& ctx, bool promote) {
+  if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  auto stream = static_cast<cudaStream_t>(ctx.stream);
+  return for_each_stacked_product(p, [&](const GemmProblem& one) -> absl::Status {
+    absl::StatusOr<Fp8Operands> ops = Fp8Operands::prepare(one, Fp8Layout{}, stream);
+    if (!ops.ok()) return ops.status();
+    return cuda_status(
+        launch_wgmma_fp8_gemm(ops->problem(), ops->a_scale(), ops->b_scale(), promote, stream),
+        "wgmma fp8 launch");
+  });
+}
+
+absl::Status wgmma_fp8_launch(const GemmProblem& p, const ExecContext& ctx) {
+  if (absl::Status s = wgmma_fp8_can_implement(p); !s.ok()) return s;
+  return wgmma_fp8_run(p, ctx, /*promote=*/true);
+}
+absl::Status wgmma_fp8_fast_launch(const GemmProblem& p, const ExecContext& ctx) {
+  if (absl::Status s = wgmma_fp8_fast_can_implement(p); !s.ok()) return s;
+  return wgmma_fp8_run(p, ctx, /*promote=*/false);
+}
+
 }  // namespace
 
 void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
@@ -160,6 +212,35 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .launch = &wgmma_tma_store_launch,
   });
   gemm.push_back(GemmVariant{
+      .name = "wgmma_fp8",
+      .family = "tensor_core",
+      .description = "Hopper wgmma m64n128k32 e4m3: the wgmma pipeline with 128-element K rows, "
+                     "6 stages, 128x128 tiles; each stage's partial sum (128 of K) promoted into "
+                     "full fp32; per-tensor dequant scales read on the device (fp32/fp16/bf16 "
+                     "data quantized with amax/448 scales, e4m3 data repacked K-major when stored "
+                     "otherwise)",
+      .constraints = "sm_90 only; bf16, fp16 or fp32 output; batches stacked (strided), not "
+                     "pointer arrays",
+      .backend = Backend::kCuda,
+      .precisions = precision_bit(Precision::kF8),
+      .can_implement = &wgmma_fp8_can_implement,
+      .launch = &wgmma_fp8_launch,
+      .batched = true,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "wgmma_fp8_fast",
+      .family = "tensor_core",
+      .description = "wgmma_fp8 with fast accumulation: m64n256k32 on 128x256 tiles, the "
+                     "tensor cores' own fp32 sum (about 14 bits kept) over all of K, as "
+                     "cuBLASLt's FAST_ACCUM and torch._scaled_mm(use_fast_accum=True)",
+      .constraints = "as wgmma_fp8",
+      .backend = Backend::kCuda,
+      .precisions = precision_bit(Precision::kF8),
+      .can_implement = &wgmma_fp8_fast_can_implement,
+      .launch = &wgmma_fp8_fast_launch,
+      .batched = true,
+  });
+  gemm.push_back(GemmVariant{
       .name = "dmma",
       .family = "tensor_core",
       .description = "fp64 tensor cores: mma.sync m16n8k4 .f64, 128x128x16 tiles, 4-stage "
@@ -199,6 +280,20 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .launch = &cublaslt_fp8_gemm,
       // Quantizing fp32/fp16/bf16 data may read the scales back to the host (when cuBLASLt
       // refuses them as device pointers); e4m3 data needs no scale: its launches are captured.
+      .capturable = false,
+      .capturable_for = &cublaslt_fp8_capturable,
+      .batched = true,
+  });
+  gemm.push_back(GemmVariant{
+      .name = "cublaslt_fp8_fast",
+      .family = "library",
+      .description = "cublaslt_fp8 with fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): the "
+                     "tensor cores' fp32 sum is never promoted; faster, less accurate for large k",
+      .constraints = "as cublaslt_fp8",
+      .backend = Backend::kCuda,
+      .precisions = precision_bit(Precision::kF8),
+      .can_implement = &cublaslt_fp8_fast_can_implement,
+      .launch = &cublaslt_fp8_fast_gemm,
       .capturable = false,
       .capturable_for = &cublaslt_fp8_capturable,
       .batched = true,

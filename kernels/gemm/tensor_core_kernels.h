@@ -42,6 +42,14 @@ const char* wgmma_gemm_unsupported(const GemmProblem& p);
 cudaError_t launch_wgmma_gemm_tma_store(const GemmProblem& p, cudaStream_t stream);
 const char* wgmma_tma_store_unsupported(const GemmProblem& p);
 
+// fp8 e4m3 on wgmma k32: both operands K-major (A stored m x k, B stored n x k, 16-byte rows),
+// per-tensor dequant scales as device pointers (null: 1) multiplying alpha, fp32 accumulate
+// (promoted to a second fp32 sum every 128 of K when `promote`), bf16, fp16 or fp32 output; limits
+// described by wgmma_fp8_unsupported.
+cudaError_t launch_wgmma_fp8_gemm(const GemmProblem& p, const float* scale_a, const float* scale_b,
+                                  bool promote, cudaStream_t stream);
+const char* wgmma_fp8_unsupported(const GemmProblem& p);
+
 // fp64 on the fp64 tensor cores (mma.sync m16n8k4 .f64, sm_90): fp64 operands and output, any
 // shape and transpose state, batched; limits described by dmma_gemm_unsupported.
 cudaError_t launch_dmma_gemm(const GemmProblem& p, cudaStream_t stream);

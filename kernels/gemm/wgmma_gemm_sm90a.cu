@@ -2,10 +2,16 @@
 // 4-stage mbarrier pipeline, two consumer warpgroups run wgmma m64n256k16 (m64n128 on small grids)
 // from shared memory over persistent 128xBN tiles; no thread spends registers or issue slots on
 // copies or fragment loads, unlike mma.sync. tf32: same pipeline, 32-float rows, K-major only.
+// fp8 e4m3: same pipeline, 128-element rows (twice the K per stage, the same bytes), K-major only,
+// wgmma k32 at twice the 16-bit rate, per-tensor dequant scales read on the device. Its fp32
+// accumulators keep about 14 bits of the running sum on Hopper; the promoted form moves each
+// stage's partial sum (128 of K) into a second set of registers in full fp32, as cuBLASLt does by
+// default, at the cost of 128-wide tiles (two accumulator sets must fit) and a wait per stage.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <mutex>
@@ -19,7 +25,8 @@ namespace matserve::kernels {
 namespace {
 
 constexpr int kBM = 128;
-// Every operand row in shared memory is 128 bytes (one swizzle span): 64 fp16/bf16 or 32 fp32.
+// Every operand row in shared memory is 128 bytes (one swizzle span): 128 e4m3, 64 fp16/bf16 or
+// 32 fp32.
 template <typename T>
 constexpr int kBK = 128 / static_cast<int>(sizeof(T));
 constexpr int kWarpgroup = 128;           // threads: 4 warps issue each wgmma together
@@ -32,6 +39,9 @@ struct WgParams {
   void* c;
   long long ldc;
   float alpha, beta;
+  // fp8 only: device pointers to the per-tensor dequant scales that multiply alpha (null: 1).
+  const float* scale_a;
+  const float* scale_b;
   OutputKind out;
   int tiles_m, tiles_n, k_tiles;
 };
@@ -43,8 +53,9 @@ struct WgParams {
 constexpr int kRowBytes = 128;
 [[maybe_unused]] constexpr int kBoxBytes = 64 * kRowBytes;
 constexpr int kAtomBytes = 8 * kRowBytes;
-// One wgmma reads 32 bytes of K: 16 fp16/bf16 or 8 tf32. Along a K-major row that is a 32-byte
-// step; an MN-major tile stores K as rows, so it is 16 rows. A stage's 128-byte rows hold 4 steps.
+// One wgmma reads 32 bytes of K: 32 e4m3, 16 fp16/bf16 or 8 tf32. Along a K-major row that is a
+// 32-byte step; an MN-major tile stores K as rows, so it is 16 rows. A stage's 128-byte rows hold 4
+// steps.
 constexpr int kKStepBytes = 32;
 [[maybe_unused]] constexpr int kMnKStepBytes = 16 * kRowBytes;
 [[maybe_unused]] constexpr int kKSteps = kRowBytes / kKStepBytes;
@@ -53,10 +64,11 @@ constexpr int kKStepBytes = 32;
 
 // A block's shared memory, from a base aligned to kAtomBytes: kStages stages of (A tile, B tile),
 // then (TMA-store epilogue only) one 64 x kBN 16-bit output tile per consumer warpgroup, then the
-// pipeline's mbarriers. The output tiles cost one stage at kBN = 256 (227 KB per SM).
-template <int kBN, bool kTmaStore>
+// pipeline's mbarriers. The output tiles cost one stage at kBN = 256 (227 KB per SM). fp8 at
+// kBN = 128 runs through a stage in half the 16-bit time, so it keeps 6 stages in flight.
+template <typename T, int kBN, bool kTmaStore>
 struct SmemLayout {
-  static constexpr int kStages = kTmaStore && kBN == 256 ? 3 : 4;
+  static constexpr int kStages = kBN == 256 ? (kTmaStore ? 3 : 4) : (sizeof(T) == 1 ? 6 : 4);
   static constexpr int kABytes = kBM * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBN * kRowBytes;  // then the B tile
   static constexpr int kCHalfBytes = 64 * kBN * 2;
@@ -84,7 +96,7 @@ __device__ __forceinline__ void tile_coords(int tile, const WgParams& p, int& tm
 
 template <typename O, int kBN>
 __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgParams& p,
-                                          long long row0, long long col0) {
+                                          float alpha, long long row0, long long col0) {
   O* c = static_cast<O*>(p.c);
   const bool full = row0 + 64 <= p.m && col0 + kBN <= p.n;
   const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
@@ -98,7 +110,7 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgP
     for (int h = 0; h < 2; ++h) {
       const long long gi = r + h * 8;
       const long long gj = col0 + j * 8 + cc;
-      const float v0 = p.alpha * acc[j * 4 + h * 2], v1 = p.alpha * acc[j * 4 + h * 2 + 1];
+      const float v0 = alpha * acc[j * 4 + h * 2], v1 = alpha * acc[j * 4 + h * 2 + 1];
       O* dst = c + gi * p.ldc + gj;
       if (vec) {
         if constexpr (sizeof(O) == 4) {
@@ -126,7 +138,7 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kBN / 2], const WgP
 // the stores conflict-free: the 8 rows a warp writes at once land on 8 different chunks of one
 // 128-byte row of banks, where a dense 64 x kBN tile would put all 8 on the same banks (8-way).
 template <typename O, int kBN>
-__device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const WgParams& p,
+__device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], float alpha,
                                               std::uint32_t sc, const CUtensorMap* map, int row0,
                                               int col0, int c) {
   const int t = threadIdx.x % kWarpgroup, w = t / 32, l = t % 32;
@@ -138,8 +150,8 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
     for (int h = 0; h < 2; ++h) {
       const int r = w * 16 + l / 4 + h * 8;
       const int box = j / 8, chunk = (j % 8) ^ (r % 8);
-      O pair[2] = {tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2]),
-                   tc::from_f32<O>(p.alpha * acc[j * 4 + h * 2 + 1])};
+      O pair[2] = {tc::from_f32<O>(alpha * acc[j * 4 + h * 2]),
+                   tc::from_f32<O>(alpha * acc[j * 4 + h * 2 + 1])};
       const std::uint32_t v = *reinterpret_cast<std::uint32_t*>(pair);
       const std::uint32_t addr = sc + box * kBoxBytes + r * kRowBytes + chunk * 16 + (l % 4) * 4;
       hopper::st_shared_u32(addr, v);
@@ -156,23 +168,38 @@ __device__ __forceinline__ void store_acc_tma(const float (&acc)[kBN / 2], const
   }
 }
 
-// One k-step of the tile: the wgmma for T and kBN (tf32 only at kBN = 256).
+// One k-step of the tile: the wgmma for T and kBN (tf32 only at kBN = 256); scale_d == 0 starts
+// the accumulators afresh.
 template <int kBN, int kTransA, int kTransB, typename T>
 __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t da,
-                                           std::uint64_t db) {
+                                           std::uint64_t db, int scale_d) {
   if constexpr (sizeof(T) == 4) {
-    hopper::wgmma_m64n256k8_f32_tf32(acc, da, db, 1);
+    hopper::wgmma_m64n256k8_f32_tf32(acc, da, db, scale_d);
+  } else if constexpr (sizeof(T) == 1) {
+    if constexpr (kBN == 256) {
+      hopper::wgmma_m64n256k32_f32_e4m3(acc, da, db, scale_d);
+    } else {
+      hopper::wgmma_m64n128k32_f32_e4m3(acc, da, db, scale_d);
+    }
   } else if constexpr (std::is_same_v<T, __half>) {
     if constexpr (kBN == 256) {
-      hopper::wgmma_m64n256k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
+      hopper::wgmma_m64n256k16_f32_f16<kTransA, kTransB>(acc, da, db, scale_d);
     } else {
-      hopper::wgmma_m64n128k16_f32_f16<kTransA, kTransB>(acc, da, db, 1);
+      hopper::wgmma_m64n128k16_f32_f16<kTransA, kTransB>(acc, da, db, scale_d);
     }
   } else if constexpr (kBN == 256) {
-    hopper::wgmma_m64n256k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
+    hopper::wgmma_m64n256k16_f32_bf16<kTransA, kTransB>(acc, da, db, scale_d);
   } else {
-    hopper::wgmma_m64n128k16_f32_bf16<kTransA, kTransB>(acc, da, db, 1);
+    hopper::wgmma_m64n128k16_f32_bf16<kTransA, kTransB>(acc, da, db, scale_d);
   }
+}
+
+// alpha times the dequant scales (fp8), read once per consumer.
+__device__ __forceinline__ float scaled_alpha(const WgParams& p) {
+  float alpha = p.alpha;
+  if (p.scale_a != nullptr) alpha *= *p.scale_a;
+  if (p.scale_b != nullptr) alpha *= *p.scale_b;
+  return alpha;
 }
 
 // The producer (one thread): for each of the block's tiles, every k-tile of A and B by TMA into
@@ -180,8 +207,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[kBN / 2], std::uint64_t 
 template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
 __device__ __forceinline__ void produce(
     const CUtensorMap& tma_a, const CUtensorMap& tma_b, const WgParams& p, int num_tiles,
-    std::uint32_t base, const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe) {
-  using L = SmemLayout<kBN, kTmaStore>;
+    std::uint32_t base, const hopper::MbarPipeline<SmemLayout<T, kBN, kTmaStore>::kStages>& pipe) {
+  using L = SmemLayout<T, kBN, kTmaStore>;
   hopper::PipelineState<L::kStages> st;
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     int tm, tn;
@@ -210,16 +237,48 @@ __device__ __forceinline__ void produce(
   }
 }
 
+// Issues one stage's wgmma (kKSteps of them, from the stage's A and B tiles at sa and sb) into
+// d; fresh: the first of them starts d afresh instead of adding to it.
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB>
+__device__ __forceinline__ void issue_stage(float (&d)[kBN / 2], std::uint32_t sa, std::uint32_t sb,
+                                            bool fresh) {
+  constexpr int kTA = kOrderA == OperandOrder::kMNMajor;
+  constexpr int kTB = kOrderB == OperandOrder::kMNMajor;
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    const std::uint64_t da = kOrderA == OperandOrder::kMNMajor
+                                 ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
+                                 : smem_desc(sa + kk * kKStepBytes, kUnusedLbo, kAtomBytes);
+    const std::uint64_t db = kOrderB == OperandOrder::kKMajor
+                                 ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
+                                 : smem_desc(sb + kk * kMnKStepBytes, kBoxBytes, kAtomBytes);
+    wgmma_step<kBN, kTA, kTB, T>(d, da, db, fresh && kk == 0 ? 0 : 1);
+  }
+}
+
+template <int kN>
+__device__ __forceinline__ void add_into(float (&acc)[kN], const float (&part)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) acc[i] += part[i];
+}
+
 // A consumer warpgroup (c = 0 or 1: rows 64c .. 64c+63 of each tile): for each of the block's
 // tiles, wgmma over every k-tile as its stage lands, releasing each stage once the wgmma after it
-// have been issued (one group stays in flight), then the epilogue.
-template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
+// have been issued (one group stays in flight), then the epilogue. kPromote: each stage's wgmma
+// start a partial sum of their own, which is waited for, added into the tile's accumulators in
+// fp32 and its stage released; the other consumer's wgmma keep the tensor cores busy meanwhile.
+// (Two partial sums used in turn, so as not to wait, measured no faster on the H100: the 128-wide
+// tiles' traffic, not the wait, holds this form back.)
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore,
+          bool kPromote>
 __device__ __forceinline__ void consume(
     const CUtensorMap& tma_c, const WgParams& p, int num_tiles, std::uint32_t base,
-    const hopper::MbarPipeline<SmemLayout<kBN, kTmaStore>::kStages>& pipe, int c) {
-  using L = SmemLayout<kBN, kTmaStore>;
+    const hopper::MbarPipeline<SmemLayout<T, kBN, kTmaStore>::kStages>& pipe, int c) {
+  using L = SmemLayout<T, kBN, kTmaStore>;
   hopper::PipelineState<L::kStages> st;
+  const float alpha = scaled_alpha(p);
   float acc[kBN / 2];
+  [[maybe_unused]] float part[kPromote ? kBN / 2 : 1] = {};
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     int tm, tn;
     tile_coords(tile, p, tm, tn);
@@ -231,17 +290,16 @@ __device__ __forceinline__ void consume(
       const std::uint32_t sa = base + st.stage() * L::kStageBytes + c * kBoxBytes,
                           sb = base + st.stage() * L::kStageBytes + L::kABytes;
       hopper::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        const std::uint64_t da = kOrderA == OperandOrder::kMNMajor
-                                     ? smem_desc(sa + kk * kMnKStepBytes, kBoxBytes, kAtomBytes)
-                                     : smem_desc(sa + kk * kKStepBytes, kUnusedLbo, kAtomBytes);
-        const std::uint64_t db = kOrderB == OperandOrder::kKMajor
-                                     ? smem_desc(sb + kk * kKStepBytes, kUnusedLbo, kAtomBytes)
-                                     : smem_desc(sb + kk * kMnKStepBytes, kBoxBytes, kAtomBytes);
-        wgmma_step<kBN, kOrderA == OperandOrder::kMNMajor, kOrderB == OperandOrder::kMNMajor, T>(
-            acc, da, db);
+      if constexpr (kPromote) {
+        issue_stage<T, kBN, kOrderA, kOrderB>(part, sa, sb, true);
+        hopper::wgmma_commit_group();
+        hopper::wgmma_wait_group<0>();
+        if (threadIdx.x % kWarpgroup == 0) pipe.consumer_release(st.stage());
+        add_into(acc, part);
+        st.advance();
+        continue;
       }
+      issue_stage<T, kBN, kOrderA, kOrderB>(acc, sa, sb, false);
       hopper::wgmma_commit_group();
       hopper::wgmma_wait_group<1>();
       if (prev >= 0 && threadIdx.x % kWarpgroup == 0) pipe.consumer_release(prev);
@@ -255,18 +313,18 @@ __device__ __forceinline__ void consume(
     if constexpr (kTmaStore) {
       const std::uint32_t sc = base + L::kCOffset + c * L::kCHalfBytes;
       if (p.out == OutputKind::kF16) {
-        store_acc_tma<__half, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+        store_acc_tma<__half, kBN>(acc, alpha, sc, &tma_c, static_cast<int>(row0),
                                    static_cast<int>(col0), c);
       } else {
-        store_acc_tma<__nv_bfloat16, kBN>(acc, p, sc, &tma_c, static_cast<int>(row0),
+        store_acc_tma<__nv_bfloat16, kBN>(acc, alpha, sc, &tma_c, static_cast<int>(row0),
                                           static_cast<int>(col0), c);
       }
     } else if (p.out == OutputKind::kF32) {
-      store_acc<float, kBN>(acc, p, row0, col0);
+      store_acc<float, kBN>(acc, p, alpha, row0, col0);
     } else if (p.out == OutputKind::kF16) {
-      store_acc<__half, kBN>(acc, p, row0, col0);
+      store_acc<__half, kBN>(acc, p, alpha, row0, col0);
     } else {
-      store_acc<__nv_bfloat16, kBN>(acc, p, row0, col0);
+      store_acc<__nv_bfloat16, kBN>(acc, p, alpha, row0, col0);
     }
   }
   if (kTmaStore && threadIdx.x % kWarpgroup == 0) hopper::bulk_wait_group<0>();
@@ -276,13 +334,14 @@ __device__ __forceinline__ void consume(
 
 // kOrderA, kOrderB: how A and B are stored (OperandOrder). Warpgroup 0 gives up registers and one
 // of its threads produces; warpgroups 1 and 2 take them and consume.
-template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore>
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore,
+          bool kPromote>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                       const __grid_constant__ CUtensorMap tma_b,
                       const __grid_constant__ CUtensorMap tma_c, const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = SmemLayout<kBN, kTmaStore>;
+  using L = SmemLayout<T, kBN, kTmaStore>;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t base = (smem_u32(smem_raw) + kAtomBytes - 1) & ~(kAtomBytes - 1u);
   const hopper::MbarPipeline<L::kStages> pipe(base + L::kBarOffset);
@@ -296,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       produce<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_a, tma_b, p, num_tiles, base, pipe);
   } else {
     hopper::setmaxnreg_inc<232>();
-    consume<T, kBN, kOrderA, kOrderB, kTmaStore>(tma_c, p, num_tiles, base, pipe, wg - 1);
+    consume<T, kBN, kOrderA, kOrderB, kTmaStore, kPromote>(tma_c, p, num_tiles, base, pipe, wg - 1);
   }
 #endif
 }
@@ -337,9 +396,15 @@ cudaError_t sm_count(int* sms) {
   return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
 }
 
-template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore = false>
-cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms,
-                       cudaStream_t stream) {
+// The tensor-map type of a 16-bit output.
+CUtensorMapDataType out_map_type(DType t) {
+  return t == DType::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore = false,
+          bool kPromote = false>
+cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms, cudaStream_t stream,
+                       const float* scale_a = nullptr, const float* scale_b = nullptr) {
   CUtensorMap ma, mb, mc{};
   constexpr int kE = sizeof(T), kK = kBK<T>;
   const bool ok_a = kOrderA == OperandOrder::kMNMajor
@@ -349,7 +414,7 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms,
                         ? make_map(&mb, p.b, type, kE, p.n, p.k, p.ldb, kK, kBN)
                         : make_map(&mb, p.b, type, kE, p.k, p.n, p.ldb, 64, kK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
-  if (kTmaStore && !make_map(&mc, p.c, type, 2, p.m, p.n, p.ldc, 64, 64)) {
+  if (kTmaStore && !make_map(&mc, p.c, out_map_type(p.out_type), 2, p.m, p.n, p.ldc, 64, 64)) {
     return cudaErrorInvalidValue;
   }
   WgParams w;
@@ -360,12 +425,14 @@ cudaError_t launch_one(const GemmProblem& p, CUtensorMapDataType type, int sms,
   w.ldc = p.ldc;
   w.alpha = static_cast<float>(p.alpha);
   w.beta = static_cast<float>(p.beta);
+  w.scale_a = scale_a;
+  w.scale_b = scale_b;
   w.out = output_kind(p.out_type);
   w.tiles_m = static_cast<int>((p.m + kBM - 1) / kBM);
   w.tiles_n = static_cast<int>((p.n + kBN - 1) / kBN);
   w.k_tiles = static_cast<int>((p.k + kK - 1) / kK);
-  auto kernel = wgmma_gemm_kernel<T, kBN, kOrderA, kOrderB, kTmaStore>;
-  constexpr int bytes = SmemLayout<kBN, kTmaStore>::kBytes;
+  auto kernel = wgmma_gemm_kernel<T, kBN, kOrderA, kOrderB, kTmaStore, kPromote>;
+  constexpr int bytes = SmemLayout<T, kBN, kTmaStore>::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {
@@ -404,7 +471,57 @@ cudaError_t launch_16bit(const GemmProblem& p, cudaStream_t stream) {
                 : launch_trans<__nv_bfloat16, 256, kTmaStore>(p, kBF16, sms, stream);
 }
 
+// fp8: 128x256 tiles (128x128 where 256-wide would leave more than half of the SMs idle) with the
+// accumulator as the tensor cores keep it; promoted: 128x128 tiles, whose two accumulator sets fit
+// in a consumer's registers.
+template <bool kTmaStore>
+cudaError_t launch_fp8(const GemmProblem& p, const float* scale_a, const float* scale_b,
+                       bool promote, cudaStream_t stream) {
+  int sms = 0;
+  if (cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+  using E = __nv_fp8_e4m3;
+  constexpr OperandOrder kK = OperandOrder::kKMajor;
+  constexpr auto kU8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (promote) {
+    return launch_one<E, 128, kK, kK, kTmaStore, true>(p, kU8, sms, stream, scale_a, scale_b);
+  }
+  const long long tiles_256 = ((p.m + kBM - 1) / kBM) * ((p.n + 255) / 256);
+  if (tiles_256 <= sms / 2) {
+    return launch_one<E, 128, kK, kK, kTmaStore>(p, kU8, sms, stream, scale_a, scale_b);
+  }
+  return launch_one<E, 256, kK, kK, kTmaStore>(p, kU8, sms, stream, scale_a, scale_b);
+}
+
 }  // namespace
+
+const char* wgmma_fp8_unsupported(const GemmProblem& p) {
+  if (p.in_type != DType::kF8E4M3) return "operands must be e4m3 (quantized before the call)";
+  if (p.out_type != DType::kBF16 && p.out_type != DType::kF16 && p.out_type != DType::kF32) {
+    return "writes bf16, fp16 or fp32";
+  }
+  if (p.a_trans || !p.b_trans) {
+    return "fp8 wgmma reads K-major operands only: A stored m x k, B stored n x k (transposed)";
+  }
+  const auto aligned = [](const void* ptr, long long ld) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0 && ld % 16 == 0;
+  };
+  if (!aligned(p.a, p.lda) || !aligned(p.b, p.ldb)) {
+    return "TMA needs 16-byte aligned operands and rows (leading dimensions divisible by 16)";
+  }
+  if (p.m > (1ll << 31) || p.n > (1ll << 31) || p.k > (1ll << 31)) return "dimensions below 2^31";
+  if (encode_fn() == nullptr) return "the driver offers no cuTensorMapEncodeTiled";
+  return nullptr;
+}
+
+cudaError_t launch_wgmma_fp8_gemm(const GemmProblem& p, const float* scale_a, const float* scale_b,
+                                  bool promote, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  if (wgmma_fp8_unsupported(p) != nullptr) return cudaErrorInvalidValue;
+  const bool tma_store = p.out_type != DType::kF32 && p.beta == 0.0 &&
+                         reinterpret_cast<std::uintptr_t>(p.c) % 16 == 0 && p.ldc % 8 == 0;
+  return tma_store ? launch_fp8<true>(p, scale_a, scale_b, promote, stream)
+                   : launch_fp8<false>(p, scale_a, scale_b, promote, stream);
+}
 
 const char* wgmma_gemm_unsupported(const GemmProblem& p) {
   const bool tf32 = p.precision == Precision::kTF32;

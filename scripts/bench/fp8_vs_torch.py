@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """fp8 e4m3 products through the service against torch._scaled_mm, device time on both sides.
 
-For each n (an n x n x n product) and each operand order (A as is or transposed, B as is or
-transposed), e4m3 operands (random finite patterns) are uploaded once and multiplied on their
-handles with compute="fp8", a bf16 result kept on the server (and released), REPS times after
-WARMUP calls: the reply's kernel_us (median). torch._scaled_mm in the same process runs the same
-product with unit scales and a bf16 result in the one layout it takes (A row-major, B
-column-major): CUDA events around each call, enqueued while a spin kernel holds the stream busy,
-so the interval holds no host launch time (median). Writes fp8.json and fp8.md to --out.
+For each n (an n x n x n product), each operand order (A as is or transposed, B as is or
+transposed), each data type and each variant asked for, the operands are uploaded once and
+multiplied on their handles with compute="fp8", a bf16 result kept on the server (and released),
+REPS times after WARMUP calls: the reply's kernel_us (median). e4m3 data is random finite
+patterns; bf16/fp32 data is random normal values, quantized by the server on the device (its time
+is in kernel_us). torch._scaled_mm in the same process runs the same product on e4m3 operands with
+unit scales and a bf16 result in the one layout it takes (A row-major, B column-major), with
+promoted accumulation (its default) and with use_fast_accum=True: CUDA events around each call,
+enqueued while a spin kernel holds the stream busy, so the interval holds no host launch time
+(median). The ratio is against torch's accumulation of the same kind: the *_fast variants against
+use_fast_accum=True, every other one against the default. Writes fp8.json and fp8.md to --out.
 
 usage: fp8_vs_torch.py --target HOST:PORT [--sizes 2048,4096,8192] [--reps 30]
+                       [--variants auto,wgmma_fp8_fast] [--data e4m3,bf16]
 """
 import argparse
 import json
@@ -21,7 +26,7 @@ import numpy as np
 import torch
 
 from matserve_client import Client, MatserveError
-from matserve_client.dtypes import Float8E4M3
+from matserve_client.dtypes import Bfloat16, Float8E4M3
 
 ORDERS = [(False, True), (False, False), (True, True), (True, False)]
 
@@ -47,12 +52,13 @@ def spin_cycles(us):
     return int(2_000_000 * us / (s.elapsed_time(e) * 1e3))
 
 
-def torch_us(n, reps, warmup):
+def torch_us(n, reps, warmup, fast_accum):
     a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major k x n
     one = torch.tensor(1.0, device="cuda")
     for _ in range(warmup):
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                         use_fast_accum=fast_accum)
     torch.cuda.synchronize()
     cycles = spin_cycles(300)
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -60,23 +66,33 @@ def torch_us(n, reps, warmup):
     for _ in range(reps):
         torch.cuda._sleep(cycles)
         s.record()
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                         use_fast_accum=fast_accum)
         e.record()
         e.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
     return statistics.median(times)
 
 
-def service_us(client, rng, n, ta, tb, reps, warmup):
-    a = Float8E4M3(e4m3_bits(rng, n, n))
-    b = Float8E4M3(e4m3_bits(rng, n, n))
+def operand(rng, n, data):
+    if data == "e4m3":
+        return Float8E4M3(e4m3_bits(rng, n, n))
+    values = rng.standard_normal((n, n), dtype=np.float32)
+    return Bfloat16.from_float(values) if data == "bf16" else values
+
+
+def service_us(client, rng, n, ta, tb, reps, warmup, data, variant_asked):
+    a = operand(rng, n, data)
+    b = operand(rng, n, data)
     ha = client.upload(a)
     hb = client.upload(b, colocate_with=ha)
     times, variant = [], ""
     try:
         for i in range(warmup + reps):
+            # fp32 data writes fp32 (a bf16 result is for e4m3 and 16-bit data).
             r = client.multiply(ha, hb, transpose_a=ta, transpose_b=tb, compute="fp8",
-                                out_dtype="bf16", keep_result=True)
+                                out_dtype="fp32" if data == "fp32" else "bf16", keep_result=True,
+                                variant=variant_asked)
             r.resident.release()
             variant = r.variant
             if i >= warmup:
@@ -95,36 +111,51 @@ def main():
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default="/tmp/matserve-fp8")
+    p.add_argument("--variants", default="auto",
+                   help="comma-separated variants to ask for (auto, cublaslt_fp8, wgmma_fp8, ...)")
+    p.add_argument("--data", default="e4m3", help="comma-separated: e4m3, bf16, fp32")
+    p.add_argument("--orders", default="all", help="all, or NT (A x B^T) only")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(8)
     rows = []
     with Client(args.target, timeout=600) as client:
         client.wait_ready(60)
+        orders = ORDERS if args.orders == "all" else ORDERS[:1]
         for n in (int(x) for x in args.sizes.split(",")):
-            t_us = torch_us(n, args.reps, args.warmup)
-            for ta, tb in ORDERS:
-                try:
-                    s_us, variant = service_us(client, rng, n, ta, tb, args.reps, args.warmup)
-                except MatserveError as e:  # a server that does not take this order
-                    rows.append({"n": n, "order": order_name(ta, tb), "refused": str(e)})
-                    continue
-                flops = 2.0 * n ** 3
-                rows.append({"n": n, "order": order_name(ta, tb), "variant": variant,
-                             "service_us": s_us, "torch_us": t_us,
-                             "service_tflops": flops / s_us / 1e6, "torch_tflops": flops / t_us / 1e6,
-                             "ratio": t_us / s_us})
-                print(f"{n} {order_name(ta, tb)}: service {s_us:.1f} us, torch {t_us:.1f} us",
-                      file=sys.stderr, flush=True)
+            flops = 2.0 * n ** 3
+            for data in args.data.split(","):
+                for ta, tb in orders:
+                    for asked in args.variants.split(","):
+                        fast = asked.endswith("_fast")
+                        # torch measured right beside each service case, alike in accumulation.
+                        t_us = torch_us(n, args.reps, args.warmup, fast)
+                        base = {"n": n, "order": order_name(ta, tb), "data": data, "asked": asked,
+                                "torch_fast_accum": fast}
+                        try:
+                            s_us, variant = service_us(client, rng, n, ta, tb, args.reps,
+                                                       args.warmup, data, asked)
+                        except MatserveError as e:  # a server that does not take this case
+                            rows.append(dict(base, refused=str(e)))
+                            continue
+                        rows.append(dict(base, variant=variant, service_us=s_us, torch_us=t_us,
+                                         service_tflops=flops / s_us / 1e6,
+                                         torch_tflops=flops / t_us / 1e6, ratio=t_us / s_us))
+                        print(f"{n} {data} {order_name(ta, tb)} {asked} -> {variant}: service "
+                              f"{s_us:.1f} us, torch{' fast' if fast else ''} {t_us:.1f} us",
+                              file=sys.stderr, flush=True)
     json.dump(rows, open(os.path.join(args.out, "fp8.json"), "w"), indent=1)
-    lines = ["| n^3 | operands | service kernel_us | TFLOP/s | torch._scaled_mm us (A x B^T) | TFLOP/s | service / torch speed |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| n^3 | data | operands | asked | ran | service kernel_us | TFLOP/s | "
+             "torch._scaled_mm us (A x B^T) | torch accumulation | service / torch speed |",
+             "|---|---|---|---|---|---:|---:|---:|---|---:|"]
     for r in rows:
+        head = f"| {r['n']} | {r['data']} | {r['order']} | {r['asked']} |"
+        acc = "fast" if r["torch_fast_accum"] else "promoted"
         if "refused" in r:
-            lines.append(f"| {r['n']} | {r['order']} | refused | | | | |")
+            lines.append(f"{head} refused | | | | {acc} | |")
             continue
-        lines.append(f"| {r['n']} | {r['order']} | {r['service_us']:.1f} | {r['service_tflops']:.0f} | "
-                     f"{r['torch_us']:.1f} | {r['torch_tflops']:.0f} | **{r['ratio']:.2f}x** |")
+        lines.append(f"{head} {r['variant']} | {r['service_us']:.1f} | {r['service_tflops']:.0f} | "
+                     f"{r['torch_us']:.1f} | {acc} | **{r['ratio']:.2f}x** |")
     table = "\n".join(lines)
     open(os.path.join(args.out, "fp8.md"), "w").write(table + "\n")
     print(table)

@@ -354,7 +354,8 @@ absl::Status apply_options(const Request& request, const ServiceLimits& limits, 
   if (job.a.dtype == kernels::DType::kF8E4M3 &&
       request.output_dtype() == v1::DATA_TYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
-        "output_dtype: required for FP8_E4M3 inputs (FP32 or BF16; results are not stored in fp8)");
+        "output_dtype: required for FP8_E4M3 inputs (FP32, BF16 or FP16; results are not stored in "
+        "fp8)");
   }
   if (request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED) {
     const std::optional<kernels::DType> out = from_proto(request.output_dtype());

@@ -104,8 +104,9 @@ class GpuServiceTest(unittest.TestCase):
 
     def test_fp8_e4m3_data_in_every_operand_order(self):
         # e4m3 operands as sent (no quantization, scale 1): K-major ones (A as is, B transposed)
-        # go to cuBLASLt directly, the others are repacked on the device first; sides that are
-        # no multiple of 16 are padded. Each element within its bound, in fp32 and bf16.
+        # go to the fp8 kernels directly, the others are repacked on the device first; sides
+        # that are no multiple of 16 are padded for cuBLASLt. Each element within its bound, with
+        # auto (cuBLASLt) and each other fp8 variant, in fp32, bf16 and (own kernel) fp16.
         from matserve_client.dtypes import fp8_e4m3_bits_to_float32
         rng = np.random.default_rng(8)
 
@@ -121,16 +122,22 @@ class GpuServiceTest(unittest.TestCase):
                 a = fp8_e4m3_bits_to_float32(sa).astype(np.float64)
                 b = fp8_e4m3_bits_to_float32(sb).astype(np.float64)
                 a, b = (a.T if ta else a), (b.T if tb else b)
-                for out, out_name in [(pb.FP32, "fp32"), (pb.BF16, "bf16")]:
+                # Full-range e4m3 sums reach 1e5, past fp16's 65504: fp16 results are scaled
+                # down by alpha (a power of two, so the reference stays exact).
+                for variant, out, out_name, alpha in [
+                        ("auto", pb.FP32, "fp32", 1.0), ("auto", pb.BF16, "bf16", 1.0),
+                        ("wgmma_fp8", pb.BF16, "bf16", 1.0), ("wgmma_fp8", pb.FP16, "fp16", 2.0**-8),
+                        ("wgmma_fp8_fast", pb.FP32, "fp32", 1.0),
+                        ("cublaslt_fp8_fast", pb.BF16, "bf16", 1.0)]:
                     r = self.stub.Multiply(pb.MultiplyRequest(
                         a=pb.Matrix(rows=sa.shape[0], cols=sa.shape[1], dtype=pb.FP8_E4M3, data=sa.tobytes()),
                         b=pb.Matrix(rows=sb.shape[0], cols=sb.shape[1], dtype=pb.FP8_E4M3, data=sb.tobytes()),
-                        transpose_a=ta, transpose_b=tb, compute=pb.COMPUTE_FP8, output_dtype=out),
-                        timeout=60)
-                    limit = gemm_bound.bound(a, b, "fp8", "fp8_e4m3", out_name)
-                    msg = gemm_bound.check(decode(r.c), a @ b, limit)
+                        transpose_a=ta, transpose_b=tb, compute=pb.COMPUTE_FP8, output_dtype=out,
+                        variant=variant, alpha=alpha), timeout=60)
+                    limit = gemm_bound.bound(a, b, "fp8", "fp8_e4m3", out_name, alpha=alpha)
+                    msg = gemm_bound.check(decode(r.c), alpha * (a @ b), limit)
                     if msg is not None:
-                        failures.append(f"{m}x{n}x{k} ta={ta} tb={tb} -> {out_name}: {msg}")
+                        failures.append(f"{variant} {m}x{n}x{k} ta={ta} tb={tb} -> {out_name}: {msg}")
         self.assertEqual(failures, [])
 
     def test_fp8_e4m3_data_with_the_callers_scales(self):

@@ -129,13 +129,23 @@ struct GemmCheck {
 // Checks every element of `out` (p.m x p.n of p.out_type, leading dimension `ld`) against `ref`
 // (the exact alpha op(A) op(B) + beta C0 of the data as sent, float64, row-major m x n) within the
 // bound above; `magnitude` is gemm_magnitude(p, c0). Large results are checked on every core.
+//
+// promote_every (fp8 only): the accumulator's partial sum is moved into a full fp32 sum every
+// that many terms (0: never), so the reduced-precision roundoff applies to that many additions and
+// fp32's to the rest.
 inline GemmCheck check_gemm(const kernels::GemmProblem& p, const void* out, std::int64_t ld,
-                            const std::vector<double>& ref, const std::vector<double>& magnitude) {
+                            const std::vector<double>& ref, const std::vector<double>& magnitude,
+                            std::int64_t promote_every = 0) {
   const double u_in = input_roundoff(p.precision, p.in_type);
-  const double gamma_in = 2 * u_in + u_in * u_in;      // a product of two rounded operands
-  const double n_adds = static_cast<double>(p.k + 2);  // k terms, alpha, beta C0
+  const double gamma_in = 2 * u_in + u_in * u_in;  // a product of two rounded operands
+  const auto gamma = [](double adds, double u) { return adds * u / (1.0 - adds * u); };
   const double u_acc = accumulator_roundoff(p.precision);
-  const double gamma_acc = n_adds * u_acc / (1.0 - n_adds * u_acc);
+  double gamma_acc = gamma(static_cast<double>(p.k + 2), u_acc);  // k terms, alpha, beta C0
+  if (p.precision == kernels::Precision::kF8 && promote_every > 0 && p.k > promote_every) {
+    const double blocks = static_cast<double>((p.k + promote_every - 1) / promote_every);
+    gamma_acc = gamma(static_cast<double>(promote_every), u_acc) +
+                gamma(blocks + 2, accumulator_roundoff(kernels::Precision::kF32));
+  }
   const double u_out = unit_roundoff(p.out_type);
   const double floor = absolute_floor(p.precision, p.out_type, p.k);
   struct Part {
