@@ -330,7 +330,7 @@ class Client:
         compute: the proto's ComputeMode, None/"default" (the data's own), "fp64", "fp32", "tf32"
         (fp32 data on tensor cores), "fp16", "bf16" (fp32 data rounded on the device), "fp8"
         (e4m3 tensor cores: the data quantized on the device with per-tensor scales; a GPU with
-        fp8 tensor cores, the result fp32 or bf16). precision: its deprecated name
+        fp8 tensor cores, the result fp32, bf16 or fp16). precision: its deprecated name
         (DeprecationWarning). out_dtype: e.g. "fp32" for fp16/bf16 inputs (required for fp8_e4m3
         data). out_order: "C" or "F" (default: out's order, else c's, else "C").
         verify: the server also computes a float64 reference; see result.verification.

@@ -212,7 +212,7 @@ class Bfloat16(BitPatterns):
 class Float8E4M3(BitPatterns):
     """An fp8 e4m3 matrix as its raw 8-bit patterns (`bits`, a uint8 array; OCP e4m3fn, as
     ml_dtypes.float8_e4m3fn and torch.float8_e4m3fn). Multiply operands only (on a GPU with fp8
-    tensor cores; the result is fp32 or bf16: pass out_dtype)."""
+    tensor cores; the result is fp32, bf16 or fp16: pass out_dtype)."""
 
     __slots__ = ()
     DTYPE = FP8_E4M3
