@@ -268,7 +268,8 @@ __device__ __forceinline__ void add_into(float (&acc)[kN], const float (&part)[k
 // start a partial sum of their own, which is waited for, added into the tile's accumulators in
 // fp32 and its stage released; the other consumer's wgmma keep the tensor cores busy meanwhile.
 // (Two partial sums used in turn, so as not to wait, measured no faster on the H100: the wait is
-// not what holds this form back; its 128-wide tiles, which read B twice as often, likely are.)
+// not what holds this form back; its 128-wide tiles, which load each A tile twice as often, likely
+// are.)
 template <typename T, int kBN, OperandOrder kOrderA, OperandOrder kOrderB, bool kTmaStore,
           bool kPromote>
 __device__ __forceinline__ void consume(
