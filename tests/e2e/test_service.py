@@ -410,6 +410,10 @@ class ServiceTest(unittest.TestCase):
         batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
             batch=1, a=a, b=b, output_dtype=pb.FP32, b_scale=0.25))
         np.testing.assert_array_equal(decode(batched.c).reshape(5, 5), 0.25 * plain)
+        # fp16 results too (alpha keeps the sums inside fp16's range; a power of two: exact).
+        r16 = self.multiply(a=a, b=b, output_dtype=pb.FP16, alpha=2.0**-8)
+        self.assertEqual(r16.c.dtype, pb.FP16)
+        np.testing.assert_array_equal(decode(r16.c), (plain * 2.0**-8).astype(np.float16))
         cases = [
             (dict(a=matrix(rand(5, 7)), b=matrix(rand(7, 5)), a_scale=2.0),
              "a_scale: only for FP8_E4M3 operands"),
