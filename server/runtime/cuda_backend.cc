@@ -277,7 +277,7 @@ bool CudaBackend::out_of_core(const GemmJob& job) {
                               MemoryPool::size_class(job.b.bytes()) +
                               MemoryPool::size_class(job.out_bytes());
   const PoolStats pool = d->pool->stats();
-  const std::int64_t free_bytes = pool.budget_bytes - pool.long_lived_bytes;
+  const std::int64_t free_bytes = pool.request_bytes();
   if (static_cast<std::int64_t>(in_core) <= free_bytes) return false;
   // Out of core only where its tiles fit what the resident matrices leave; else the in-core
   // path refuses it, naming the budget, as before.

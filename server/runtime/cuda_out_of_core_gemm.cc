@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cuda_status.h"
 #include "kernels/precision.h"
 #include "server/runtime/cuda_host_matrices.h"
 #include "server/runtime/cuda_operation.h"
@@ -27,16 +26,6 @@
 
 namespace matserve::server {
 namespace {
-
-using kernels::cuda_status;
-
-absl::Status record_on(cudaEvent_t event, cudaStream_t stream) {
-  return cuda_status(cudaEventRecord(event, stream), "record event");
-}
-
-absl::Status wait_on(cudaStream_t stream, cudaEvent_t event) {
-  return cuda_status(cudaStreamWaitEvent(stream, event, 0), "wait for event");
-}
 
 absl::StatusOr<std::vector<kernels::Event>> make_events(int count) {
   std::vector<kernels::Event> events;
@@ -81,7 +70,7 @@ class CudaOutOfCoreGemm : public CudaOperation {
     // Planned with the memory the device's resident matrices leave, less the result when it
     // stays on the device.
     const PoolStats pool = device_->pool->stats();
-    std::int64_t free_bytes = pool.budget_bytes - pool.long_lived_bytes;
+    std::int64_t free_bytes = pool.request_bytes();
     if (job_.keep_result && !result_in_host_) {
       free_bytes -= static_cast<std::int64_t>(MemoryPool::size_class(job_.out_bytes()));
       if (free_bytes <= 0) {

@@ -37,12 +37,20 @@ inline absl::Status copy_unpacked(std::byte* to, const std::byte* from, const St
                  stream, what);
 }
 
+// `event` recorded on `stream`.
+inline absl::Status record_on(cudaEvent_t event, cudaStream_t stream) {
+  return kernels::cuda_status(cudaEventRecord(event, stream), "record event");
+}
+
+// `stream` made to wait for `event`.
+inline absl::Status wait_on(cudaStream_t stream, cudaEvent_t event) {
+  return kernels::cuda_status(cudaStreamWaitEvent(stream, event, 0), "wait for event");
+}
+
 // `event` recorded on `on`, and `waiter` made to wait for it.
 inline absl::Status record_then_wait(cudaEvent_t event, cudaStream_t on, cudaStream_t waiter) {
-  if (absl::Status s = kernels::cuda_status(cudaEventRecord(event, on), "record event"); !s.ok()) {
-    return s;
-  }
-  return kernels::cuda_status(cudaStreamWaitEvent(waiter, event, 0), "wait for event");
+  if (absl::Status s = record_on(event, on); !s.ok()) return s;
+  return wait_on(waiter, event);
 }
 
 }  // namespace matserve::server

@@ -30,7 +30,7 @@ absl::StatusOr<DeviceScheduler::Admission> DeviceScheduler::admit(std::span<cons
   }
   const PoolStats ps = pool_.stats();
   absl::MutexLock lock(&mu_);
-  if (need > ps.budget_bytes - ps.long_lived_bytes) {
+  if (need > ps.request_bytes()) {
     ++stats_.rejected_memory;
     return absl::ResourceExhaustedError(absl::StrCat(
         label_, ": the request needs ", need, " bytes of memory; the budget is ", ps.budget_bytes,

@@ -32,6 +32,9 @@ struct PoolStats {
   std::int64_t hits = 0;              // allocations served from the cache
   std::int64_t misses = 0;            // allocations that reached the raw allocator
   std::int64_t raw_failures = 0;      // raw allocations that failed (after trimming the cache)
+
+  // What the resident matrices leave of the budget for requests' own blocks.
+  std::int64_t request_bytes() const { return budget_bytes - long_lived_bytes; }
 };
 
 class MemoryPool {

@@ -19,20 +19,6 @@ std::size_t aligned(std::size_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-// `length` cut into pieces of at most `tile`, of nearly equal sizes, the larger ones first.
-std::vector<std::pair<std::int64_t, std::int64_t>> cut(std::int64_t length, std::int64_t tile) {
-  const std::int64_t count = std::max<std::int64_t>(1, (length + tile - 1) / tile);
-  std::vector<std::pair<std::int64_t, std::int64_t>> parts;
-  const std::int64_t base = length / count;
-  const std::int64_t extra = length % count;
-  for (std::int64_t i = 0, at = 0; i < count; ++i) {
-    const std::int64_t size = base + (i < extra ? 1 : 0);
-    parts.emplace_back(at, size);
-    at += size;
-  }
-  return parts;
-}
-
 std::size_t pool_bytes(std::size_t bytes) {
   return bytes == 0 ? 0 : MemoryPool::size_class(bytes);
 }
@@ -40,10 +26,10 @@ std::size_t pool_bytes(std::size_t bytes) {
 // Pieces and slot sizes at one tile size (no slots counted yet).
 OutOfCorePlan shape_at(const kernels::GemmProblem& p, std::int64_t tile) {
   OutOfCorePlan plan;
-  for (const auto& [row0, rows] : cut(p.m, tile)) {
+  for (const auto& [row0, rows] : cut_by_tile(0, p.m, tile)) {
     plan.a_pieces.push_back({.row0 = row0, .rows = rows});
   }
-  for (const auto& [col0, cols] : cut(p.n, tile)) {
+  for (const auto& [col0, cols] : cut_by_tile(0, p.n, tile)) {
     plan.b_blocks.push_back({.col0 = col0, .cols = cols});
   }
   const CBlock& first_rows = plan.a_pieces.front();  // the largest of each

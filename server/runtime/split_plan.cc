@@ -20,17 +20,13 @@ std::vector<std::pair<std::int64_t, std::int64_t>> cut(std::int64_t start, std::
   return parts;
 }
 
-std::int64_t pieces_for(std::int64_t length, std::int64_t tile) {
-  return std::max<std::int64_t>(1, (length + tile - 1) / tile);
-}
-
 HelperBand tile_band(const CBlock& band, std::int64_t tile) {
   HelperBand h;
   h.band = band;
-  for (const auto& [row0, rows] : cut(band.row0, band.rows, pieces_for(band.rows, tile))) {
+  for (const auto& [row0, rows] : cut_by_tile(band.row0, band.rows, tile)) {
     h.a_pieces.push_back({.row0 = row0, .rows = rows});
   }
-  for (const auto& [col0, cols] : cut(band.col0, band.cols, pieces_for(band.cols, tile))) {
+  for (const auto& [col0, cols] : cut_by_tile(band.col0, band.cols, tile)) {
     h.b_pieces.push_back({.col0 = col0, .cols = cols});
   }
   // Column pieces outer: the first column of tiles brings the A' pieces one a tile, every later
@@ -52,6 +48,12 @@ std::size_t in_size(const kernels::GemmProblem& p) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::int64_t, std::int64_t>> cut_by_tile(std::int64_t start,
+                                                               std::int64_t length,
+                                                               std::int64_t tile) {
+  return cut(start, length, std::max<std::int64_t>(1, (length + tile - 1) / tile));
+}
 
 SplitPlan plan_split(std::int64_t m, std::int64_t n, int devices, std::int64_t tile) {
   SplitPlan plan;

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm_problem.h"
@@ -62,6 +63,12 @@ struct SplitPlan {
 // equal shares of the longer side, the home band the remainder. Fewer helpers than asked when the
 // longer side has fewer than `devices` rows or columns.
 SplitPlan plan_split(std::int64_t m, std::int64_t n, int devices, std::int64_t tile);
+
+// [start, start + length) cut into the fewest consecutive parts of at most `tile` (one when
+// length <= tile), of nearly equal sizes, the larger ones first: (first, size) of each.
+std::vector<std::pair<std::int64_t, std::int64_t>> cut_by_tile(std::int64_t start,
+                                                               std::int64_t length,
+                                                               std::int64_t tile);
 
 // A strided block of bytes: `height` rows of `width_bytes`, `pitch_bytes` apart, from `data` (an
 // offset from the matrix's start when planning). What cudaMemcpy2D copies.
