@@ -19,14 +19,6 @@
 namespace matserve::kernels {
 namespace {
 
-constexpr std::int64_t round16(std::int64_t v) {
-  return (v + 15) / 16 * 16;
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 // What both cuBLASLt fp8 variants refuse, named as `variant`.
 absl::Status fp8_refusal(const char* variant, const GemmProblem& p) {
   constexpr std::int64_t kMax = std::numeric_limits<int>::max();

@@ -11,15 +11,8 @@
 namespace matserve::kernels {
 namespace {
 
-constexpr std::int64_t round16(std::int64_t v) {
-  return (v + 15) / 16 * 16;
-}
 constexpr std::int64_t round256(std::int64_t v) {
   return (v + 255) / 256 * 256;
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace

@@ -17,6 +17,14 @@
 
 namespace matserve::kernels {
 
+// The K-major rows' padding (k rounded up to 16 bytes of e4m3) and alignment the fp8 GEMMs read.
+constexpr std::int64_t round16(std::int64_t v) {
+  return (v + 15) / 16 * 16;
+}
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 // Stream-ordered scratch from the device's default pool (which keeps freed memory for reuse:
 // StreamResources sets its release threshold), freed (stream-ordered) when it goes out of scope.
 class StreamScratch {

@@ -1,5 +1,5 @@
-// fp8 (e4m3) operands for the cuBLASLt fp8 variant, packed on the device into the only layout
-// cuBLASLt's fp8 kernels accept ("TN": K-major, rows padded to 16 bytes). fp32/fp16/bf16 data is
+// fp8 (e4m3) operands for every fp8 variant (cuBLASLt's and wgmma_fp8), packed on the device
+// into the layout fp8 tensor cores read ("TN": K-major, rows padded to 16 bytes). fp32/fp16/bf16 data is
 // quantized per tensor: one pass finds amax, a second writes q = x / scale (scale = amax / 448,
 // saturating). e4m3 data in another layout is repacked bit for bit (scale 1).
 //
