@@ -19,7 +19,7 @@ import numpy as np
 from . import dtypes
 from ._stubs import pb
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, assemble_batch,
-                       batch_memory_order, decode_batch, prepare_batch)
+                       batch_memory_order, decode_batch, prepare_batch, set_fp8_scales)
 from .errors import error_for
 from .resident import ResidentMatrix
 from .results import MultiplyBatchedResult, ResidentInfo, Timing, Verification
@@ -147,10 +147,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                                         output_layout=ORDER_TO_LAYOUT[order])
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
-    if a_scale is not None:
-        request.a_scale = float(a_scale)
-    if b_scale is not None:
-        request.b_scale = float(b_scale)
+    set_fp8_scales(request, a_scale, b_scale)
     m = shape(ops["a"])[1 if transpose_a else 0]
     n = shape(ops["b"])[0 if transpose_b else 1]
     result_bytes = batch * m * n * dtypes.itemsize(out_name)

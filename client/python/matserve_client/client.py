@@ -17,7 +17,7 @@ from . import batched, dtypes, health, routing, shared_memory, striped, transfer
 from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
-                       decode, memory_order, prepare)
+                       decode, memory_order, prepare, set_fp8_scales)
 from .errors import (MatserveError, NotFound, PermissionDenied, Unimplemented, error_for,
                      from_rpc_error)
 from .resident import ResidentMatrix
@@ -96,17 +96,8 @@ def _multiply_request(operand, a, b, c, *, dtype, out_dtype, order: Optional[str
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
     request.split = _split(split)
-    _set_scales(request, a_scale, b_scale)
+    set_fp8_scales(request, a_scale, b_scale)
     return request, ops, out_name, order
-
-
-def _set_scales(request, a_scale: Optional[float], b_scale: Optional[float]) -> None:
-    """fp8_e4m3 operands' dequantization scales, when given (the server folds them into
-    alpha)."""
-    if a_scale is not None:
-        request.a_scale = float(a_scale)
-    if b_scale is not None:
-        request.b_scale = float(b_scale)
 
 
 _SPLITS = {"default": 0, "never": 1, "always": 2}  # the proto's Split values

@@ -161,6 +161,15 @@ def prepare_batch(x: ArrayLike, dtype: Optional[dtypes.DTypeLike] = None, what: 
                     flat=flat, batch=int(arr.shape[0]))
 
 
+def set_fp8_scales(request, a_scale: Optional[float], b_scale: Optional[float]) -> None:
+    """fp8_e4m3 operands' dequantization scales on a Multiply or MultiplyBatched request, when
+    given (the server folds them into alpha)."""
+    if a_scale is not None:
+        request.a_scale = float(a_scale)
+    if b_scale is not None:
+        request.b_scale = float(b_scale)
+
+
 def _wire_elements(data: Any, dtype: str, count: int, what: str, holding: str):
     """(flat view of `count` wire elements, whether the bytes are writable) of raw bytes (bytes,
     bytearray or uint8 array); DATA_LOSS naming what they should hold when the length is off."""
