@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -19,22 +18,16 @@ namespace matserve::server {
 namespace {
 
 using kernels::GemmProblem;
+using testing::compute_packed_tile;
 using testing::copy_strided;
-using testing::place_strided;
-using testing::random_integers;
+using testing::equals_whole;
+using testing::strided_product;
+using testing::StridedProduct;
 
 GemmProblem shape(std::int64_t m, std::int64_t n, std::int64_t k, kernels::DType in,
-                  kernels::DType out, bool a_trans = false, bool b_trans = false) {
-  return GemmProblem{.m = m,
-                     .n = n,
-                     .k = k,
-                     .lda = a_trans ? m : k,
-                     .a_trans = a_trans,
-                     .ldb = b_trans ? k : n,
-                     .b_trans = b_trans,
-                     .ldc = n,
-                     .in_type = in,
-                     .out_type = out};
+                  kernels::DType out) {
+  return GemmProblem{
+      .m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n, .in_type = in, .out_type = out};
 }
 
 // Replays the plan's loads in order: each tile must find its piece and block in its slots. And,
@@ -157,24 +150,9 @@ TEST(OutOfCorePlan, ProductFromSlotsEqualsTheWholeForEveryOperandOrder) {
                                    {3, 65, 19},
                                    {131, 97, 13}}) {
         for (std::int64_t budget : {std::int64_t{12} << 10, std::int64_t{1} << 20}) {
-          const std::int64_t lda = (a_trans ? m : k) + 3;  // wider than stored: strides show
-          const std::int64_t ldb = (b_trans ? k : n) + 2;
-          const std::int64_t ldc = n + 1;
-          const std::vector<double> a =
-              random_integers(static_cast<std::size_t>((a_trans ? k : m) * lda), rng);
-          const std::vector<double> b =
-              random_integers(static_cast<std::size_t>((b_trans ? n : k) * ldb), rng);
-          const std::vector<double> c0 = random_integers(static_cast<std::size_t>(m * ldc), rng);
-          GemmProblem p =
-              shape(m, n, k, kernels::DType::kF64, kernels::DType::kF64, a_trans, b_trans);
-          p.a = a.data();
-          p.lda = lda;
-          p.b = b.data();
-          p.ldb = ldb;
-          p.ldc = ldc;
-          p.precision = kernels::Precision::kF64;
-          p.alpha = 2.0;
-          p.beta = -1.0;
+          const StridedProduct product = strided_product(m, n, k, a_trans, b_trans, rng);
+          const GemmProblem& p = product.p;
+          const std::vector<double>& c0 = product.c0;
           const std::vector<double> whole = kernels::reference_gemm_naive(p, c0.data());
 
           absl::StatusOr<OutOfCorePlan> plan = plan_out_of_core(p, budget, /*tile=*/16);
@@ -195,23 +173,13 @@ TEST(OutOfCorePlan, ProductFromSlotsEqualsTheWholeForEveryOperandOrder) {
                 b_slots.data() + static_cast<std::size_t>(s.b_slot) * plan->b_slot_bytes;
             std::byte* c_at =
                 c_slots.data() + static_cast<std::size_t>(s.c_slot) * plan->c_slot_bytes;
-            if (s.load_a) copy_strided(a.data(), a_rows(p, ap.row0, ap.rows), a_at);
-            if (s.load_b) copy_strided(b.data(), b_cols(p, bp.col0, bp.cols), b_at);
-            const StridedBytes cs = c_block(p, s.block);
-            copy_strided(c0.data(), cs, c_at);
-            const GemmProblem tile = packed(p, s.block, a_at, b_at, c_at);
-            const std::vector<double> out = kernels::reference_gemm_naive(tile, c_at);
-            std::memcpy(c_at, out.data(), cs.packed_bytes());
-            place_strided(c_at, cs, c.data());
+            if (s.load_a) copy_strided(product.a.data(), a_rows(p, ap.row0, ap.rows), a_at);
+            if (s.load_b) copy_strided(product.b.data(), b_cols(p, bp.col0, bp.cols), b_at);
+            compute_packed_tile(p, s.block, a_at, b_at, c0, c_at, c);
           }
-          for (std::int64_t i = 0; i < m; ++i) {
-            for (std::int64_t j = 0; j < n; ++j) {
-              ASSERT_EQ(c[static_cast<std::size_t>(i * ldc + j)],
-                        whole[static_cast<std::size_t>(i * n + j)])
-                  << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x"
-                  << k << " budget " << budget << ", at (" << i << ", " << j << ")";
-            }
-          }
+          ASSERT_TRUE(equals_whole(c, p.ldc, whole, m, n))
+              << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x" << k
+              << " budget " << budget;
         }
       }
     }

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -17,9 +16,11 @@ namespace matserve::server {
 namespace {
 
 using kernels::GemmProblem;
+using testing::compute_packed_tile;
 using testing::copy_strided;
-using testing::place_strided;
-using testing::random_integers;
+using testing::equals_whole;
+using testing::strided_product;
+using testing::StridedProduct;
 
 // How many times each element of an m x n C is covered by the plan's home band and helper tiles.
 std::vector<int> coverage(const SplitPlan& plan, std::int64_t m, std::int64_t n) {
@@ -101,31 +102,10 @@ TEST(SplitPlan, AssembledProductEqualsTheWholeForEveryOperandOrder) {
                                    {3, 65, 19},
                                    {50, 50, 1}}) {
         for (int devices : {2, 3, 4}) {
-          // Leading dimensions larger than the stored rows, so a wrong stride shows.
-          const std::int64_t lda = (a_trans ? m : k) + 3;
-          const std::int64_t ldb = (b_trans ? k : n) + 2;
-          const std::int64_t ldc = n + 1;
-          const std::vector<double> a =
-              random_integers(static_cast<std::size_t>((a_trans ? k : m) * lda), rng);
-          const std::vector<double> b =
-              random_integers(static_cast<std::size_t>((b_trans ? n : k) * ldb), rng);
-          const std::vector<double> c0 = random_integers(static_cast<std::size_t>(m * ldc), rng);
-          GemmProblem p{.m = m,
-                        .n = n,
-                        .k = k,
-                        .a = a.data(),
-                        .lda = lda,
-                        .a_trans = a_trans,
-                        .b = b.data(),
-                        .ldb = ldb,
-                        .b_trans = b_trans,
-                        .c = nullptr,
-                        .ldc = ldc,
-                        .in_type = kernels::DType::kF64,
-                        .out_type = kernels::DType::kF64,
-                        .precision = kernels::Precision::kF64,
-                        .alpha = 2.0,
-                        .beta = -1.0};
+          const StridedProduct product = strided_product(m, n, k, a_trans, b_trans, rng);
+          GemmProblem p = product.p;
+          const std::vector<double>& c0 = product.c0;
+          const std::int64_t ldc = p.ldc;
           const std::vector<double> whole = kernels::reference_gemm_naive(p, c0.data());
 
           std::vector<double> c = c0;  // C as the home device holds it, written band by band
@@ -144,7 +124,7 @@ TEST(SplitPlan, AssembledProductEqualsTheWholeForEveryOperandOrder) {
           home_dense.ldc = plan.home.cols;
           put_block(kernels::reference_gemm_naive(home_dense, home_c0.data()), plan.home, ldc, c);
           EXPECT_EQ(home.c, static_cast<void*>(c.data()));
-          EXPECT_EQ(home.lda, lda);
+          EXPECT_EQ(home.lda, product.p.lda);
           // Every helper tile from packed copies of its pieces and of C's block.
           for (const HelperBand& h : plan.helpers) {
             for (const HelperTile& t : h.tiles) {
@@ -152,28 +132,18 @@ TEST(SplitPlan, AssembledProductEqualsTheWholeForEveryOperandOrder) {
               const CBlock& bp = h.b_pieces[static_cast<std::size_t>(t.b_piece)];
               const StridedBytes as = a_rows(p, ap.row0, ap.rows);
               const StridedBytes bs = b_cols(p, bp.col0, bp.cols);
-              const StridedBytes cs = c_block(p, t.block);
               std::vector<std::byte> ap_packed(as.packed_bytes());
               std::vector<std::byte> bp_packed(bs.packed_bytes());
-              std::vector<std::byte> c_packed(cs.packed_bytes());
-              copy_strided(a.data(), as, ap_packed.data());
-              copy_strided(b.data(), bs, bp_packed.data());
-              copy_strided(c0.data(), cs, c_packed.data());
-              const GemmProblem tile =
-                  packed(p, t.block, ap_packed.data(), bp_packed.data(), c_packed.data());
-              const std::vector<double> out = kernels::reference_gemm_naive(tile, c_packed.data());
-              std::memcpy(c_packed.data(), out.data(), c_packed.size());
-              place_strided(c_packed.data(), cs, c.data());
+              std::vector<std::byte> c_packed(c_block(p, t.block).packed_bytes());
+              copy_strided(product.a.data(), as, ap_packed.data());
+              copy_strided(product.b.data(), bs, bp_packed.data());
+              compute_packed_tile(p, t.block, ap_packed.data(), bp_packed.data(), c0,
+                                  c_packed.data(), c);
             }
           }
-          for (std::int64_t i = 0; i < m; ++i) {
-            for (std::int64_t j = 0; j < n; ++j) {
-              ASSERT_EQ(c[static_cast<std::size_t>(i * ldc + j)],
-                        whole[static_cast<std::size_t>(i * n + j)])
-                  << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x"
-                  << k << " on " << devices << " devices, at (" << i << ", " << j << ")";
-            }
-          }
+          ASSERT_TRUE(equals_whole(c, ldc, whole, m, n))
+              << "a_trans " << a_trans << " b_trans " << b_trans << " " << m << "x" << n << "x" << k
+              << " on " << devices << " devices";
         }
       }
     }
