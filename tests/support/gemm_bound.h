@@ -48,11 +48,10 @@ inline double input_roundoff(kernels::Precision p, kernels::DType in) {
   return 1.0;
 }
 
-// Relative error of one addition in the accumulator: fp64 for fp64, else fp32, with a whole step
-// allowed (tensor cores' adders may truncate).
-// Relative error of one addition into the accumulator. Hopper's fp8 tensor cores keep about 14
-// bits of the running sum (DeepSeek-V3's report, and what e4m3 products through cuBLASLt show:
-// errors near 2^-12 of the sum with k = 45), not fp32's 24.
+// Relative error of one addition into the accumulator: fp64 for fp64, else fp32, with a whole
+// step allowed (tensor cores' adders may truncate). Hopper's fp8 tensor cores keep about 14 bits
+// of the running sum (DeepSeek-V3's report, and what e4m3 products through cuBLASLt show: errors
+// near 2^-12 of the sum with k = 45), not fp32's 24.
 inline double accumulator_roundoff(kernels::Precision p) {
   if (p == kernels::Precision::kF8) return 0x1p-13;
   return p == kernels::Precision::kF64 ? 0x1p-52 : 0x1p-23;
