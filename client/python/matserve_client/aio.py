@@ -279,20 +279,9 @@ class AsyncClient:
         prepared = prepare(x, dtype, "matrix", order=_order(order))
         if (self.stripes > 0 and not self._no_ranges and self._table is None and
                 prepared.nbytes >= self.stripe_threshold_bytes):
-            made: List[str] = []
-            try:
-                stripes = await self._striper(timeout)
-                infos = await stripes.put([prepared], self._deadline(timeout), self._metadata(),
-                                          made, colocate_with or "")
+            infos = await self._put_striped([prepared], timeout, colocate_with or "")
+            if infos is not None:
                 return AsyncResidentMatrix(self, ResidentInfo.from_proto(infos[0]))
-            except (Unimplemented, PermissionDenied):
-                if made:
-                    await self._release_handles(made)
-                    raise
-                self._no_ranges = True
-            except BaseException:
-                await self._release_handles(made)
-                raise
         reply = await self._call("Upload", pb.UploadRequest(
             matrix=prepared.header(with_data=True), colocate_with=colocate_with or ""), timeout)
         return AsyncResidentMatrix(self, ResidentInfo.from_proto(reply.resident))
@@ -336,27 +325,37 @@ class AsyncClient:
                 total < self.stripe_threshold_bytes):
             _fill(request, ops)
             return None
-        made: List[str] = []
         names = list(inline)
-        try:
-            stripes = await self._striper(timeout)
-            infos = await stripes.put([inline[k] for k in names], self._deadline(timeout),
-                                      self._metadata(), made)
-        except (Unimplemented, PermissionDenied):
-            if made:
-                await self._release_handles(made)
-                raise
-            self._no_ranges = True
+        infos = await self._put_striped([inline[k] for k in names], timeout)
+        if infos is None:
             _fill(request, ops)
             return None
-        except BaseException:
-            await self._release_handles(made)
-            raise
+        made = [info.handle for info in infos]
         for name, info in zip(names, infos):
             setattr(request, f"{name}_handle", info.handle)
         _fill(request, {k: v for k, v in ops.items() if k not in inline})
         request.keep_result = True
         return made
+
+    async def _put_striped(self, prepared: List[Prepared], timeout: Optional[float],
+                           colocate_with: str = "") -> Optional[list]:
+        """The Prepared matrices written striped into resident matrices made for them (the first
+        beside `colocate_with`, a handle or ""): their ResidentInfo messages; None (nothing made)
+        when the server cannot take ranges (an older server, or no `resident` permission)."""
+        made: List[str] = []
+        try:
+            stripes = await self._striper(timeout)
+            return await stripes.put(prepared, self._deadline(timeout), self._metadata(), made,
+                                     colocate_with)
+        except (Unimplemented, PermissionDenied):
+            if made:
+                await self._release_handles(made)
+                raise
+            self._no_ranges = True
+            return None
+        except BaseException:
+            await self._release_handles(made)
+            raise
 
     async def _striper(self, timeout: Optional[float]) -> striped.AsyncStripes:
         if self._stripes is None:
