@@ -50,21 +50,24 @@ absl::Status mma_sync_can_implement(const GemmProblem& p) {
   return sixteen_bit_operands("mma_sync", p);
 }
 
-// wgmma and setmaxnreg exist on sm_90 only (sm_90a code does not run on later chips).
+// wgmma and setmaxnreg exist on sm_90 only (sm_90a code does not run on later chips). Asked of
+// the first device the process sees, once.
 bool is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
+  static const bool sm90 = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+  }();
+  return sm90;
 }
 
 absl::Status wgmma_can_implement(const GemmProblem& p) {
   if (p.precision != Precision::kTF32) {
     if (absl::Status s = sixteen_bit_operands("wgmma", p); !s.ok()) return s;
   }
-  static const bool sm90 = is_sm90();
-  if (!sm90)
+  if (!is_sm90())
     return absl::FailedPreconditionError("variant 'wgmma': needs an sm_90 GPU (H100/H200)");
   if (const char* why = wgmma_gemm_unsupported(p); why != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("variant 'wgmma': ", why));
@@ -119,8 +122,7 @@ absl::Status wgmma_fp8_refusal(const char* name, const GemmProblem& p) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", name, "': dimensions below 2^31"));
   }
-  static const bool sm90 = is_sm90();
-  if (!sm90) {
+  if (!is_sm90()) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", name, "': needs an sm_90 GPU (H100/H200)"));
   }
