@@ -100,24 +100,6 @@ void order_steps(OutOfCorePlan& plan) {
 
 }  // namespace
 
-std::size_t OutOfCorePlan::device_bytes() const {
-  return pool_bytes(static_cast<std::size_t>(a_slots) * a_slot_bytes) +
-         pool_bytes(static_cast<std::size_t>(b_slots) * b_slot_bytes) +
-         pool_bytes(static_cast<std::size_t>(c_slots) * c_slot_bytes);
-}
-
-std::size_t OutOfCorePlan::bytes_in(const kernels::GemmProblem& p, bool read_c) const {
-  std::size_t total = 0;
-  for (const OutOfCoreStep& s : steps) {
-    const CBlock& a = a_pieces[static_cast<std::size_t>(s.a_piece)];
-    const CBlock& b = b_blocks[static_cast<std::size_t>(s.b_block)];
-    if (s.load_a) total += a_rows(p, a.row0, a.rows).packed_bytes();
-    if (s.load_b) total += b_cols(p, b.col0, b.cols).packed_bytes();
-    if (read_c) total += c_block(p, s.block).packed_bytes();
-  }
-  return total;
-}
-
 absl::StatusOr<OutOfCorePlan> plan_out_of_core(const kernels::GemmProblem& p,
                                                std::int64_t device_bytes, std::int64_t tile) {
   if (p.m < 1 || p.n < 1) return absl::InvalidArgumentError("out-of-core GEMM: empty C");

@@ -55,11 +55,6 @@ struct OutOfCorePlan {
   std::size_t b_slot_bytes = 0;
   std::size_t c_slot_bytes = 0;
   std::vector<OutOfCoreStep> steps;  // in the order they run
-
-  // Device memory the plan takes, as the pool counts it (each block's size class).
-  std::size_t device_bytes() const;
-  // Bytes copied to the device: every load, and C's tiles when `read_c`.
-  std::size_t bytes_in(const kernels::GemmProblem& p, bool read_c) const;
 };
 
 // The plan for problem `p` within `device_bytes` of device memory, with tiles of at most `tile`
