@@ -11,7 +11,10 @@ unit scales and a bf16 result in the one layout it takes (A row-major, B column-
 promoted accumulation (its default) and with use_fast_accum=True: CUDA events around each call,
 enqueued while a spin kernel holds the stream busy, so the interval holds no host launch time
 (median). The ratio is against torch's accumulation of the same kind: the *_fast variants against
-use_fast_accum=True, every other one against the default. Writes fp8.json and fp8.md to --out.
+use_fast_accum=True, every other one against the default. Beside it, torch given the operands in
+the service's order: where that is not A x B^T, torch must first make an operand contiguous in
+its layout (.t().contiguous()), and that copy is timed with the product. Writes fp8.json and
+fp8.md to --out.
 
 usage: fp8_vs_torch.py --target HOST:PORT [--sizes 2048,4096,8192] [--reps 30]
                        [--variants auto,wgmma_fp8_fast] [--data e4m3,bf16]
@@ -52,13 +55,23 @@ def spin_cycles(us):
     return int(2_000_000 * us / (s.elapsed_time(e) * 1e3))
 
 
-def torch_us(n, reps, warmup, fast_accum):
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major k x n
+def torch_us(n, reps, warmup, fast_accum, ta=False, tb=True):
+    """torch._scaled_mm's device time, its operands stored as the service's are (ta / tb: A / B
+    given transposed). It takes A row-major and B column-major only (A x B^T as stored); in any
+    other order an operand is first made contiguous in that layout, as a torch user must, and
+    that copy is in the time. The default order (A x B^T) times the product alone."""
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # A as m x k, or k x m
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # B as n x k, or k x n
     one = torch.tensor(1.0, device="cuda")
+
+    def product():
+        a_rows = a.t().contiguous() if ta else a  # m x k, row-major
+        b_cols = b.t() if tb else b.t().contiguous().t()  # k x n, column-major
+        return torch._scaled_mm(a_rows, b_cols, scale_a=one, scale_b=one,
+                                out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
+
     for _ in range(warmup):
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                         use_fast_accum=fast_accum)
+        product()
     torch.cuda.synchronize()
     cycles = spin_cycles(300)
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -66,8 +79,7 @@ def torch_us(n, reps, warmup, fast_accum):
     for _ in range(reps):
         torch.cuda._sleep(cycles)
         s.record()
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                         use_fast_accum=fast_accum)
+        product()
         e.record()
         e.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
@@ -130,6 +142,9 @@ def main():
                         fast = asked.endswith("_fast")
                         # torch measured right beside each service case, alike in accumulation.
                         t_us = torch_us(n, args.reps, args.warmup, fast)
+                        # ... and given the operands as the service is, copies included.
+                        same_us = t_us if (ta, tb) == ORDERS[0] else torch_us(
+                            n, args.reps, args.warmup, fast, ta, tb)
                         base = {"n": n, "order": order_name(ta, tb), "data": data, "asked": asked,
                                 "torch_fast_accum": fast}
                         try:
@@ -139,23 +154,27 @@ def main():
                             rows.append(dict(base, refused=str(e)))
                             continue
                         rows.append(dict(base, variant=variant, service_us=s_us, torch_us=t_us,
+                                         torch_same_order_us=same_us,
                                          service_tflops=flops / s_us / 1e6,
-                                         torch_tflops=flops / t_us / 1e6, ratio=t_us / s_us))
+                                         torch_tflops=flops / t_us / 1e6, ratio=t_us / s_us,
+                                         ratio_same_order=same_us / s_us))
                         print(f"{n} {data} {order_name(ta, tb)} {asked} -> {variant}: service "
                               f"{s_us:.1f} us, torch{' fast' if fast else ''} {t_us:.1f} us",
                               file=sys.stderr, flush=True)
     json.dump(rows, open(os.path.join(args.out, "fp8.json"), "w"), indent=1)
     lines = ["| n^3 | data | operands | asked | ran | service kernel_us | TFLOP/s | "
-             "torch._scaled_mm us (A x B^T) | torch accumulation | service / torch speed |",
-             "|---|---|---|---|---|---:|---:|---:|---|---:|"]
+             "torch._scaled_mm us (A x B^T) | torch accumulation | service / torch speed | "
+             "torch us, operands as the service's (copies included) | service / that |",
+             "|---|---|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         head = f"| {r['n']} | {r['data']} | {r['order']} | {r['asked']} |"
         acc = "fast" if r["torch_fast_accum"] else "promoted"
         if "refused" in r:
-            lines.append(f"{head} refused | | | | {acc} | |")
+            lines.append(f"{head} refused | | | | {acc} | | | |")
             continue
         lines.append(f"{head} {r['variant']} | {r['service_us']:.1f} | {r['service_tflops']:.0f} | "
-                     f"{r['torch_us']:.1f} | {acc} | **{r['ratio']:.2f}x** |")
+                     f"{r['torch_us']:.1f} | {acc} | **{r['ratio']:.2f}x** | "
+                     f"{r['torch_same_order_us']:.1f} | {r['ratio_same_order']:.2f}x |")
     table = "\n".join(lines)
     open(os.path.join(args.out, "fp8.md"), "w").write(table + "\n")
     print(table)
