@@ -3,7 +3,7 @@
 // data is quantized per tensor: one pass finds amax, a second writes q = x / scale (scale = amax /
 // 448, saturating). e4m3 data in another layout is repacked bit for bit (scale 1).
 //
-// Repacking column-stored e4m3 data moves 4 bytes a thread each way through a 64 x 64-byte tile.
+// Repacking column-stored e4m3 data moves 16 bytes a thread each way through a 64 x 64-byte tile.
 // Both quantize passes read the stored rows 16 bytes per thread where the rows are 16-byte aligned
 // (amax: one warp-and-block reduction and one atomic per block; quantizing K-major data: 8 elements
 // in, 8 bytes out per thread), so they run near copy bandwidth. Quantizing or repacking a
@@ -208,48 +208,61 @@ __global__ void pack_as_is_kernel(const unsigned char* __restrict__ src, long lo
 }
 
 // Column-stored e4m3 X (X(r, p) = src[p * ld + r]) into K-major dst, bit for bit, through a
-// 64 x 64-byte tile: each thread reads 4 bytes along a stored row (when kWords: ld and src
-// 4-byte aligned) and writes 4 bytes along K, where the 32 x 32 tile above moves one byte a thread
-// each way (a quarter of the bytes per instruction, 27% of copy bandwidth on the H100).
+// 64 x 64-byte tile: each thread reads 16 bytes along a stored row (when kVector: ld and src
+// 16-byte aligned) and writes 16 bytes along K (ld_dst and dst 16-byte aligned), one load and one
+// store a thread, where the 32 x 32 tile above moves one byte a thread each way (27% of copy
+// bandwidth on the H100). Four threads cover a 64-byte row segment, so each warp reads and writes
+// whole 32-byte sectors; the tile's rows are 68 bytes apart, so the column reads of the write
+// phase meet at most two-way bank conflicts.
 constexpr int kByteTile = 64;
-constexpr int kByteThreads = 16;  // block 16 x 16: 4 bytes a thread across, 4 rows apart down
-template <bool kWords>
-__global__ void __launch_bounds__(kByteThreads* kByteThreads)
+constexpr int kByteThreads = 256;  // 64 rows x 4 threads of 16 bytes
+template <bool kVector>
+__global__ void __launch_bounds__(kByteThreads)
     transpose_bytes_kernel(const unsigned char* __restrict__ src, long long rows, long long cols,
                            long long ld, unsigned char* __restrict__ dst, long long ld_dst,
                            long long rows_dst) {
-  __shared__ alignas(4) unsigned char tile[kByteTile][kByteTile + 4];  // [p][r]
-  const int tx = threadIdx.x, ty = threadIdx.y;
+  __shared__ alignas(16) unsigned char tile[kByteTile][kByteTile + 4];  // [p][r]
+  const int row = static_cast<int>(threadIdx.x) / 4, seg = 16 * (static_cast<int>(threadIdx.x) % 4);
   const long long p0 = static_cast<long long>(blockIdx.x) * kByteTile;
   for (long long r0 = static_cast<long long>(blockIdx.y) * kByteTile; r0 < rows_dst;
        r0 += static_cast<long long>(gridDim.y) * kByteTile) {
-    // Read stored rows p (contiguous in r), 4 bytes of r a thread; zero outside rows x cols.
-    for (int i = ty; i < kByteTile; i += kByteThreads) {
-      const long long p = p0 + i, r = r0 + 4 * tx;
-      std::uint32_t word = 0;
+    // Stored row p = p0 + row, bytes r0 + seg .. + 15 (zero outside rows x cols).
+    {
+      const long long p = p0 + row, r = r0 + seg;
+      uint4 v = make_uint4(0, 0, 0, 0);
       if (p < cols) {
         const unsigned char* at = src + p * ld + r;
-        if (kWords && r + 4 <= rows) {
-          word = __ldg(reinterpret_cast<const std::uint32_t*>(at));
+        if (kVector && r + 16 <= rows) {
+          v = __ldg(reinterpret_cast<const uint4*>(at));
         } else {
+          unsigned int w[4] = {0, 0, 0, 0};
 #pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            if (r + b < rows) word |= static_cast<std::uint32_t>(at[b]) << (8 * b);
+          for (int b = 0; b < 16; ++b) {
+            if (r + b < rows) w[b / 4] |= static_cast<unsigned int>(at[b]) << (8 * (b % 4));
           }
+          v = make_uint4(w[0], w[1], w[2], w[3]);
         }
       }
-      *reinterpret_cast<std::uint32_t*>(&tile[i][4 * tx]) = word;
+      auto* t = reinterpret_cast<unsigned int*>(&tile[row][seg]);
+      t[0] = v.x;
+      t[1] = v.y;
+      t[2] = v.z;
+      t[3] = v.w;
     }
     __syncthreads();
-    // Write dst rows r (contiguous in p), 4 bytes of p a thread.
-    for (int j = ty; j < kByteTile; j += kByteThreads) {
-      const long long r = r0 + j, p = p0 + 4 * tx;
+    // dst row r = r0 + row, bytes p0 + seg .. + 15: column `row` of tile rows seg .. seg + 15.
+    {
+      const long long r = r0 + row, p = p0 + seg;
       if (r < rows_dst && p < ld_dst) {
-        const std::uint32_t word = static_cast<std::uint32_t>(tile[4 * tx][j]) |
-                                   static_cast<std::uint32_t>(tile[4 * tx + 1][j]) << 8 |
-                                   static_cast<std::uint32_t>(tile[4 * tx + 2][j]) << 16 |
-                                   static_cast<std::uint32_t>(tile[4 * tx + 3][j]) << 24;
-        *reinterpret_cast<std::uint32_t*>(dst + r * ld_dst + p) = word;
+        unsigned int w[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          w[q] = static_cast<unsigned int>(tile[seg + 4 * q][row]) |
+                 static_cast<unsigned int>(tile[seg + 4 * q + 1][row]) << 8 |
+                 static_cast<unsigned int>(tile[seg + 4 * q + 2][row]) << 16 |
+                 static_cast<unsigned int>(tile[seg + 4 * q + 3][row]) << 24;
+        }
+        *reinterpret_cast<uint4*>(dst + r * ld_dst + p) = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
     __syncthreads();
@@ -304,19 +317,18 @@ cudaError_t launch_fp8_quantize(const Fp8QuantizeArgs& a, cudaStream_t stream) {
   const long long rows_dst = a.rows_dst > a.rows ? a.rows_dst : a.rows;
   if (a.src_type == DType::kF8E4M3) {
     auto* dst = static_cast<unsigned char*>(a.dst);
-    if (!a.k_major && a.ld_dst % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0) {
+    if (!a.k_major && a.ld_dst % 16 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
       const auto* src = static_cast<const unsigned char*>(a.src);
       const long long x = (a.ld_dst + kByteTile - 1) / kByteTile;
       const long long y = (rows_dst + kByteTile - 1) / kByteTile;
       const dim3 grid(static_cast<unsigned>(x < 1 ? 1 : x),
                       static_cast<unsigned>(y < 65535 ? y : 65535));
-      const dim3 block(kByteThreads, kByteThreads);
-      if (a.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 4 == 0) {
+      if (a.ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
         transpose_bytes_kernel<true>
-            <<<grid, block, 0, stream>>>(src, a.rows, a.cols, a.ld, dst, a.ld_dst, rows_dst);
+            <<<grid, kByteThreads, 0, stream>>>(src, a.rows, a.cols, a.ld, dst, a.ld_dst, rows_dst);
       } else {
         transpose_bytes_kernel<false>
-            <<<grid, block, 0, stream>>>(src, a.rows, a.cols, a.ld, dst, a.ld_dst, rows_dst);
+            <<<grid, kByteThreads, 0, stream>>>(src, a.rows, a.cols, a.ld, dst, a.ld_dst, rows_dst);
       }
       return cudaGetLastError();
     }
