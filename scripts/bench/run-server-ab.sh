@@ -10,6 +10,10 @@
 #   build through the bundle's with-env.sh). matserve-bench comes from the bundle or
 #   MATSERVE_BENCH. Environment: MATSERVE_BACKEND [cuda], AB_ROUNDS [3], AB_ARGS (matserve-bench's
 #   load; default resident 256^3 and inline 256^3, 1024^3 at concurrency 1, 2 s each).
+#   To compare clients as well as servers: BENCH_A / BENCH_B (each side's matserve-bench), and
+#   PYCLIENT_A / PYCLIENT_B (a PYTHONPATH holding that side's matserve_client and stubs): then
+#   each round also times that side's Python client on small inline products
+#   (python_small_calls.py; PY_ARGS, default --sizes 64,256; PYTHON [python3]).
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -40,9 +44,19 @@ for round in $(seq 1 "${AB_ROUNDS:-3}"); do
     pid=$!
     port=$(wait_for_server_port "$out/$side-$round.server.log" $pid run-server-ab 300) || exit 1
     echo "run-server-ab: round $round server $side" >&2
-    "${bench_cmd[@]}" --target "127.0.0.1:$port" "${load[@]}" --warmup 20 --no-progress \
+    side_bench=("${bench_cmd[@]}")
+    own_bench=BENCH_$side
+    [ -n "${!own_bench:-}" ] && side_bench=("${!own_bench}")
+    "${side_bench[@]}" --target "127.0.0.1:$port" "${load[@]}" --warmup 20 --no-progress \
       --json "$out/$side-$round.json" >"$out/$side-$round.bench.log" 2>&1 ||
       echo "  bench exit $?" >&2
+    pyclient=PYCLIENT_$side
+    if [ -n "${!pyclient:-}" ]; then
+      # shellcheck disable=SC2086  # PY_ARGS is a list of flags
+      PYTHONPATH=${!pyclient} "${PYTHON:-python3}" "$(dirname "$0")/python_small_calls.py" \
+        "127.0.0.1:$port" "$round" "$side" ${PY_ARGS:-} >"$out/$side-$round.python.md" \
+        2>"$out/$side-$round.python.log" || echo "  python client exit $?" >&2
+    fi
     kill -TERM $pid
     wait $pid
     /usr/bin/env python3 - "$out/$side-$round.json" "$round" "$side" >>"$out/ab.md" <<'PY'
@@ -58,6 +72,7 @@ for r in doc["runs"]:
     print(f"| {rnd} | {side} | {r['shape']} | {r['mode']} | {r['requests']} | {c['p50']:,.0f} | "
           f"{c['p90']:,.0f} | {s['p50']:,.0f} |")
 PY
+    [ -f "$out/$side-$round.python.md" ] && cat "$out/$side-$round.python.md" >>"$out/ab.md"
   done
 done
 cat "$out/ab.md"
