@@ -6,8 +6,10 @@ transposed), each data type and each variant asked for, the operands are uploade
 multiplied on their handles with compute="fp8", a bf16 result kept on the server (and released),
 REPS times after WARMUP calls: the reply's kernel_us (median). e4m3 data is random finite
 patterns; bf16/fp32 data is random normal values, quantized by the server on the device (its time
-is in kernel_us). torch._scaled_mm in the same process runs the same product on e4m3 operands with
-unit scales and a bf16 result in the one layout it takes (A row-major, B column-major), with
+is in kernel_us). torch._scaled_mm in the same process runs the same product on the same operands
+in e4m3 (the same bits; bf16/fp32 data quantized per tensor as the server does; --torch-data randn:
+its own normal values instead) with unit scales and a bf16 result, A x B^T in the one layout it
+takes (A row-major, B column-major), with
 promoted accumulation (its default) and with use_fast_accum=True: CUDA events around each call,
 enqueued while a spin kernel holds the stream busy, so the interval holds no host launch time
 (median). The ratio is against torch's accumulation of the same kind: the *_fast variants against
@@ -55,13 +57,12 @@ def spin_cycles(us):
     return int(2_000_000 * us / (s.elapsed_time(e) * 1e3))
 
 
-def torch_us(n, reps, warmup, fast_accum, ta=False, tb=True):
-    """torch._scaled_mm's device time, its operands stored as the service's are (ta / tb: A / B
-    given transposed). It takes A row-major and B column-major only (A x B^T as stored); in any
-    other order an operand is first made contiguous in that layout, as a torch user must, and
-    that copy is in the time. The default order (A x B^T) times the product alone."""
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # A as m x k, or k x m
-    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # B as n x k, or k x n
+def torch_us(a, b, reps, warmup, fast_accum, ta=False, tb=True):
+    """torch._scaled_mm's device time on e4m3 tensors a and b stored as the service's operands are
+    (ta / tb: A / B given transposed: a is m x k, or k x m; b is n x k, or k x n). It takes A
+    row-major and B column-major only (A x B^T as stored); in any other order an operand is first
+    made contiguous in that layout, as a torch user must, and that copy is in the time. The
+    default order (A x B^T) times the product alone."""
     one = torch.tensor(1.0, device="cuda")
 
     def product():
@@ -87,15 +88,23 @@ def torch_us(n, reps, warmup, fast_accum, ta=False, tb=True):
 
 
 def operand(rng, n, data):
+    """The service's operand and the e4m3 tensor torch multiplies for it: the same bits for e4m3
+    data; for bf16/fp32 data, the values quantized per tensor (amax / 448), as the server does."""
     if data == "e4m3":
-        return Float8E4M3(e4m3_bits(rng, n, n))
+        bits = e4m3_bits(rng, n, n)
+        return Float8E4M3(bits), torch.from_numpy(bits).view(torch.float8_e4m3fn).cuda()
     values = rng.standard_normal((n, n), dtype=np.float32)
-    return Bfloat16.from_float(values) if data == "bf16" else values
+    served = Bfloat16.from_float(values) if data == "bf16" else values
+    t = torch.from_numpy(served.to_float32() if data == "bf16" else values).cuda()
+    return served, (t / (t.abs().amax() / 448)).to(torch.float8_e4m3fn)
 
 
-def service_us(client, rng, n, ta, tb, reps, warmup, data, variant_asked):
-    a = operand(rng, n, data)
-    b = operand(rng, n, data)
+def torch_randn_e4m3(n):
+    """torch's own random operand (normal values in e4m3), for --torch-data randn."""
+    return torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+
+
+def service_us(client, a, b, ta, tb, reps, warmup, data, variant_asked):
     ha = client.upload(a)
     hb = client.upload(b, colocate_with=ha)
     times, variant = [], ""
@@ -127,6 +136,9 @@ def main():
                    help="comma-separated variants to ask for (auto, cublaslt_fp8, wgmma_fp8, ...)")
     p.add_argument("--data", default="e4m3", help="comma-separated: e4m3, bf16, fp32")
     p.add_argument("--orders", default="all", help="all, or NT (A x B^T) only")
+    p.add_argument("--torch-data", default="same", choices=["same", "randn"],
+                   help="torch multiplies the service's operands (same) or its own normal values "
+                        "in e4m3 (randn; tensor-core power, so clocks, depend on the bits)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(8)
@@ -140,15 +152,19 @@ def main():
                 for ta, tb in orders:
                     for asked in args.variants.split(","):
                         fast = asked.endswith("_fast")
-                        # torch measured right beside each service case, alike in accumulation.
-                        t_us = torch_us(n, args.reps, args.warmup, fast)
-                        # ... and given the operands as the service is, copies included.
+                        (a, ta_e4m3), (b, tb_e4m3) = operand(rng, n, data), operand(rng, n, data)
+                        if args.torch_data == "randn":
+                            ta_e4m3, tb_e4m3 = torch_randn_e4m3(n), torch_randn_e4m3(n)
+                        # torch measured right beside each service case, alike in accumulation,
+                        # on the same operands: A x B^T as stored ...
+                        t_us = torch_us(ta_e4m3, tb_e4m3, args.reps, args.warmup, fast)
+                        # ... and given them as the service is, copies included.
                         same_us = t_us if (ta, tb) == ORDERS[0] else torch_us(
-                            n, args.reps, args.warmup, fast, ta, tb)
+                            ta_e4m3, tb_e4m3, args.reps, args.warmup, fast, ta, tb)
                         base = {"n": n, "order": order_name(ta, tb), "data": data, "asked": asked,
-                                "torch_fast_accum": fast}
+                                "torch_fast_accum": fast, "torch_data": args.torch_data}
                         try:
-                            s_us, variant = service_us(client, rng, n, ta, tb, args.reps,
+                            s_us, variant = service_us(client, a, b, ta, tb, args.reps,
                                                        args.warmup, data, asked)
                         except MatserveError as e:  # a server that does not take this case
                             rows.append(dict(base, refused=str(e)))
