@@ -1,7 +1,8 @@
 """End-to-end on a GPU: CUDA memory regions (CUDA IPC). A client process (this one, with PyTorch)
 exports its tensors; the real server multiplies and transposes straight from and into them on the
-GPU. Checked: results against float64 for every place mix and precision, no host-to-device stage
-when everything is on the device, the registration errors, and the server serving on after them.
+GPU. Checked: results against float64 for every place mix and precision, e4m3 tensors bit for bit
+against the same call inline, no host-to-device stage when everything is on the device, the
+registration errors, and the server serving on after them.
 Skipped without PyTorch on a CUDA device or without MATSERVE_BACKEND=cuda.
 """
 import os
@@ -84,6 +85,24 @@ class CudaIpcTest(unittest.TestCase):
                 self.client.multiply(ca, cb, out=co, out_dtype="fp32")
                 want = a.double() @ b.double()
                 self.assertLess(rel_l2(out.cpu(), want.cpu()), tol, dt)
+
+    def test_fp8_e4m3_tensors(self):
+        # torch.float8_e4m3fn operands in the client's GPU memory, bf16 result into a GPU tensor:
+        # bit for bit what the same product gives with the operands' bytes in the messages.
+        a = self.rand(96, 64).to(torch.float8_e4m3fn)
+        for transpose_b, b in ((True, self.rand(80, 64)), (False, self.rand(64, 80))):
+            b = b.to(torch.float8_e4m3fn)
+            out = torch.full((96, 80), float("nan"), device="cuda", dtype=torch.bfloat16)
+            with self.client.cuda_matrix(a) as ca, self.client.cuda_matrix(b) as cb, \
+                    self.client.cuda_matrix(out) as co:
+                self.assertEqual((ca.dtype, cb.dtype), ("fp8_e4m3", "fp8_e4m3"))
+                self.client.multiply(ca, cb, out=co, transpose_b=transpose_b, compute="fp8",
+                                     out_dtype="bf16")
+                torch.cuda.synchronize()
+            inline = self.client.multiply(a.cpu(), b.cpu(), transpose_b=transpose_b,
+                                          compute="fp8", out_dtype="bf16", bf16_bits=True)
+            got = out.cpu().view(torch.int16).numpy().view(np.uint16)
+            np.testing.assert_array_equal(got, inline.c.bits, f"transpose_b={transpose_b}")
 
     def test_transpose_into_a_gpu_tensor(self):
         a = self.rand(65, 33)

@@ -2,7 +2,8 @@
 
 A client on the server's node creates POSIX shared-memory objects, registers them, and names
 region + offset for operands and results instead of sending bytes. Checked here: results against
-NumPy for every operand place (region, inline, resident) and both results places; list and
+NumPy for every operand place (region, inline, resident) and both results places; e4m3 operands
+and their bf16/fp32 results in a region, bit for bit against the same call inline; list and
 unregister; ownership across tokens; every malformed place and registration refused with a
 precise status, long client strings cut in it; a result overlapping an operand refused also
 through a second registration of the object; a truncated object refused (never a crash); the
@@ -136,6 +137,35 @@ class SharedMemoryTest(unittest.TestCase):
             output_shm=ref("r", 16384)), timeout=30)
         got = self.shm.get(16384, 5, 17, np.float64).T  # column-major 17x5
         np.testing.assert_allclose(got, at.T @ bt.T, rtol=1e-12, atol=1e-12)
+
+    def test_fp8_e4m3_operands_in_shared_memory(self):
+        # e4m3 data read from a region (B stored n x k, and k x n) and the bf16 or fp32 result
+        # written into one: bit for bit what the same call with the bytes in the messages gives.
+        rng = np.random.default_rng(11)
+        codes = rng.integers(0, 0x7E, size=(2, 41 * 37), dtype=np.uint8)  # finite codes only
+        codes |= rng.integers(0, 2, size=codes.shape, dtype=np.uint8) << 7  # some negative
+        a_bits, b_bits = codes[0], codes[1, :37 * 19]
+        self.shm.put(0, a_bits)
+        self.shm.put(4096, b_bits)
+        for transpose_b, b_shape in ((True, (19, 37)), (False, (37, 19))):
+            for out, out_np in ((pb.BF16, np.uint16), (pb.FP32, np.float32)):
+                inline = self.stub.Multiply(pb.MultiplyRequest(
+                    a=pb.Matrix(rows=41, cols=37, dtype=pb.FP8_E4M3, data=a_bits.tobytes()),
+                    b=pb.Matrix(rows=b_shape[0], cols=b_shape[1], dtype=pb.FP8_E4M3,
+                                data=b_bits.tobytes()),
+                    transpose_b=transpose_b, compute=pb.COMPUTE_FP8, output_dtype=out,
+                    a_scale=0.5), timeout=30)
+                self.shm.put(8192, np.full(41 * 19, 0xFF, np.uint8))  # poisoned result place
+                placed = self.stub.Multiply(pb.MultiplyRequest(
+                    a=shm_matrix(41, 37, "r", 0, pb.FP8_E4M3),
+                    b=shm_matrix(*b_shape, "r", 4096, pb.FP8_E4M3), transpose_b=transpose_b,
+                    compute=pb.COMPUTE_FP8, output_dtype=out, a_scale=0.5,
+                    output_shm=ref("r", 8192)), timeout=30)
+                self.assertEqual((placed.c.rows, placed.c.cols, placed.c.dtype), (41, 19, out))
+                self.assertEqual(len(placed.c.data), 0)
+                got = self.shm.get(8192, 41, 19, out_np)
+                want = np.frombuffer(inline.c.data, dtype=out_np).reshape(41, 19)
+                np.testing.assert_array_equal(got, want, f"transpose_b={transpose_b} out={out}")
 
     def test_transpose_into_shared_memory(self):
         a = rand(33, 65)

@@ -60,12 +60,15 @@ def export_allocation(ptr: int) -> Tuple[bytes, int]:
 def describe(tensor: Any) -> Tuple[int, int, int, str, str]:
     """(device pointer, rows, cols, matserve dtype, order "C"/"F") of a dense 2-D GPU tensor."""
     name = type(tensor).__module__.split(".")[0]
-    if name == "torch":  # also bfloat16, which __cuda_array_interface__ cannot describe
+    if name == "torch":  # also bf16 and e4m3, which __cuda_array_interface__ cannot describe
         import torch
         names = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16",
                  torch.bfloat16: "bf16"}
+        if hasattr(torch, "float8_e4m3fn"):  # torch 2.1 and later
+            names[torch.float8_e4m3fn] = "fp8_e4m3"
         if not tensor.is_cuda or tensor.dim() != 2 or tensor.dtype not in names:
-            raise ValueError("cuda_matrix: a 2-D CUDA tensor of float64/32/16 or bfloat16")
+            raise ValueError("cuda_matrix: a 2-D CUDA tensor of float64/32/16, bfloat16 or "
+                             "float8_e4m3fn")
         rows, cols = tensor.shape
         shape, strides, ptr, dtype = (rows, cols), tuple(tensor.stride()), tensor.data_ptr(), \
             names[tensor.dtype]
