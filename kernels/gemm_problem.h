@@ -25,6 +25,11 @@ struct GemmBatch {
   // Every pointer in the arrays is 16-byte aligned (the caller checked, on the host): vector
   // loads may be used.
   bool arrays_aligned16 = false;
+  // Host copies of the three arrays (optional; set with them, null otherwise): variants that run
+  // a batch one product after another from the host (the fp8 ones) read the pointers here.
+  const void* const* host_a_array = nullptr;
+  const void* const* host_b_array = nullptr;
+  void* const* host_c_array = nullptr;
 
   bool has_arrays() const { return a_array != nullptr; }
 };
@@ -120,6 +125,8 @@ inline GemmProblem canonicalize_gemm(const GemmRequestDesc& r) {
     t.batch.stride_b = p.batch.stride_a;
     t.batch.a_array = p.batch.b_array;
     t.batch.b_array = p.batch.a_array;
+    t.batch.host_a_array = p.batch.host_b_array;
+    t.batch.host_b_array = p.batch.host_a_array;
     return t;
   }
   return p;

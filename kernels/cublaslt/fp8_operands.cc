@@ -113,11 +113,10 @@ absl::Status fp8_operands_refusal(const char* variant, const GemmProblem& p) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", variant, "': computes fp8 only"));
   }
-  if (p.batch.count > 1 && p.batch.has_arrays()) {
+  if (p.batch.count > 1 && p.batch.has_arrays() && p.batch.host_a_array == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "variant '", variant,
-        "': a batch of separate matrices (pointer arrays, as resident handle lists give) is not "
-        "taken; send the products stacked"));
+        "': a batch of separate matrices needs the host's copy of its pointer arrays"));
   }
   if (p.in_type != DType::kF8E4M3 && p.in_type != DType::kF32 && p.in_type != DType::kF16 &&
       p.in_type != DType::kBF16) {
@@ -136,6 +135,13 @@ absl::Status for_each_stacked_product(const GemmProblem& p,
     GemmProblem each = p;
     each.batch = GemmBatch{};
     const auto at = static_cast<std::size_t>(z);
+    if (p.batch.has_arrays()) {  // separate matrices: the host's copy of the pointers
+      each.a = p.batch.host_a_array[at];
+      each.b = p.batch.host_b_array[at];
+      each.c = p.batch.host_c_array[at];
+      if (absl::Status s = one(each); !s.ok()) return s;
+      continue;
+    }
     each.a = static_cast<const unsigned char*>(p.a) +
              at * static_cast<std::size_t>(p.batch.stride_a) * in_size;
     each.b = static_cast<const unsigned char*>(p.b) +

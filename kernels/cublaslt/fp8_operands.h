@@ -78,11 +78,12 @@ class Fp8Operands {
 };
 
 // What every fp8 variant refuses, with its name in the message: a precision other than fp8,
-// operands neither e4m3 nor fp32/fp16/bf16, a batch given as pointer arrays.
+// operands neither e4m3 nor fp32/fp16/bf16, a batch of pointer arrays without their host copies.
 absl::Status fp8_operands_refusal(const char* variant, const GemmProblem& p);
 
-// Runs `one` on each product of a stacked (strided) batch, one after another; a single product
-// goes to `one` as it is.
+// Runs `one` on each product of a batch, one after another: a stacked (strided) batch, or one of
+// separate matrices through the host's copy of its pointer arrays; a single product goes to `one`
+// as it is.
 absl::Status for_each_stacked_product(const GemmProblem& p,
                                       const std::function<absl::Status(const GemmProblem&)>& one);
 

@@ -34,7 +34,15 @@ LaunchKey& LaunchKey::add(const GemmProblem& p) {
   // on the device before each launch and read by the kernels, so a replay reads the new ones).
   const GemmBatch& batch = p.batch;
   add(batch.count).add(batch.stride_a).add(batch.stride_b).add(batch.stride_c);
-  return add(batch.a_array).add(batch.b_array).add(batch.c_array).add(batch.arrays_aligned16);
+  add(batch.a_array).add(batch.b_array).add(batch.c_array).add(batch.arrays_aligned16);
+  // Where a variant may run the batch product by product from the host's copy of the arrays
+  // (fp8), each product's pointers are in its captured launches: the pointers themselves too.
+  if (batch.host_a_array != nullptr && p.precision == Precision::kF8) {
+    for (std::int64_t z = 0; z < batch.count; ++z) {
+      add(batch.host_a_array[z]).add(batch.host_b_array[z]).add(batch.host_c_array[z]);
+    }
+  }
+  return *this;
 }
 
 LaunchKey& LaunchKey::add(const TransposeProblem& p) {

@@ -71,6 +71,9 @@ struct PointerArrays {
     b.b_array = const_cast<const void* const*>(base + n);
     b.c_array = base + 2 * n;
     b.arrays_aligned16 = aligned16;
+    b.host_a_array = host.data();
+    b.host_b_array = host.data() + n;
+    b.host_c_array = const_cast<void* const*>(host.data() + 2 * n);
     return b;
   }
 };
