@@ -57,8 +57,8 @@ DynamicBatcher::DynamicBatcher(BatchingOptions options, RunBatch run_batch, RunO
     : options_(options), run_batch_(std::move(run_batch)), run_one_(std::move(run_one)) {}
 
 std::optional<std::string> DynamicBatcher::key(const GemmJob& job, std::string_view variant) const {
-  if (!enabled() || job.device_out != nullptr || job.precision == kernels::Precision::kF8 ||
-      in_host_memory(job.a) || in_host_memory(job.b) || (job.c && in_host_memory(*job.c))) {
+  if (!enabled() || job.device_out != nullptr || in_host_memory(job.a) || in_host_memory(job.b) ||
+      (job.c && in_host_memory(*job.c))) {
     return std::nullopt;
   }
   if (!variant.empty() && variant != "auto") {

@@ -44,7 +44,8 @@ class DynamicBatcher {
   const BatchingOptions& options() const { return options_; }
 
   // What requests must share to be merged; nullopt when `job` is never merged (batching off, a
-  // result in CUDA memory, fp8, or a named variant that computes one product per launch).
+  // result in CUDA memory, operands in host memory, or a named variant that computes one product
+  // per launch).
   std::optional<std::string> key(const GemmJob& job, std::string_view variant) const;
 
   // Runs `job` merged with the compatible requests that arrive meanwhile (or alone). `out` as for

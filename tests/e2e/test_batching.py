@@ -7,7 +7,8 @@ shapes, broadcast operands, every transpose state, alpha/beta with a batched C, 
 results, resident handle lists in and kept results out, verify; its errors (raw requests, so the
 server's own checks are what is tested); the kernels and limits it reports. Then dynamic batching
 of concurrent Multiply requests (--max_batch_size): merged launches give every request its own
-result, a lone request is not delayed, another shape is never merged in, merged launches honour
+result (fp8 e4m3 requests too, bit for bit), a lone request is not delayed, another shape is
+never merged in, merged launches honour
 every option, a merged request whose deadline is far too short fails alone while the others
 succeed, and a kept result of a merged launch belongs to its own caller (an expected failure for
 now: see MergedOwnersTest).
@@ -31,7 +32,7 @@ import numpy as np
 
 import matserve_client as mc
 from matserve.v1 import matrix_service_pb2 as pb
-from matserve_client import Bfloat16, Client
+from matserve_client import Bfloat16, Client, Float8E4M3
 from server_process import ServerProcess, matrix
 from test_service import rand, rel_l2
 
@@ -445,6 +446,31 @@ class DynamicBatchingTest(unittest.TestCase):
             if max(merged) > 1:
                 break
         self.assertGreater(max(merged), 1, f"no request was merged in {attempt + 1} rounds")
+
+    def test_concurrent_fp8_requests_are_merged_bit_for_bit(self):
+        # e4m3 operands (the caller's a_scale folded into alpha, so it is part of what must
+        # match) merged with each other only, each result what the request gets alone.
+        rng = np.random.default_rng(17)
+        pairs = []
+        for _ in range(8):
+            a = Float8E4M3(rng.integers(0, 0x7E, size=(24, 40), dtype=np.uint8))
+            b = Float8E4M3(rng.integers(0, 0x7E, size=(40, 16), dtype=np.uint8))
+            pairs.append((self.client.upload(a), self.client.upload(b)))
+        alone = [self.client.multiply(a, b, out_dtype="fp32", a_scale=0.5).c for a, b in pairs]
+        merged = []
+        for attempt in range(3):  # merging needs them to meet within 20 ms: retried, not assumed
+            blocking = self.blocker.start(self.server, self.pool, seconds=1.5)
+            futures = self.concurrently([
+                lambda p=p: self.client.multiply(p[0], p[1], out_dtype="fp32", a_scale=0.5)
+                for p in pairs])
+            results = [f.result() for f in futures]
+            Blocker.finish(blocking)
+            for i, r in enumerate(results):
+                np.testing.assert_array_equal(r.c, alone[i], f"attempt {attempt} request {i}")
+            merged += [r.timing.merged_requests for r in results]
+            if max(merged) > 1:
+                break
+        self.assertGreater(max(merged), 1, f"no fp8 request was merged in {attempt + 1} rounds")
 
     def test_a_lone_request_runs_at_once(self):
         # A server that holds a request up to 1 s (the longest it allows) for company: a lone

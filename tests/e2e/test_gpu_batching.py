@@ -126,7 +126,7 @@ class GpuBatchedTest(unittest.TestCase):
     def test_fp8_batches_of_stacked_products(self):
         # cublaslt_fp8 takes a stacked batch one product after another: e4m3 data (with the
         # caller's scales) in every operand order, each product within its bound; fp32 data
-        # quantized per product; handle lists computed, or refused where they need pointer arrays.
+        # quantized per product; resident handle lists (pointer arrays) computed alike.
         from matserve_client.dtypes import fp8_e4m3_bits_to_float32
         from matserve.v1 import matrix_service_pb2 as pb
         import gemm_bound
@@ -164,19 +164,28 @@ class GpuBatchedTest(unittest.TestCase):
         for z in range(3):
             want = a[z].astype(np.float64) @ b[z]
             self.assertLess(rel_l2(r.c[z].astype(np.float64), want), 6e-2, z)
+        # Resident handle lists (separate matrices, a pointer-array batch): product by product,
+        # each through the same path as a stacked one; the same call again (replayed).
         ha = [self.client.upload(x) for x in a]
         hb = [self.client.upload(x) for x in b]
         try:
-            # Resident matrices evenly spaced in device memory go as a strided batch; others
-            # would need pointer arrays, which the fp8 variant refuses, naming why.
-            try:
+            for _ in range(3):
                 r = self.client.multiply_batched(ha, hb, compute="fp8", out_dtype="fp32")
                 for z in range(3):
                     want = a[z].astype(np.float64) @ b[z]
                     self.assertLess(rel_l2(r.c[z].astype(np.float64), want), 6e-2, z)
-            except mc.MatserveError as e:
-                self.assertEqual(e.code, grpc.StatusCode.FAILED_PRECONDITION)
-                self.assertIn("stacked", str(e))
+            # e4m3 data as handle lists: bit for bit the stacked call's products.
+            sa = rng.integers(0, 0x7E, size=(3, 40, 24), dtype=np.uint8)
+            sb = rng.integers(0, 0x7E, size=(3, 16, 24), dtype=np.uint8)
+            ea = [self.client.upload(mc.Float8E4M3(x)) for x in sa]
+            eb = [self.client.upload(mc.Float8E4M3(x)) for x in sb]
+            stacked = self.client.multiply_batched(mc.Float8E4M3(sa), mc.Float8E4M3(sb),
+                                                   transpose_b=True, out_dtype="fp32")
+            for _ in range(3):
+                listed = self.client.multiply_batched(ea, eb, transpose_b=True, out_dtype="fp32")
+                np.testing.assert_array_equal(listed.c, stacked.c)
+            for h in ea + eb:
+                h.release()
         finally:
             for h in ha + hb:
                 h.release()
@@ -247,6 +256,42 @@ class GpuDynamicBatchingTest(unittest.TestCase):
                     self.assertEqual(len({r.resident.handle for r in results}), 32)
         finally:
             for ha, hb, _ in pairs:
+                ha.release()
+                hb.release()
+
+    def test_concurrent_fp8_requests_are_merged_bit_for_bit(self):
+        # e4m3 data (16 pairs) and fp32 data quantized on the device (each request with its own
+        # scales): merged launches give every request what it gets alone, bit for bit.
+        rng = np.random.default_rng(21)
+        cases = []
+        for _ in range(16):
+            a = mc.Float8E4M3(rng.integers(0, 0x7E, size=(64, 48), dtype=np.uint8))
+            b = mc.Float8E4M3(rng.integers(0, 0x7E, size=(40, 48), dtype=np.uint8))
+            cases.append((self.client.upload(a), self.client.upload(b), {}))
+        for _ in range(16):
+            a, b = rand(64, 48), rand(40, 48)
+            cases.append((self.client.upload(a), self.client.upload(b), {"compute": "fp8"}))
+        alone = [self.client.multiply(ha, hb, transpose_b=True, out_dtype="fp32", **kw).c
+                 for ha, hb, kw in cases]
+        barrier = threading.Barrier(len(cases))
+
+        def call(case):
+            barrier.wait()
+            return self.client.multiply(case[0], case[1], transpose_b=True, out_dtype="fp32",
+                                        **case[2])
+        merged = []
+        try:
+            for _ in range(5):  # merging needs the requests to meet within 2 ms: retried
+                results = [f.result() for f in [self.pool.submit(call, c) for c in cases]]
+                barrier.reset()
+                for i, r in enumerate(results):
+                    np.testing.assert_array_equal(r.c, alone[i], f"request {i}")
+                merged += [r.timing.merged_requests for r in results]
+                if max(merged) > 1:
+                    break
+            self.assertGreater(max(merged), 1, "no fp8 request was merged")
+        finally:
+            for ha, hb, _ in cases:
                 ha.release()
                 hb.release()
 

@@ -71,7 +71,8 @@ TEST(DynamicBatcher, KeysSeparateShapesScalarsAndVariants) {
   EXPECT_NE(b.key(job_of(4), "auto"), b.key(job_of(4, 2.0), "auto"));
   GemmJob fp8 = job_of(4);
   fp8.precision = kernels::Precision::kF8;
-  EXPECT_FALSE(b.key(fp8, "auto").has_value());
+  ASSERT_TRUE(b.key(fp8, "auto").has_value());  // fp8 merges too, with fp8 requests only
+  EXPECT_NE(b.key(fp8, "auto"), b.key(job_of(4), "auto"));
   EXPECT_FALSE(b.key(job_of(4), "no_such_variant").has_value());
 }
 
