@@ -129,14 +129,14 @@ bool cublaslt_fp8_capturable(const GemmProblem& p) {
 absl::Status cublaslt_fp8_gemm(const GemmProblem& p, const ExecContext& ctx) {
   if (absl::Status s = cublaslt_fp8_can_implement(p); !s.ok()) return s;
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
-  return for_each_stacked_product(
+  return for_each_product(
       p, [&ctx](const GemmProblem& one) { return cublaslt_fp8_one(one, ctx, false); });
 }
 
 absl::Status cublaslt_fp8_fast_gemm(const GemmProblem& p, const ExecContext& ctx) {
   if (absl::Status s = cublaslt_fp8_fast_can_implement(p); !s.ok()) return s;
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
-  return for_each_stacked_product(
+  return for_each_product(
       p, [&ctx](const GemmProblem& one) { return cublaslt_fp8_one(one, ctx, true); });
 }
 

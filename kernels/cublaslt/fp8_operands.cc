@@ -1,5 +1,5 @@
 // The K-major e4m3 operands of the fp8 GEMMs: scratch, the quantize / repack passes, and the
-// stacked-batch loop (fp8_operands.h).
+// batch loop (fp8_operands.h).
 #include "kernels/cublaslt/fp8_operands.h"
 
 #include <utility>
@@ -126,8 +126,8 @@ absl::Status fp8_operands_refusal(const char* variant, const GemmProblem& p) {
   return absl::OkStatus();
 }
 
-absl::Status for_each_stacked_product(const GemmProblem& p,
-                                      const std::function<absl::Status(const GemmProblem&)>& one) {
+absl::Status for_each_product(const GemmProblem& p,
+                              const std::function<absl::Status(const GemmProblem&)>& one) {
   if (p.batch.count <= 1) return one(p);
   const std::size_t in_size = dtype_size(p.in_type);
   const std::size_t out_size = dtype_size(p.out_type);

@@ -84,7 +84,7 @@ absl::Status fp8_operands_refusal(const char* variant, const GemmProblem& p);
 // Runs `one` on each product of a batch, one after another: a stacked (strided) batch, or one of
 // separate matrices through the host's copy of its pointer arrays; a single product goes to `one`
 // as it is.
-absl::Status for_each_stacked_product(const GemmProblem& p,
-                                      const std::function<absl::Status(const GemmProblem&)>& one);
+absl::Status for_each_product(const GemmProblem& p,
+                              const std::function<absl::Status(const GemmProblem&)>& one);
 
 }  // namespace matserve::kernels

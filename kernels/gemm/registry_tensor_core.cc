@@ -141,7 +141,7 @@ absl::Status wgmma_fp8_fast_can_implement(const GemmProblem& p) {
 absl::Status wgmma_fp8_run(const GemmProblem& p, const ExecContext& ctx, bool promote) {
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   auto stream = static_cast<cudaStream_t>(ctx.stream);
-  return for_each_stacked_product(p, [&](const GemmProblem& one) -> absl::Status {
+  return for_each_product(p, [&](const GemmProblem& one) -> absl::Status {
     absl::StatusOr<Fp8Operands> ops = Fp8Operands::prepare(one, Fp8Layout{}, stream);
     if (!ops.ok()) return ops.status();
     return cuda_status(
