@@ -165,7 +165,7 @@ class GpuBatchedTest(unittest.TestCase):
             want = a[z].astype(np.float64) @ b[z]
             self.assertLess(rel_l2(r.c[z].astype(np.float64), want), 6e-2, z)
         # Resident handle lists (separate matrices, a pointer-array batch): product by product,
-        # each through the same path as a stacked one; the same call again (replayed).
+        # each through the same path as a stacked one; three times (a repeat may replay its graph).
         ha = [self.client.upload(x) for x in a]
         hb = [self.client.upload(x) for x in b]
         try:
