@@ -28,12 +28,13 @@ namespace {
 std::vector<RunSpec> Plan(const BenchOptions& o) {
   std::vector<RunSpec> plan;
   // The transport floor first: it does not depend on the shape, variant or compute mode.
-  if (std::find(o.modes.begin(), o.modes.end(), Mode::kPing) != o.modes.end()) {
-    for (int c : o.concurrency) plan.push_back({Shape{0, 0, 0}, Mode::kPing, "-", "-", c});
+  for (Mode floor : {Mode::kPing, Mode::kEcho}) {
+    if (std::find(o.modes.begin(), o.modes.end(), floor) == o.modes.end()) continue;
+    for (int c : o.concurrency) plan.push_back({Shape{0, 0, 0}, floor, "-", "-", c});
   }
   for (const Shape& shape : o.shapes) {
     for (Mode mode : o.modes) {
-      if (mode == Mode::kPing) continue;
+      if (IsFloor(mode)) continue;
       for (const std::string& variant : o.variants) {
         for (const std::string& compute : o.compute) {
           for (int c : o.concurrency) {

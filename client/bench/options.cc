@@ -23,11 +23,16 @@ const char* ModeName(Mode mode) {
     case Mode::kInline: return "inline";
     case Mode::kResident: return "resident";
     case Mode::kPing: return "ping";
+    case Mode::kEcho: return "echo";
     case Mode::kShm: return "shm";
     case Mode::kCudaIpc: return "cuda-ipc";
     case Mode::kStriped: return "striped";
   }
   return "?";
+}
+
+bool IsFloor(Mode mode) {
+  return mode == Mode::kPing || mode == Mode::kEcho;
 }
 
 namespace {
@@ -152,10 +157,11 @@ absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args)
                                          {{"inline", Mode::kInline},
                                           {"resident", Mode::kResident},
                                           {"ping", Mode::kPing},
+                                          {"echo", Mode::kEcho},
                                           {"shm", Mode::kShm},
                                           {"cuda-ipc", Mode::kCudaIpc},
                                           {"striped", Mode::kStriped}},
-                                         "inline, resident, shm, cuda-ipc, striped or ping")
+                                         "inline, resident, shm, cuda-ipc, striped, ping or echo")
                        : parse_mode_list(name, value,
                                          {{"grpc", Mode::kInline},
                                           {"shm", Mode::kShm},
@@ -299,7 +305,9 @@ usage: matserve-bench [options]
                            once per worker, multiplied by handle, result kept and released
                            outside the timed call) and/or ping (a health check per request,
                            no matrix work: the gRPC round-trip floor; run once, whatever the
-                           shapes, variants and compute modes) and/or shm (operands and result in
+                           shapes, variants and compute modes) and/or echo (as ping, but a
+                           ListResident call: the matrix service's own synchronous threads, as
+                           Multiply's) and/or shm (operands and result in
                            a shared-memory region per worker, registered once; the server must
                            run on this node) and/or striped (as inline, but operands and
                            result move as ranges over --stripes connections at once, whatever

@@ -22,13 +22,18 @@ struct Shape {
   std::string name() const;          // "256x256x256"
 };
 
-// kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor.
+// kPing: a grpc.health.v1 check per request, no matrix work: the transport's round-trip floor
+// (gRPC answers it on its own callback threads).
+// kEcho: a ListResident call per request, no matrix work: a handler of the matrix service on the
+// same synchronous server threads as Multiply's, so the floor of a call in Multiply's thread model.
 // kShm: operands and result in a POSIX shared-memory region of each worker (same node only).
 // kCudaIpc: operands and result in GPU memory of the bench process, shared by CUDA IPC.
 // kStriped: operands and result inline in the call, moved as ranges over --stripes connections
 // (the client's striped transfer, whatever their size); kInline never stripes.
-enum class Mode { kInline, kResident, kPing, kShm, kCudaIpc, kStriped };
+enum class Mode { kInline, kResident, kPing, kEcho, kShm, kCudaIpc, kStriped };
 const char* ModeName(Mode mode);
+// Modes with no matrix work (ping, echo): run once, whatever the shapes, variants and precisions.
+bool IsFloor(Mode mode);
 
 struct BenchOptions {
   std::string target = "127.0.0.1:50051";

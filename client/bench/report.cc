@@ -40,7 +40,7 @@ RunReport make_report(RunResult result, int devices) {
                                   : multiply != r.ops.end() ? multiply->second.ok()
                                                             : 0;
   const double multiplies_per_s = static_cast<double>(multiplies) / wall;
-  rep.matrices_per_s = result.spec.mode == Mode::kPing ? 0 : multiplies_per_s * batch;
+  rep.matrices_per_s = IsFloor(result.spec.mode) ? 0 : multiplies_per_s * batch;
   rep.gflops_per_s = multiplies_per_s * batch * 2.0 * static_cast<double>(s.m) *
                      static_cast<double>(s.n) * static_cast<double>(s.k) / 1e9;
   rep.workload = result.workload;
@@ -116,7 +116,7 @@ std::vector<std::string> cells(const RunReport& r) {
           absl::StrCat(r.requests),
           errors(r),
           rate(r.requests_per_s),
-          r.spec.mode == Mode::kPing ? "-" : rate(r.matrices_per_s),
+          IsFloor(r.spec.mode) ? "-" : rate(r.matrices_per_s),
           merged(r),
           us(r.client_us.p50),
           us(r.client_us.p90),

@@ -136,7 +136,7 @@ class Worker {
       own_client_ = *std::move(connected);
       client_ = own_client_.get();
     }
-    if (shared_.spec.mode == Mode::kPing) return true;
+    if (IsFloor(shared_.spec.mode)) return true;
     const Shape& s = shared_.spec.shape;
     const DType dtype = data_type_of(shared_.spec.precision);
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(index_) * 2;
@@ -176,8 +176,8 @@ class Worker {
 
   void warmup() {
     for (int i = 0; i < shared_.context.options.warmup; ++i) {
-      if (shared_.spec.mode == Mode::kPing) {
-        (void)client_->health();
+      if (IsFloor(shared_.spec.mode)) {
+        (void)floor_call();
         continue;
       }
       absl::StatusOr<Answer> answer = Call(next_op());
@@ -199,7 +199,7 @@ class Worker {
       } else if (!next_request(shared_)) {
         break;
       }
-      if (shared_.spec.mode == Mode::kPing) {
+      if (IsFloor(shared_.spec.mode)) {
         ping(due);
         continue;
       }
@@ -226,17 +226,22 @@ class Worker {
     }
   }
 
-  // One health check, timed like a multiply (from `due` when scheduled); the server-side columns
+  // The call of a mode with no matrix work: a health check (ping) or a ListResident (echo).
+  absl::Status floor_call() {
+    if (shared_.spec.mode == Mode::kEcho) return client_->list_resident().status();
+    return client_->health().status();
+  }
+
+  // One ping or echo, timed like a multiply (from `due` when scheduled); the server-side columns
   // stay 0.
   void ping(std::optional<Clock::time_point> due) {
     const auto t0 = due.value_or(Clock::now());
-    absl::StatusOr<std::string> reply = client_->health();
+    const absl::Status reply = floor_call();
     const double client_us = micros_between(t0, Clock::now());
     if (reply.ok()) {
       record_.record_ok(client_us, 0, 0, 0, 0, 0);
     } else {
-      record_.record_error(status_code_name(reply.status().code()),
-                           std::string(reply.status().message()));
+      record_.record_error(status_code_name(reply.code()), std::string(reply.message()));
     }
     finished("", client_us, reply.ok());
   }
@@ -588,7 +593,7 @@ RunResult run_one(const RunContext& context, const RunSpec& spec) {
 
   RunResult result;
   result.stability = std::move(stability);
-  result.workload = spec.mode == Mode::kPing ? "-" : o.workload.name();
+  result.workload = IsFloor(spec.mode) ? "-" : o.workload.name();
   if (releaser) releaser->finish(result.record);
   result.spec = spec;
   result.offered_rate = o.rate;

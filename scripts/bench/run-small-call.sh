@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Where a small call's round trip goes: starts the bundled matserve on loopback (CUDA backend, one
 # GPU), runs matserve-bench at concurrency 1 with a bare health check (ping: the gRPC round trip
-# with no matrix work, same client, transport and thread model) and a resident multiply of the
-# shape (default 256^3 fp32; result kept and released between calls, outside the timed call),
-# and stops the server. The report gives each run's client p50 and the server's own total.
+# with no matrix work, answered on gRPC's callback threads), an echo (a ListResident call: the
+# same client and transport, on the synchronous server threads Multiply runs on) and a resident
+# multiply of the shape (default 256^3 fp32; result kept and released between calls, outside
+# the timed call), and stops the server. The report gives each run's client p50 and the server's
+# own total.
 # Writes small-call.{txt,json} and server.log to $OUT (default /tmp/matserve-small-call).
 #
 # usage: scripts/bench/run-small-call.sh [BUNDLE_DIR] [MATSERVE-BENCH ARGS...]  (default build/device)
@@ -30,7 +32,7 @@ fi
   --backend="${MATSERVE_BACKEND:-cuda}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
 port=$(wait_for_server_port "$out/server.log" $server run-small-call 300) || exit 1
-"${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,resident --shapes "${SHAPES:-256}" \
+"${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,echo,resident --shapes "${SHAPES:-256}" \
   --compute "${COMPUTE:-fp32}" --concurrency 1 --duration "${DURATION:-5}" --warmup 50 \
   --release inline --json "$out/small-call.json" "$@" 2>&1 | tee "$out/small-call.txt"
 rc=${PIPESTATUS[0]}

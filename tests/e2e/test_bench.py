@@ -105,17 +105,19 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(len(left.matrices), 0)
         self.render_plot(path)
 
-    def test_ping_runs_once_per_concurrency_before_the_shapes(self):
-        doc, out, _ = self.bench("--shapes", "8,16", "--modes", "ping,resident",
+    def test_ping_and_echo_run_once_per_concurrency_before_the_shapes(self):
+        doc, out, _ = self.bench("--shapes", "8,16", "--modes", "echo,ping,resident",
                                  "--concurrency", "1,2", "--requests", "30", "--warmup", "1")
         self.assertEqual([(r["mode"], r["concurrency"]) for r in doc["runs"]],
-                         [("ping", 1), ("ping", 2), ("resident", 1), ("resident", 2),
-                          ("resident", 1), ("resident", 2)])
-        for r in doc["runs"][:2]:
+                         [("ping", 1), ("ping", 2), ("echo", 1), ("echo", 2), ("resident", 1),
+                          ("resident", 2), ("resident", 1), ("resident", 2)])
+        for r in doc["runs"][:4]:
             self.assertEqual((r["ok"], r["errors"]), (30, 0))
             self.assertGreater(r["client_us"]["p50"], 0)  # the round trip was timed
             self.assertEqual(r["server_total_us"]["p50"], 0)  # no matrix work on the server
+            self.assertEqual(r["workload"], "-")
         self.assertIn("ping", out)
+        self.assertIn("echo", out)
 
     def test_resident_results_released_by_the_workers(self):
         doc, _, _ = self.bench("--shapes", "16", "--modes", "resident", "--concurrency", "2",
