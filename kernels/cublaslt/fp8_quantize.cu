@@ -6,10 +6,10 @@
 // Repacking column-stored e4m3 data moves 16 bytes a thread each way through a 64 x 64-byte tile.
 // Both quantize passes read the stored rows 16 bytes per thread where the rows are 16-byte aligned
 // (amax: one warp-and-block reduction and one atomic per block; quantizing K-major data: 8 elements
-// in, 8 bytes out per thread), so they run near copy bandwidth. Quantizing or repacking a
-// column-stored operand goes through a 32 x 32 tile in shared memory, so both the read (along the
-// stored rows) and the write (along K) are coalesced; a plain per-element loop would read it with
-// a stride of ld elements per thread.
+// in, 8 bytes out per thread), so they run near copy bandwidth. Quantizing a column-stored operand
+// (and repacking one whose K-major rows are not 16-byte aligned) goes through a 32 x 32 tile in
+// shared memory, so both the read (along the stored rows) and the write (along K) are coalesced;
+// a plain per-element loop would read it with a stride of ld elements per thread.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

@@ -1,6 +1,6 @@
 // Device-side per-tensor fp8 e4m3 quantization (amax scale), or repacking of e4m3 data, into the
-// K-major layout the fp8 GEMMs (cuBLASLt's and wgmma_fp8) read. Plain header (no absl) so the .cu and the variant's
-// .cc share it.
+// K-major layout the fp8 GEMMs (cuBLASLt's and wgmma_fp8) read. Plain header (no absl) so the .cu
+// and the variant's .cc share it.
 #pragma once
 
 #include <cuda_runtime_api.h>
