@@ -367,5 +367,33 @@ TEST(LaunchKey, BatchesDifferingInCountStridesOrPointerArraysHaveDifferentKeys) 
   EXPECT_EQ(LaunchKey().add(base).bytes(), LaunchKey().add(variants[0]).bytes());
 }
 
+// An fp8 batch of separate matrices runs product by product from the host's copy of its pointer
+// arrays, so each product's pointers are in its captured launches: other pointers in the same
+// arrays make another key. Other batches read the arrays on the device: the same key.
+TEST(LaunchKey, Fp8BatchesOfSeparateMatricesKeyTheirProductPointers) {
+  std::array<int, 6> m{};
+  const std::array<const void*, 6> first = {&m[0], &m[1], &m[2], &m[3], &m[4], &m[5]};
+  std::array<const void*, 6> second = first;
+  second[3] = &m[0];  // product 1's B
+  std::array<const void*, 6> device{};
+  GemmProblem p;
+  p.m = p.n = p.k = 64;
+  p.batch.count = 2;
+  p.batch.a_array = device.data();
+  p.batch.b_array = device.data() + 2;
+  p.batch.c_array = const_cast<void* const*>(device.data() + 4);
+  const auto key_with = [&p](const std::array<const void*, 6>& host, Precision precision) {
+    GemmProblem q = p;
+    q.precision = precision;
+    q.batch.host_a_array = host.data();
+    q.batch.host_b_array = host.data() + 2;
+    q.batch.host_c_array = const_cast<void* const*>(host.data() + 4);
+    return LaunchKey().add(q).bytes();
+  };
+  EXPECT_NE(key_with(first, Precision::kF8), key_with(second, Precision::kF8));
+  EXPECT_EQ(key_with(first, Precision::kF8), key_with(first, Precision::kF8));
+  EXPECT_EQ(key_with(first, Precision::kBF16), key_with(second, Precision::kBF16));
+}
+
 }  // namespace
 }  // namespace matserve::kernels

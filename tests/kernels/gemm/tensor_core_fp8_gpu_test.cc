@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/reference.h"
+#include "kernels/cublaslt/fp8_operands.h"
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/registry.h"
@@ -139,6 +140,59 @@ std::string fp8_name(const ::testing::TestParamInfo<Fp8Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Fp8Gemm, ::testing::ValuesIn(fp8_cases()), fp8_name);
+
+// Needs no GPU: the fp8 variants' batch loop hands each product its own pointers, from the strides
+// of a stacked batch or from the host's copy of a batch of separate matrices' pointer arrays.
+TEST(Fp8BatchLoop, EachProductGetsItsOwnPointers) {
+  std::vector<unsigned char> a(1000), b(1000);
+  std::vector<float> c(1000);
+  GemmProblem p;
+  p.m = p.n = p.k = 4;
+  p.in_type = DType::kF8E4M3;
+  p.out_type = DType::kF32;
+  p.a = a.data();
+  p.b = b.data();
+  p.c = c.data();
+  p.batch.count = 3;
+  p.batch.stride_a = 16;
+  p.batch.stride_b = 0;  // broadcast
+  p.batch.stride_c = 20;
+  std::vector<std::vector<const void*>> seen;
+  const auto record = [&seen](const GemmProblem& one) {
+    EXPECT_EQ(one.batch.count, 1);
+    seen.push_back({one.a, one.b, one.c});
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(for_each_product(p, record).ok());
+  ASSERT_EQ(seen.size(), 3u);
+  for (int z = 0; z < 3; ++z) {
+    EXPECT_EQ(seen[z][0], a.data() + 16 * z) << z;
+    EXPECT_EQ(seen[z][1], b.data()) << z;
+    EXPECT_EQ(seen[z][2], c.data() + 20 * z) << z;
+  }
+  // Separate matrices: the device arrays are not read on the host; their host copy is.
+  const std::vector<const void*> host = {a.data() + 900, a.data() + 3,  a.data() + 500,
+                                         b.data() + 7,   b.data() + 70, b.data(),
+                                         c.data() + 1,   c.data() + 99, c.data() + 50};
+  const std::vector<const void*> device(9, nullptr);
+  p.batch = GemmBatch{};
+  p.batch.count = 3;
+  p.batch.a_array = device.data();
+  p.batch.b_array = device.data() + 3;
+  p.batch.c_array = const_cast<void* const*>(device.data() + 6);
+  EXPECT_FALSE(fp8_operands_refusal("wgmma_fp8", p).ok());  // no host copy: refused
+  p.batch.host_a_array = host.data();
+  p.batch.host_b_array = host.data() + 3;
+  p.batch.host_c_array = const_cast<void* const*>(host.data() + 6);
+  seen.clear();
+  ASSERT_TRUE(for_each_product(p, record).ok());
+  ASSERT_EQ(seen.size(), 3u);
+  for (int z = 0; z < 3; ++z) {
+    EXPECT_EQ(seen[z][0], host[z]) << z;
+    EXPECT_EQ(seen[z][1], host[3 + z]) << z;
+    EXPECT_EQ(seen[z][2], host[6 + z]) << z;
+  }
+}
 
 }  // namespace
 }  // namespace matserve::kernels
