@@ -28,8 +28,8 @@ TOPICS = [
      ["tls_cert", "tls_key", "tls_client_ca", "auth_tokens_file"]),
     ("Backend and devices", "what computes, on which devices, with how much concurrency",
      ["backend", "devices", "streams_per_device", "cpu_concurrency", "copy_threads",
-      "launch_graphs_per_stream", "pinned_message_bytes", "autotune_table", "split_gemm",
-      "split_gemm_min_flops", "split_gemm_tile"]),
+      "launch_graphs_per_stream", "gate_launches", "pinned_message_bytes", "autotune_table",
+      "split_gemm", "split_gemm_min_flops", "split_gemm_tile"]),
     ("Limits and admission", "what a request may ask for; over a limit it is refused "
      "(docs/api.md, Errors)",
      ["max_dimension", "max_matrix_bytes", "memory_budget_bytes", "max_queue_per_device",

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const BackendOptions& opti
     cuda.copy_threads = options.copy_threads;
     cuda.pinned_message_bytes = options.pinned_message_bytes;
     cuda.launch_graphs_per_stream = options.launch_graphs_per_stream;
+    cuda.gate_launches = options.gate_launches;
     cuda.split = options.split;
     cuda.max_host_matrix_bytes = options.max_host_matrix_bytes;
     cuda.out_of_core_tile = options.out_of_core_tile;

@@ -25,6 +25,7 @@ struct BackendOptions {
   int copy_threads = 6;  // CUDA: helpers for host copies into and out of pinned staging
   std::size_t pinned_message_bytes = 0;    // CUDA: pinned heap for large message buffers
   int launch_graphs_per_stream = 64;       // CUDA: replayed launches cached per stream; 0 = off
+  bool gate_launches = false;              // CUDA: streams wait for each call's whole enqueue
   SplitSettings split;                     // CUDA: one product over several devices
   std::int64_t max_host_matrix_bytes = 0;  // CUDA: pinned host memory for too-large matrices
   std::int64_t out_of_core_tile = 8192;    // CUDA: largest tile of an out-of-core product

@@ -151,10 +151,17 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(
       if (!ring.ok()) return ring.status();
       absl::StatusOr<StageEvents> events = StageEvents::create();
       if (!events.ok()) return events.status();
+      std::optional<kernels::LaunchGate> gate;
+      if (options.gate_launches) {
+        absl::StatusOr<kernels::LaunchGate> g = kernels::LaunchGate::create();
+        if (!g.ok()) return g.status();
+        gate = *std::move(g);
+      }
       d->slots.push_back(StreamSlot{*std::move(r), *std::move(events), *std::move(ring),
                                     kernels::LaunchGraphs(static_cast<std::size_t>(std::max(
                                                               0, options.launch_graphs_per_stream)),
-                                                          /*capture_on_sighting=*/2)});
+                                                          /*capture_on_sighting=*/2),
+                                    std::move(gate)});
     }
     backend->devices_.push_back(std::move(d));
   }

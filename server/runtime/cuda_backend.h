@@ -36,6 +36,9 @@ struct CudaBackendOptions {
   std::size_t staging_chunk_bytes = std::size_t{2} << 20;
   int staging_chunks = 16;  // per stream
   int copy_threads = 6;     // helpers for host copies into and out of pinned staging
+  // Hold each call's stream until its device work is all enqueued (kernels/cuda/launch_gate.h):
+  // kernel_us is then the device's time alone, at a few microseconds of latency a call.
+  bool gate_launches = false;
   // Pinned host memory for the process's large buffers (message_memory: operands as gRPC parses
   // them, reply results), which reach the device by DMA with no staging copy; 0 = none.
   std::size_t pinned_message_bytes = 0;

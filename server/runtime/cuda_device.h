@@ -8,11 +8,13 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/launch_gate.h"
 #include "kernels/cuda/launch_graphs.h"
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
@@ -40,6 +42,7 @@ struct StreamSlot {
   StageEvents events;
   StagingRing staging;
   kernels::LaunchGraphs graphs;
+  std::optional<kernels::LaunchGate> gate;  // with --gate_launches (launch_gate.h)
 };
 
 struct CudaDevice {

@@ -40,7 +40,12 @@ absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey* graph_k
     return capturable ? kernels::LaunchGraphs::record_event(event, stream_)
                       : kernels::cuda_status(cudaEventRecord(event, stream_), "record event");
   };
+  kernels::LaunchGate* gate = slot_->gate ? &*slot_->gate : nullptr;
   const auto enqueue = [&]() -> absl::Status {
+    // With --gate_launches the device holds here until the host has enqueued the rest.
+    if (gate != nullptr) {
+      if (absl::Status s = gate->enqueue_wait(stream_); !s.ok()) return s;
+    }
     if (absl::Status s = record(events().kernel_begin.get()); !s.ok()) return s;
     if (absl::Status s = work(); !s.ok()) return s;
     return record(events().kernel_end.get());
@@ -51,13 +56,17 @@ absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey* graph_k
                  : kernels::LaunchGraphs::Prepared{};
   if (!graph.ok()) return graph.status();
   if (capturable) outcome.marks.mark(graph->captured_now ? "graph_capture" : "graph_lookup");
+  absl::Status launched;
   if (graph->exec != nullptr) {
-    if (absl::Status s = kernels::LaunchGraphs::launch(graph->exec, stream_); !s.ok()) return s;
+    launched = kernels::LaunchGraphs::launch(graph->exec, stream_);
     outcome.launch_path = graph->captured_now ? "graph_captured" : "graph_replayed";
   } else {
-    if (absl::Status s = enqueue(); !s.ok()) return s;
+    launched = enqueue();
     outcome.launch_path = "direct";
   }
+  // Every command of the call is enqueued (or the enqueue failed): let the device go.
+  if (gate != nullptr) gate->open();
+  if (!launched.ok()) return launched;
   outcome.times.launch_us = micros_since(start);
   return absl::OkStatus();
 }

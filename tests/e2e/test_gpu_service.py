@@ -302,6 +302,21 @@ class LaunchGraphReplayTest(unittest.TestCase):
             self.assertEqual(launches(server, "direct"), 3)
             self.assertEqual(launches(server, "graph_replayed"), 0)
 
+    def test_gated_launches_give_the_same_results(self):
+        # --gate_launches holds each call's stream until its work is enqueued: direct, captured
+        # and replayed launches and a transpose all still run, and run once each.
+        with cuda_server_or_skip("--streams_per_device=1", "--gate_launches") as server:
+            a, b = rand(129, 67), rand(67, 31)
+            for _ in range(4):
+                r = server.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(b),
+                                                            variant="cublas"), timeout=60)
+                self.assertLess(rel_l2(decode(r.c), a.astype(np.float64) @ b), 1e-5)
+                self.assertGreater(r.timing.kernel_us, 0)
+            t = server.stub.Transpose(pb.TransposeRequest(a=matrix(a)), timeout=60)
+            np.testing.assert_array_equal(decode(t.b), a.T.astype(np.float64))
+            self.assertGreaterEqual(launches(server, "graph_replayed"), 2)
+            self.assertGreaterEqual(launches(server, "direct"), 1)
+
 
 if __name__ == "__main__":
     unittest.main()
