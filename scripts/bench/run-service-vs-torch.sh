@@ -13,7 +13,10 @@
 # Environment (defaults in brackets): MATSERVE_BACKEND [cuda], GPU [0] (the ordinal the server is
 #   given and torch uses), PYTHON [python3] (must have numpy, grpcio, protobuf, and torch for a GPU
 #   comparison), SERVER_ARGS (extra server flags; on CUDA --memory_budget_bytes=32 GiB is added
-#   unless they name a budget, leaving the rest of the GPU to torch).
+#   unless they name a budget, leaving the rest of the GPU to torch), GATE_LAUNCHES [1] (on CUDA
+#   the server runs with --gate_launches, so its kernel_us is device time only, as torch's is
+#   with its stream held busy; 0: the server's default, whose kernel_us may hold a wait for the
+#   host's enqueue).
 # Exit status: the Python script's (1 on a correctness failure), or 1 if the server failed.
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
@@ -49,7 +52,9 @@ if [ "$backend" = cuda ]; then
   # torch, in another process on the same GPU, keeps room.
   [[ "${SERVER_ARGS:-}" == *memory_budget_bytes* ]] ||
     server_args+=(--memory_budget_bytes=$((32 << 30)))
+  [ "${GATE_LAUNCHES:-1}" = 0 ] || server_args+=(--gate_launches)
 fi
+export MATSERVE_SERVER_FLAGS="${server_args[*]:3} ${SERVER_ARGS:-}"
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 "${server_cmd[@]}" "${server_args[@]}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!

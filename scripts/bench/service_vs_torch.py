@@ -1076,14 +1076,17 @@ def markdown(doc):
          f"({srv.get('git_sha', '?')}), backend {srv.get('backend', '?')}, device {dev}. "
          + (f"torch {base['torch']} (CUDA {base['cuda']}) on {base['device']}."
             if is_torch else f"NumPy {base['numpy']}, {base['cpus']} CPUs."),
-         f"Command: `{doc['command']}`",
+         f"Command: `{doc['command']}`" + (f"; server flags `{doc['server_flags']}`"
+                                           if doc.get("server_flags") else ""),
          "",
          f"ratio = {bname} median / service median kernel time (> 1: the service is faster). "
          "Service: `timing.kernel_us` (GPU backend: CUDA events recorded with the call's device "
          "work, in the stream's CUDA graph of that launch when it replays one, else around a "
-         "direct launch, then including any wait for the host's enqueue; docs/api.md. The host's "
-         "enqueue time is `launch_us`. The host clock on the CPU backend), resident operands, "
-         "median of the timed calls. "
+         "direct launch; docs/api.md. With the server's `--gate_launches` the stream starts the "
+         "call only once the host has enqueued all of it, so the interval is device time only; "
+         "without it the idle device may wait within the interval for the rest of the host's "
+         "enqueue. The host's enqueue time is `launch_us`. The host clock on the CPU backend), "
+         "resident operands, median of the timed calls. "
          f"{bname}: "
          + ("device time: CUDA events around each call, enqueued while a spin kernel "
             "(torch.cuda._sleep) holds the stream busy, so neither side's interval holds host "
@@ -1242,6 +1245,7 @@ def main(argv=None):
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "host": socket.gethostname(),
            "command": " ".join(["service_vs_torch.py"] + (sys.argv[1:] if argv is None else argv)),
+           "server_flags": os.environ.get("MATSERVE_SERVER_FLAGS", ""),
            "python": platform.python_version(), "grpcio": grpc.__version__,
            "protobuf": google.protobuf.__version__, "numpy": np.__version__,
            "server": info, "baseline": base.describe(),
