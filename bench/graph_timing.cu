@@ -11,17 +11,27 @@
 //   server, idle N us   the server's graph after the host has waited N us (--idle-us), as a
 //                 server between one client's calls; the GPU has nothing to do meanwhile
 //   server, asleep N us the same with the host thread asleep for the wait (a handler's wake-up)
+//   gated         the server's graph behind its LaunchGate (kernels/cuda/launch_gate.h), opened
+//                 once the launch has returned (the server's --gate_launches)
+//   8 threads     each call launched by the next of 8 host threads in turn, as a server's gRPC
+//                 threads take one client's calls: the driver's state is cold in that core
+//   cold          the launching thread first writes 64 MiB (the driver's state evicted)
 // "spin" is a kernel that keeps the stream busy for --spin-us, so that every command behind it
 // is queued on the device before it starts and no host launch time is inside an interval.
+// Each row also gives the host's time in the launch call and its wall time to the synchronize.
 //
 // usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas]
 //                     [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20] [--reps=200]
 //                     [--md=FILE]
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,6 +40,7 @@
 #include "bench/bench_args.h"
 #include "bench/bench_device.h"
 #include "kernels/autotune.h"
+#include "kernels/cuda/launch_gate.h"
 #include "kernels/cuda/resources.h"
 #include "kernels/cuda/stream_resources.h"
 #include "kernels/precision.h"
@@ -135,25 +146,111 @@ void host_wait(double us, bool asleep) {
 
 // Median inner and outer intervals of `reps` runs of `run` after `warmup`; `busy` puts the spin
 // kernel first; otherwise the host waits `idle_us` before each run, the GPU idle.
+// `launch` is the host's time in `run` (the enqueue of the call's work).
 struct Medians {
-  double inner = -1, outer = -1;
+  double inner = -1, outer = -1, launch = -1, wall = -1;
+};
+
+// Runs each call on the next of `n` host threads in turn (as a gRPC server's pollers take one
+// client's calls), the caller waiting for it: the CUDA driver's state is then cold in that
+// thread's core.
+class RotatingThreads {
+ public:
+  explicit RotatingThreads(int n) {
+    for (int i = 0; i < n; ++i) workers_.emplace_back(std::make_unique<Worker>());
+  }
+  ~RotatingThreads() {
+    for (auto& w : workers_) w->stop();
+  }
+  void run(const std::function<void()>& fn) { workers_[next_++ % workers_.size()]->run(fn); }
+
+ private:
+  struct Worker {
+    std::mutex mu;
+    std::condition_variable cv;
+    const std::function<void()>* job = nullptr;
+    bool done = false, quit = false;
+    std::thread thread{[this] { loop(); }};
+    void loop() {
+      std::unique_lock lock(mu);
+      while (true) {
+        cv.wait(lock, [this] { return job != nullptr || quit; });
+        if (quit) return;
+        (*job)();
+        job = nullptr;
+        done = true;
+        cv.notify_all();
+      }
+    }
+    void run(const std::function<void()>& fn) {
+      std::unique_lock lock(mu);
+      job = &fn;
+      done = false;
+      cv.notify_all();
+      cv.wait(lock, [this] { return done; });
+    }
+    void stop() {
+      {
+        std::lock_guard lock(mu);
+        quit = true;
+        cv.notify_all();
+      }
+      thread.join();
+    }
+  };
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::size_t next_ = 0;
+};
+
+// Writes a buffer larger than the core's caches before a call (`--cold`): the launch then runs
+// with the driver's state evicted, as after a request's parsing and bookkeeping.
+void evict_caches() {
+  static std::vector<char> junk(64 << 20);
+  static char value = 0;
+  std::fill(junk.begin(), junk.end(), ++value);
+}
+// How the host side of a run differs: a gate opened after the launch (the run's work must begin
+// with the gate's wait), the launch on rotating threads, the caches evicted first.
+struct HostSide {
+  kernels::LaunchGate* gate = nullptr;
+  RotatingThreads* threads = nullptr;
+  bool cold = false;
 };
 Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bool has_inner,
-                  const std::function<bool()>& run, double idle_us = 0, bool asleep = false) {
-  std::vector<double> inner, outer;
+                  const std::function<bool()>& run, double idle_us = 0, bool asleep = false,
+                  HostSide host = {}) {
+  kernels::LaunchGate* gate = host.gate;
+  std::vector<double> inner, outer, launch, wall;
   const auto spin_ns = static_cast<unsigned long long>(o.spin_us * 1e3);
   for (int i = 0; i < o.warmup + o.reps; ++i) {
     if (busy) spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
     if (!busy && idle_us > 0) host_wait(idle_us, asleep);
     cudaEventRecord(t.outer0.get(), stream);
-    if (!run()) return {};
-    cudaEventRecord(t.outer1.get(), stream);
-    if (cudaEventSynchronize(t.outer1.get()) != cudaSuccess) return {};
+    std::chrono::steady_clock::time_point before, after, synced;
+    bool ran = false, sync_ok = false;
+    const std::function<void()> call = [&] {
+      if (host.cold) evict_caches();
+      before = std::chrono::steady_clock::now();
+      ran = run();
+      after = std::chrono::steady_clock::now();
+      cudaEventRecord(t.outer1.get(), stream);
+      if (gate != nullptr) gate->open();
+      sync_ok = ran && cudaEventSynchronize(t.outer1.get()) == cudaSuccess;
+      synced = std::chrono::steady_clock::now();
+    };
+    if (host.threads != nullptr) {
+      host.threads->run(call);
+    } else {
+      call();
+    }
+    if (!ran || !sync_ok) return {};
     if (i < o.warmup) continue;
     outer.push_back(elapsed_us(t.outer0.get(), t.outer1.get()));
+    launch.push_back(std::chrono::duration<double, std::micro>(after - before).count());
+    wall.push_back(std::chrono::duration<double, std::micro>(synced - before).count());
     if (has_inner) inner.push_back(elapsed_us(t.inner0.get(), t.inner1.get()));
   }
-  return {has_inner ? median(inner) : -1, median(outer)};
+  return {has_inner ? median(inner) : -1, median(outer), median(launch), median(wall)};
 }
 
 struct Row {
@@ -187,6 +284,12 @@ int run(int argc, char** argv) {
   const auto record_inner = [&](cudaEvent_t e) {
     return cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal) == cudaSuccess;
   };
+  absl::StatusOr<kernels::LaunchGate> gate = kernels::LaunchGate::create();
+  if (!gate.ok()) {
+    std::fprintf(stderr, "graph_timing: no launch gate: %s\n", gate.status().ToString().c_str());
+    return 1;
+  }
+  RotatingThreads rotating(8);
   std::vector<Row> rows;
   for (const std::string& prec_name : o.precisions) {
     const auto prec = kernels::parse_precision_name(prec_name);
@@ -205,20 +308,32 @@ int run(int argc, char** argv) {
       const auto gemm_with_events = [&] {
         return record_inner(t.inner0.get()) && gemm() && record_inner(t.inner1.get());
       };
+      const auto direct_with_events = [&] {
+        return cudaEventRecord(t.inner0.get(), stream) == cudaSuccess && gemm() &&
+               cudaEventRecord(t.inner1.get(), stream) == cudaSuccess;
+      };
+      const auto gated = [&](const std::function<bool()>& work) {
+        return [&gate, &work, stream] { return gate->enqueue_wait(stream).ok() && work(); };
+      };
+      const std::function<bool()> graph_work = gemm_with_events, direct_work = direct_with_events;
+      const std::function<bool()> gated_graph_work = gated(graph_work);
+      const std::function<bool()> gated_direct = gated(direct_work);
       const auto empty_with_events = [&] {
         if (!record_inner(t.inner0.get())) return false;
         empty_kernel<<<1, 32, 0, stream>>>();
         return record_inner(t.inner1.get());
       };
-      CapturedGraph plain, with_events, empty;
+      CapturedGraph plain, with_events, empty, with_gate;
       if (!capture(stream, gemm, &plain) || !capture(stream, gemm_with_events, &with_events) ||
-          !capture(stream, empty_with_events, &empty)) {
+          !capture(stream, empty_with_events, &empty) ||
+          !capture(stream, gated_graph_work, &with_gate)) {
         std::fprintf(stderr, "graph_timing: %s: capture failed\n", name.c_str());
         continue;
       }
       const auto launch = [&](cudaGraphExec_t exec) {
         return [exec, stream] { return cudaGraphLaunch(exec, stream) == cudaSuccess; };
       };
+      const std::size_t first_row = rows.size();
       rows.push_back({name, "direct, busy", time_runs(stream, t, o, true, false, gemm)});
       rows.push_back(
           {name, "graph, busy", time_runs(stream, t, o, true, false, launch(plain.exec))});
@@ -230,6 +345,25 @@ int run(int argc, char** argv) {
                       time_runs(stream, t, o, false, true, launch(empty.exec))});
       rows.push_back({name, "empty graph+events, busy",
                       time_runs(stream, t, o, true, true, launch(empty.exec))});
+      rows.push_back(
+          {name, "graph+events, idle, gated",
+           time_runs(stream, t, o, false, true, launch(with_gate.exec), 0, false, {&*gate})});
+      rows.push_back({name, "direct+events, idle, gated",
+                      time_runs(stream, t, o, false, true, gated_direct, 0, false, {&*gate})});
+      rows.push_back({name, "graph+events, idle, 8 threads",
+                      time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
+                                {nullptr, &rotating})});
+      rows.push_back({name, "graph+events, idle, cold",
+                      time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
+                                {nullptr, nullptr, true})});
+      rows.push_back({name, "graph+events, 8 threads, cold",
+                      time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
+                                {nullptr, &rotating, true})});
+      rows.push_back({name, "graph+events, 8 threads, cold, gated",
+                      time_runs(stream, t, o, false, true, launch(with_gate.exec), 0, false,
+                                {&*gate, &rotating, true})});
+      rows.push_back(
+          {name, "direct+events, idle", time_runs(stream, t, o, false, true, direct_with_events)});
       for (const double idle : o.idle_us) {
         char mode[64];
         std::snprintf(mode, sizeof mode, "graph+events, idle %.0f us", idle);
@@ -240,10 +374,12 @@ int run(int argc, char** argv) {
             {name, mode,
              time_runs(stream, t, o, false, true, launch(with_events.exec), idle, true)});
       }
-      for (std::size_t i = rows.size() - 6 - 2 * o.idle_us.size(); i < rows.size(); ++i) {
-        std::fprintf(stderr, "[graph_timing] %-10s %-28s inner %7.2f outer %7.2f us\n",
-                     rows[i].case_name.c_str(), rows[i].mode.c_str(), rows[i].m.inner,
-                     rows[i].m.outer);
+      for (std::size_t i = first_row; i < rows.size(); ++i) {
+        std::fprintf(
+            stderr,
+            "[graph_timing] %-10s %-36s inner %7.2f outer %7.2f launch %7.2f wall %7.2f us\n",
+            rows[i].case_name.c_str(), rows[i].mode.c_str(), rows[i].m.inner, rows[i].m.outer,
+            rows[i].m.launch, rows[i].m.wall);
       }
     }
   }
@@ -251,11 +387,12 @@ int run(int argc, char** argv) {
   md << "# graph_timing: " << prop.name << ", variant " << o.variant << "\n\nmedians of " << o.reps
      << " runs after " << o.warmup << ", spin " << o.spin_us
      << " us; inner = events inside the graph, outer = events on the stream around it (us)\n\n"
-        "| case | mode | inner us | outer us |\n|---|---|---:|---:|\n";
+        "| case | mode | inner us | outer us | host launch us | host wall us "
+        "|\n|---|---|---:|---:|---:|---:|\n";
   for (const Row& r : rows) {
     char line[256];
-    std::snprintf(line, sizeof line, "| %s | %s | %.2f | %.2f |\n", r.case_name.c_str(),
-                  r.mode.c_str(), r.m.inner, r.m.outer);
+    std::snprintf(line, sizeof line, "| %s | %s | %.2f | %.2f | %.2f | %.2f |\n",
+                  r.case_name.c_str(), r.mode.c_str(), r.m.inner, r.m.outer, r.m.launch, r.m.wall);
     md << line;
   }
   emit_report(md.str(), o.md);
