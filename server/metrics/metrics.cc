@@ -149,17 +149,26 @@ struct Metrics::Series {
   prometheus::Counter* kernel_seconds = nullptr;
   prometheus::Counter* work = nullptr;  // flops (gemm) or kernel bytes (transpose)
   prometheus::Histogram* problem_size = nullptr;
+  // By device, for the records whose key says they have one (null otherwise).
+  prometheus::Counter* launches = nullptr;      // {path}: the record's launch path
+  prometheus::Histogram* merged = nullptr;      // dynamic batching
+  prometheus::Histogram* batch_wait = nullptr;  // dynamic batching
+  prometheus::Histogram* products = nullptr;    // MultiplyBatched
   prometheus::Labels device;  // {device} and, for a GPU, {UUID}: built once, read per request
 };
 
 Metrics::~Metrics() = default;
 
 Metrics::Series& Metrics::series(const RequestRecord& r) {
+  // Everything a series' metrics depend on, so that a request finds all of them in one lookup.
   std::string key;
-  for (const std::string* part : {&r.rpc, &r.op, &r.variant, &r.precision, &r.device, &r.code}) {
+  for (const std::string* part :
+       {&r.rpc, &r.op, &r.variant, &r.precision, &r.device, &r.code, &r.launch_path}) {
     key += *part;
     key += '\0';
   }
+  key += r.merged_requests > 0 ? 'm' : '-';
+  key += r.products > 0 ? 'p' : '-';
   absl::MutexLock lock(&series_mu_);
   std::unique_ptr<Series>& slot = series_[key];
   if (slot != nullptr) return *slot;
@@ -193,6 +202,18 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
     s->work = r.op == "gemm" ? &flops_->Add(k) : &kernel_bytes_->Add(k);
     s->problem_size = &problem_size_->Add({{"op", r.op}}, size_buckets());
   }
+  if (compute && r.code == "OK" && !r.launch_path.empty()) {
+    prometheus::Labels l = s->device;
+    l.emplace("path", r.launch_path);
+    s->launches = &launches_->Add(l);
+  }
+  if (compute && r.code == "OK" && r.merged_requests > 0) {
+    s->merged = &merged_->Add(s->device, count_buckets());
+    s->batch_wait = &batch_wait_->Add(s->device, wait_buckets());
+  }
+  if (compute && r.code == "OK" && r.products > 0) {
+    s->products = &products_->Add(s->device, count_buckets());
+  }
   slot = std::move(s);
   return *slot;
 }
@@ -210,19 +231,12 @@ void Metrics::record(const RequestRecord& r) {
   s.kernel_seconds->Increment(r.times.kernel_us * 1e-6);
   s.work->Increment(r.work);
   s.problem_size->Observe(r.problem_size);
-  const prometheus::Labels& device = s.device;
-  if (!r.launch_path.empty()) {
-    prometheus::Labels l = device;
-    l.emplace("path", r.launch_path);
-    launches_->Add(l).Increment();
+  if (s.launches != nullptr) s.launches->Increment();
+  if (s.merged != nullptr) {
+    s.merged->Observe(r.merged_requests);
+    s.batch_wait->Observe(r.batch_wait_us * 1e-6);
   }
-  if (r.merged_requests > 0) {
-    merged_->Add(device, count_buckets()).Observe(r.merged_requests);
-    batch_wait_->Add(device, wait_buckets()).Observe(r.batch_wait_us * 1e-6);
-  }
-  if (r.products > 0) {
-    products_->Add(device, count_buckets()).Observe(static_cast<double>(r.products));
-  }
+  if (s.products != nullptr) s.products->Observe(static_cast<double>(r.products));
 }
 
 void Metrics::set_runtime_source(std::function<RuntimeSnapshot()> source) {

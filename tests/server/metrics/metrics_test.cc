@@ -344,5 +344,25 @@ TEST(DeviceUuidTest, FormatsLikeNvml) {
   EXPECT_EQ(format_gpu_uuid(bytes), "GPU-12345678-9abc-def0-0123-456789abcdef");
 }
 
+TEST(MetricsTest, LaunchPathsAndBatchingAreCountedPerRecordOnOneSeries) {
+  // A series' metrics are looked up once per kind of record (its launch path, whether it was
+  // merged): the counts still follow each record, and requests of one kind share one counter.
+  Metrics m = make_metrics();
+  RequestRecord captured = gemm_ok("cublas", 10);
+  captured.launch_path = "graph_captured";
+  RequestRecord replayed = gemm_ok("cublas", 10);
+  replayed.launch_path = "graph_replayed";
+  RequestRecord merged = replayed;
+  merged.merged_requests = 3;
+  for (const RequestRecord& r : {captured, replayed, replayed, merged, merged}) m.record(r);
+  const std::string text = m.scrape();
+  EXPECT_EQ(sample_sum(text, "matserve_requests_total", {{"variant", "cublas"}}), 5);
+  EXPECT_EQ(sample_sum(text, "matserve_launches_total", {{"path", "graph_captured"}}), 1);
+  EXPECT_EQ(sample_sum(text, "matserve_launches_total", {{"path", "graph_replayed"}}), 4);
+  EXPECT_EQ(sample_sum(text, "matserve_batch_merged_requests_count", {}), 2);
+  EXPECT_EQ(sample_sum(text, "matserve_batch_merged_requests_sum", {}), 6);
+  EXPECT_EQ(sample_sum(text, "matserve_batched_products_count", {}), -1);  // no series at all
+}
+
 }  // namespace
 }  // namespace matserve::server
