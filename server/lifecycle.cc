@@ -37,11 +37,26 @@ bool is_loopback(const std::string& listen) {
 
 }  // namespace
 
+pthread_t ShutdownSignals::waiter_;
+
 ShutdownSignals::ShutdownSignals() {
   sigemptyset(&set_);
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  waiter_ = pthread_self();
+  struct sigaction action = {};
+  action.sa_handler = &ShutdownSignals::forward;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// Runs only on a thread that has the signal unblocked; pthread_kill is async-signal-safe, and
+// the waiter, which blocks the signal, finds it pending in sigwait.
+void ShutdownSignals::forward(int signal_number) {
+  pthread_kill(waiter_, signal_number);
 }
 
 const char* ShutdownSignals::wait() const {

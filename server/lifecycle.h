@@ -3,6 +3,8 @@
 // checked configuration (config.h); nothing here reads flags.
 #pragma once
 
+#include <pthread.h>
+
 #include <csignal>
 #include <string>
 #include <thread>
@@ -25,7 +27,11 @@ class Runtime;
 struct ServerConfig;
 
 // SIGTERM and SIGINT, blocked in the calling thread and every thread it starts afterwards, so
-// that wait() alone takes them. Construct before any other thread starts.
+// that wait() alone takes them. Threads started before (a BLAS library's workers start when it
+// is loaded, before main) still accept them: a handler forwards any that lands there to the
+// constructing thread, where it waits for wait(), instead of the default action killing the
+// process mid-drain. Construct on the thread that calls wait(), before it starts others; one
+// instance per process.
 class ShutdownSignals {
  public:
   ShutdownSignals();
@@ -33,6 +39,8 @@ class ShutdownSignals {
   const char* wait() const;
 
  private:
+  static void forward(int signal_number);
+  static pthread_t waiter_;  // set once, before the handler is installed
   sigset_t set_{};
 };
 
