@@ -45,7 +45,9 @@ ABSL_FLAG(bool, gate_launches, false,
           "CUDA: each call's device work starts behind a one-thread kernel that waits (at most "
           "1 ms) until the host has enqueued all of it, so timing.kernel_us holds no wait for "
           "the host's launch (as a benchmark that holds the stream busy measures it); costs a "
-          "call about 6 us of latency. For measurements; off by default");
+          "call about 6 us of latency. Work that cannot be captured in a CUDA graph (split over "
+          "GPUs, out of core, fp8 scales read back) is not gated. For measurements; off by "
+          "default");
 ABSL_FLAG(int64_t, pinned_message_bytes, int64_t{1} << 30,
           "CUDA: pinned host memory in which large request and reply buffers are placed as gRPC "
           "parses and sends them, so they reach the GPU by DMA with no staging copy (blocks that "

@@ -40,7 +40,10 @@ absl::Status CudaOperation::launch_device_work(const kernels::LaunchKey* graph_k
     return capturable ? kernels::LaunchGraphs::record_event(event, stream_)
                       : kernels::cuda_status(cudaEventRecord(event, stream_), "record event");
   };
-  kernels::LaunchGate* gate = slot_->gate ? &*slot_->gate : nullptr;
+  // Only work that could be captured is gated: the rest (a product split over GPUs, out of core,
+  // fp8 scales read back mid-call) may wait on the host within its enqueue, which would then
+  // wait out the gate's bound.
+  kernels::LaunchGate* gate = capturable && slot_->gate ? &*slot_->gate : nullptr;
   const auto enqueue = [&]() -> absl::Status {
     // With --gate_launches the device holds here until the host has enqueued the rest.
     if (gate != nullptr) {
