@@ -16,6 +16,8 @@
 //   8 threads     each call launched by the next of 8 host threads in turn, as a server's gRPC
 //                 threads take one client's calls: the driver's state is cold in that core
 //   cold          the launching thread first writes 64 MiB (the driver's state evicted)
+//   stream wait   the graph behind a cuStreamWaitValue32 on a host word instead of the gate
+//                 kernel (comparison only: it cannot time out, see StreamWaitGate)
 // "spin" is a kernel that keeps the stream busy for --spin-us, so that every command behind it
 // is queued on the device before it starts and no host launch time is inside an interval.
 // Each row also gives the host's time in the launch call and its wall time to the synchronize.
@@ -23,6 +25,7 @@
 // usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas]
 //                     [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20] [--reps=200]
 //                     [--md=FILE]
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -131,6 +134,51 @@ struct Timer {
   kernels::Event outer0, outer1, inner0, inner1;
 };
 
+// The alternative to the gate kernel, for comparison only: a stream wait (cuStreamWaitValue32)
+// on a mapped host word, released after the launch. It holds the stream's whole launch rather than
+// the graph's later nodes, and cannot time out: a launch that must drain the device (a lazy
+// kernel load) would deadlock behind it, which is why the server does not use it. Every graph
+// timed behind it here has run before.
+class StreamWaitGate {
+ public:
+  StreamWaitGate() {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    void* host = nullptr;
+    void* device = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess ||
+        cudaHostAlloc(&host, sizeof(unsigned), cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer(&device, host, 0) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    wait_ = reinterpret_cast<decltype(wait_)>(fn);
+    word_ = static_cast<unsigned*>(host);
+    device_word_ = static_cast<unsigned*>(device);
+    *word_ = 0;
+  }
+  ~StreamWaitGate() {
+    if (word_ != nullptr) cudaFreeHost(word_);
+  }
+  StreamWaitGate(const StreamWaitGate&) = delete;
+  StreamWaitGate& operator=(const StreamWaitGate&) = delete;
+  bool ok() const { return wait_ != nullptr; }
+  bool close(cudaStream_t stream) {
+    ++ticket_;
+    return wait_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_word_),
+                 ticket_, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
+  }
+  void open() { __atomic_store_n(word_, ticket_, __ATOMIC_RELEASE); }
+
+ private:
+  CUresult (*wait_)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
+  unsigned* word_ = nullptr;
+  unsigned* device_word_ = nullptr;
+  unsigned ticket_ = 0;
+};
+
 // Waits `us` microseconds on the host, spinning, or sleeping (the thread then wakes up as a
 // server's handler does when a request arrives, its core possibly halted meanwhile).
 void host_wait(double us, bool asleep) {
@@ -213,6 +261,7 @@ void evict_caches() {
 // with the gate's wait), the launch on rotating threads, the caches evicted first.
 struct HostSide {
   kernels::LaunchGate* gate = nullptr;
+  StreamWaitGate* stream_wait = nullptr;  // closed before the outer event, opened with `gate`
   RotatingThreads* threads = nullptr;
   bool cold = false;
 };
@@ -220,11 +269,13 @@ Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bo
                   const std::function<bool()>& run, double idle_us = 0, bool asleep = false,
                   HostSide host = {}) {
   kernels::LaunchGate* gate = host.gate;
+  StreamWaitGate* stream_wait = host.stream_wait;
   std::vector<double> inner, outer, launch, wall;
   const auto spin_ns = static_cast<unsigned long long>(o.spin_us * 1e3);
   for (int i = 0; i < o.warmup + o.reps; ++i) {
     if (busy) spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
     if (!busy && idle_us > 0) host_wait(idle_us, asleep);
+    if (stream_wait != nullptr && !stream_wait->close(stream)) return {};
     cudaEventRecord(t.outer0.get(), stream);
     std::chrono::steady_clock::time_point before, after, synced;
     bool ran = false, sync_ok = false;
@@ -235,6 +286,7 @@ Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bo
       after = std::chrono::steady_clock::now();
       cudaEventRecord(t.outer1.get(), stream);
       if (gate != nullptr) gate->open();
+      if (stream_wait != nullptr) stream_wait->open();
       sync_ok = ran && cudaEventSynchronize(t.outer1.get()) == cudaSuccess;
       synced = std::chrono::steady_clock::now();
     };
@@ -290,6 +342,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   RotatingThreads rotating(8);
+  StreamWaitGate stream_wait;
   std::vector<Row> rows;
   for (const std::string& prec_name : o.precisions) {
     const auto prec = kernels::parse_precision_name(prec_name);
@@ -352,16 +405,24 @@ int run(int argc, char** argv) {
                       time_runs(stream, t, o, false, true, gated_direct, 0, false, {&*gate})});
       rows.push_back({name, "graph+events, idle, 8 threads",
                       time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                {nullptr, &rotating})});
+                                {nullptr, nullptr, &rotating})});
       rows.push_back({name, "graph+events, idle, cold",
                       time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                {nullptr, nullptr, true})});
+                                {nullptr, nullptr, nullptr, true})});
       rows.push_back({name, "graph+events, 8 threads, cold",
                       time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                {nullptr, &rotating, true})});
+                                {nullptr, nullptr, &rotating, true})});
       rows.push_back({name, "graph+events, 8 threads, cold, gated",
                       time_runs(stream, t, o, false, true, launch(with_gate.exec), 0, false,
-                                {&*gate, &rotating, true})});
+                                {&*gate, nullptr, &rotating, true})});
+      if (stream_wait.ok()) {
+        rows.push_back({name, "graph+events, idle, stream wait",
+                        time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
+                                  {nullptr, &stream_wait})});
+        rows.push_back({name, "graph+events, 8 threads, cold, stream wait",
+                        time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
+                                  {nullptr, &stream_wait, &rotating, true})});
+      }
       rows.push_back(
           {name, "direct+events, idle", time_runs(stream, t, o, false, true, direct_with_events)});
       for (const double idle : o.idle_us) {
