@@ -14,7 +14,9 @@
 // drain the device before it can finish the launch (lazy module loading, a synchronizing free on
 // another thread), delays the call by at most that, never deadlocks. The word is a flag, not a
 // count: an open without a wait lets the next call through ungated, a wait without an open times
-// out; both heal by themselves. One gate per stream, one call on it at a time.
+// out; both heal by themselves. One gate per stream, one call on it at a time. (A stream wait on
+// the word, cuStreamWaitValue32, holds the launch itself and measured a little tighter, but it
+// cannot time out: the first call of a launch deadlocked behind it.)
 #pragma once
 
 #include <cuda_runtime_api.h>
