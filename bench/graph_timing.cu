@@ -250,20 +250,24 @@ class RotatingThreads {
   std::size_t next_ = 0;
 };
 
-// Writes a buffer larger than the core's caches before a call (`--cold`): the launch then runs
-// with the driver's state evicted, as after a request's parsing and bookkeeping.
-void evict_caches() {
-  static std::vector<char> junk(64 << 20);
-  static char value = 0;
-  std::fill(junk.begin(), junk.end(), ++value);
-}
+// Writes a buffer larger than the core's caches before a call (the "cold" rows): the launch then
+// runs with the driver's state evicted, as after a request's parsing and bookkeeping.
+class CacheEvictor {
+ public:
+  void evict() { std::fill(junk_.begin(), junk_.end(), ++value_); }
+
+ private:
+  std::vector<char> junk_ = std::vector<char>(std::size_t{64} << 20);
+  char value_ = 0;
+};
+
 // How the host side of a run differs: a gate opened after the launch (the run's work must begin
 // with the gate's wait), the launch on rotating threads, the caches evicted first.
 struct HostSide {
   kernels::LaunchGate* gate = nullptr;
   StreamWaitGate* stream_wait = nullptr;  // closed before the outer event, opened with `gate`
   RotatingThreads* threads = nullptr;
-  bool cold = false;
+  CacheEvictor* evictor = nullptr;
 };
 Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bool has_inner,
                   const std::function<bool()>& run, double idle_us = 0, bool asleep = false,
@@ -280,7 +284,7 @@ Medians time_runs(cudaStream_t stream, Timer& t, const Options& o, bool busy, bo
     std::chrono::steady_clock::time_point before, after, synced;
     bool ran = false, sync_ok = false;
     const std::function<void()> call = [&] {
-      if (host.cold) evict_caches();
+      if (host.evictor != nullptr) host.evictor->evict();
       before = std::chrono::steady_clock::now();
       ran = run();
       after = std::chrono::steady_clock::now();
@@ -343,6 +347,7 @@ int run(int argc, char** argv) {
   }
   RotatingThreads rotating(8);
   StreamWaitGate stream_wait;
+  CacheEvictor evictor;
   std::vector<Row> rows;
   for (const std::string& prec_name : o.precisions) {
     const auto prec = kernels::parse_precision_name(prec_name);
@@ -365,12 +370,12 @@ int run(int argc, char** argv) {
         return cudaEventRecord(t.inner0.get(), stream) == cudaSuccess && gemm() &&
                cudaEventRecord(t.inner1.get(), stream) == cudaSuccess;
       };
-      const auto gated = [&](const std::function<bool()>& work) {
-        return [&gate, &work, stream] { return gate->enqueue_wait(stream).ok() && work(); };
+      const auto gated_graph_work = [&] {
+        return gate->enqueue_wait(stream).ok() && gemm_with_events();
       };
-      const std::function<bool()> graph_work = gemm_with_events, direct_work = direct_with_events;
-      const std::function<bool()> gated_graph_work = gated(graph_work);
-      const std::function<bool()> gated_direct = gated(direct_work);
+      const auto gated_direct = [&] {
+        return gate->enqueue_wait(stream).ok() && direct_with_events();
+      };
       const auto empty_with_events = [&] {
         if (!record_inner(t.inner0.get())) return false;
         empty_kernel<<<1, 32, 0, stream>>>();
@@ -408,20 +413,20 @@ int run(int argc, char** argv) {
                                 {nullptr, nullptr, &rotating})});
       rows.push_back({name, "graph+events, idle, cold",
                       time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                {nullptr, nullptr, nullptr, true})});
+                                {nullptr, nullptr, nullptr, &evictor})});
       rows.push_back({name, "graph+events, 8 threads, cold",
                       time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                {nullptr, nullptr, &rotating, true})});
+                                {nullptr, nullptr, &rotating, &evictor})});
       rows.push_back({name, "graph+events, 8 threads, cold, gated",
                       time_runs(stream, t, o, false, true, launch(with_gate.exec), 0, false,
-                                {&*gate, nullptr, &rotating, true})});
+                                {&*gate, nullptr, &rotating, &evictor})});
       if (stream_wait.ok()) {
         rows.push_back({name, "graph+events, idle, stream wait",
                         time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
                                   {nullptr, &stream_wait})});
         rows.push_back({name, "graph+events, 8 threads, cold, stream wait",
                         time_runs(stream, t, o, false, true, launch(with_events.exec), 0, false,
-                                  {nullptr, &stream_wait, &rotating, true})});
+                                  {nullptr, &stream_wait, &rotating, &evictor})});
       }
       rows.push_back(
           {name, "direct+events, idle", time_runs(stream, t, o, false, true, direct_with_events)});
