@@ -9,7 +9,8 @@
 #   e.g. scripts/bench/run-fp8-vs-torch.sh build/device --sizes 2048,8192 --reps 30
 # Environment: PYTHON [python3], SERVER (another server executable taking matserve's flags, e.g.
 #   an older build to compare), SERVER_ARGS (extra server flags), GATE_LAUNCHES [1] (the server
-#   runs with --gate_launches, so its kernel_us is device time only, as torch's is; 0: not).
+#   runs with --gate_launches, so its kernel_us is device time only, as torch's is; 0: not, as a
+#   SERVER built before that flag needs).
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"

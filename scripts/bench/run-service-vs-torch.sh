@@ -16,7 +16,7 @@
 #   unless they name a budget, leaving the rest of the GPU to torch), GATE_LAUNCHES [1] (on CUDA
 #   the server runs with --gate_launches, so its kernel_us is device time only, as torch's is
 #   with its stream held busy; 0: the server's default, whose kernel_us may hold a wait for the
-#   host's enqueue).
+#   host's enqueue, and what a server built before --gate_launches needs).
 # Exit status: the Python script's (1 on a correctness failure), or 1 if the server failed.
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
