@@ -18,15 +18,14 @@ __global__ void wait_for_host(volatile std::uint32_t* word, std::uint64_t timeou
 
 }  // namespace
 
-absl::StatusOr<LaunchGate> LaunchGate::create() {
-  void* host = nullptr;
-  if (absl::Status s = cuda_status(cudaHostAlloc(&host, sizeof(std::uint32_t), cudaHostAllocMapped),
-                                   "cudaHostAlloc (launch gate)");
-      !s.ok()) {
-    return s;
-  }
+absl::StatusOr<LaunchGate> LaunchGate::create(std::uint64_t timeout_ns) {
+  // Pinned memory is mapped into the device's address space (unified addressing).
+  absl::StatusOr<PinnedBuffer> word = allocate_pinned(sizeof(std::uint32_t));
+  if (!word.ok()) return word.status();
   LaunchGate gate;
-  gate.word_ = PinnedBuffer(host, sizeof(std::uint32_t));
+  gate.word_ = *std::move(word);
+  gate.timeout_ns_ = timeout_ns;
+  void* host = gate.word_.data();
   *static_cast<volatile std::uint32_t*>(host) = 0;
   void* device = nullptr;
   if (absl::Status s = cuda_status(cudaHostGetDevicePointer(&device, host, 0),
@@ -42,7 +41,7 @@ absl::Status LaunchGate::enqueue_wait(cudaStream_t stream) const {
   // cudaLaunchKernel returns this launch's own error (a <<<>>> launch leaves it to
   // cudaGetLastError, which may hold an earlier call's).
   volatile std::uint32_t* word = device_word_;
-  std::uint64_t timeout_ns = kTimeoutNs;
+  std::uint64_t timeout_ns = timeout_ns_;
   void* args[] = {&word, &timeout_ns};
   return cuda_status(cudaLaunchKernel(reinterpret_cast<const void*>(&wait_for_host), dim3(1),
                                       dim3(1), args, 0, stream),

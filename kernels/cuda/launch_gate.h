@@ -10,13 +10,14 @@
 // once every command of the call is enqueued, and the kernel clears it and returns, so the device
 // runs the timed work start to finish, as it does behind a busy stream.
 //
-// The wait is bounded (kTimeoutNs): a host that never opens the gate, or a driver that must
-// drain the device before it can finish the launch (lazy module loading, a synchronizing free on
-// another thread), delays the call by at most that, never deadlocks. The word is a flag, not a
-// count: an open without a wait lets the next call through ungated, a wait without an open times
-// out; both heal by themselves. One gate per stream, one call on it at a time. (A stream wait on
-// the word, cuStreamWaitValue32, holds the launch itself and measured a little tighter, but it
-// cannot time out: the first call of a launch deadlocked behind it.)
+// The wait is bounded (kTimeoutNs unless created with another bound): a host that never opens the
+// gate, or a driver that must drain the device before it can finish the launch (lazy module
+// loading, a synchronizing free on another thread), delays the call by at most that, never
+// deadlocks. The word is a flag, not a count: an open without a wait lets the next call through
+// ungated, a wait without an open times out; both heal by themselves. One gate per stream, one call
+// on it at a time. (A stream wait on the word, cuStreamWaitValue32, holds the launch itself and
+// measured a little tighter, but it cannot time out: the first call of a launch deadlocked behind
+// it.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,7 +34,7 @@ class LaunchGate {
  public:
   static constexpr std::uint64_t kTimeoutNs = 1'000'000;  // 1 ms
 
-  static absl::StatusOr<LaunchGate> create();
+  static absl::StatusOr<LaunchGate> create(std::uint64_t timeout_ns = kTimeoutNs);
 
   // Enqueues the waiting kernel on `stream` (legal under capture): work enqueued after it runs
   // once open() has run, or the timeout has passed.
@@ -45,6 +46,7 @@ class LaunchGate {
   LaunchGate() = default;
   PinnedBuffer word_;                     // 1: open; the kernel sets it back to 0
   std::uint32_t* device_word_ = nullptr;  // the same word as the device addresses it
+  std::uint64_t timeout_ns_ = kTimeoutNs;
 };
 
 }  // namespace matserve::kernels
