@@ -1,6 +1,6 @@
 // cuBLASLt GEMM: see cublaslt_gemm.h. Like the cuBLAS variant, the canonical row-major C (m x n)
-// is computed as the column-major C^T = B'^T * A'^T. Only the algorithm is cached (a 64-byte POD);
-// descriptors are rebuilt per call because they are cheap host objects.
+// is computed as the column-major C^T = B'^T * A'^T. The plan (descriptors and algorithm) is
+// cached per shape (cublaslt_plan.h); batches go to one call, strided or with pointer arrays.
 #include "kernels/cublaslt/cublaslt_gemm.h"
 
 #include <cublasLt.h>
@@ -16,6 +16,9 @@ absl::Status cublaslt_gemm_can_implement(const GemmProblem& p) {
   constexpr std::int64_t kMax = std::numeric_limits<int>::max();
   if (p.m > kMax || p.n > kMax || p.k > kMax || p.lda > kMax || p.ldb > kMax || p.ldc > kMax) {
     return absl::FailedPreconditionError("variant 'cublaslt': dimensions must fit in 32 bits");
+  }
+  if (p.batch.count > kMax) {
+    return absl::FailedPreconditionError("variant 'cublaslt': at most 2^31-1 products per batch");
   }
   switch (p.precision) {
     case Precision::kF16:

@@ -4,6 +4,9 @@
 // descriptors and querying the heuristic (about a microsecond). Plans are kept per cuBLASLt handle
 // (one per stream slot, used by one request at a time), so no plan is used by two threads at
 // once, in a cache bounded to kMaxPlans, least recently used first out.
+// A batched problem sets each layout's batch count and either its stride (a strided batch) or
+// the pointer-array mode, in which the three pointers given to cublasLtMatmul are device arrays
+// of each product's matrix.
 #include "kernels/cublaslt/cublaslt_plan.h"
 
 #include <cuda_runtime_api.h>
@@ -45,7 +48,14 @@ std::uint32_t alignment(const void* ptr) {
   return a;
 }
 
-using PlanKey = std::array<std::int64_t, 20>;
+// The alignment the heuristic may assume of an operand: the pointer's own, or for pointer arrays
+// what the caller checked of every entry (16 bytes) or else the element size.
+std::uint32_t operand_alignment(const GemmBatch& batch, const void* ptr, std::size_t elem) {
+  if (!batch.has_arrays()) return alignment(ptr);
+  return batch.arrays_aligned16 ? 16u : static_cast<std::uint32_t>(elem);
+}
+
+using PlanKey = std::array<std::int64_t, 25>;
 
 // What one call needs besides its pointers and scalars. For fp8 the matmul descriptor also carries
 // the call's scale pointers, so fp8 calls build their own and use only the layouts and algorithm.
@@ -128,20 +138,51 @@ absl::StatusOr<MatmulDesc> make_desc(const LtCall& call) {
   return desc;
 }
 
+// A layout; in a batch (count > 1) also its count and its stride (in elements) or pointer-array
+// mode.
 absl::StatusOr<MatrixLayout> make_layout(cudaDataType_t type, std::uint64_t rows,
-                                         std::uint64_t cols, std::int64_t ld) {
+                                         std::uint64_t cols, std::int64_t ld,
+                                         const GemmBatch& batch, std::int64_t stride) {
   cublasLtMatrixLayout_t raw = nullptr;
   if (absl::Status s =
           lt(cublasLtMatrixLayoutCreate(&raw, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
       !s.ok()) {
     return s;
   }
-  return MatrixLayout(raw);
+  MatrixLayout layout(raw);
+  if (batch.count > 1) {
+    const auto count = static_cast<std::int32_t>(batch.count);
+    const std::uint32_t mode =
+        batch.has_arrays() ? CUBLASLT_BATCH_MODE_POINTER_ARRAY : CUBLASLT_BATCH_MODE_STRIDED;
+    if (absl::Status s = lt(cublasLtMatrixLayoutSetAttribute(
+                                raw, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                            "cublasLtMatrixLayoutSetAttribute(batch count)");
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = lt(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE,
+                                                             &mode, sizeof mode),
+                            "cublasLtMatrixLayoutSetAttribute(batch mode)");
+        !s.ok()) {
+      return s;
+    }
+    if (!batch.has_arrays()) {
+      if (absl::Status s =
+              lt(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &stride, sizeof stride),
+                 "cublasLtMatrixLayoutSetAttribute(batch stride)");
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return layout;
 }
 
 // Builds a plan: descriptors, then the heuristic's first choice for them.
 absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const void* a,
-                                                      const void* b, const ExecContext& ctx) {
+                                                      const void* b, const void* c,
+                                                      const ExecContext& ctx) {
   const GemmProblem& p = *call.p;
   const auto n = static_cast<std::uint64_t>(p.n);
   const auto m = static_cast<std::uint64_t>(p.m);
@@ -151,15 +192,16 @@ absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const 
   absl::StatusOr<MatmulDesc> desc = make_desc(call);
   if (!desc.ok()) return desc.status();
   plan->desc = *std::move(desc);
-  absl::StatusOr<MatrixLayout> first =
-      make_layout(call.b_type, p.b_trans ? k : n, p.b_trans ? n : k, p.ldb);
+  absl::StatusOr<MatrixLayout> first = make_layout(
+      call.b_type, p.b_trans ? k : n, p.b_trans ? n : k, p.ldb, p.batch, p.batch.stride_b);
   if (!first.ok()) return first.status();
   plan->first = *std::move(first);
-  absl::StatusOr<MatrixLayout> second =
-      make_layout(call.a_type, p.a_trans ? m : k, p.a_trans ? k : m, p.lda);
+  absl::StatusOr<MatrixLayout> second = make_layout(
+      call.a_type, p.a_trans ? m : k, p.a_trans ? k : m, p.lda, p.batch, p.batch.stride_a);
   if (!second.ok()) return second.status();
   plan->second = *std::move(second);
-  absl::StatusOr<MatrixLayout> out = make_layout(call.c_type, n, m, p.ldc);
+  absl::StatusOr<MatrixLayout> out =
+      make_layout(call.c_type, n, m, p.ldc, p.batch, p.batch.stride_c);
   if (!out.ok()) return out.status();
   plan->out = *std::move(out);
 
@@ -173,7 +215,9 @@ absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const 
   const std::uint64_t ws = ctx.workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof ws);
-  const std::uint32_t align_b = alignment(b), align_a = alignment(a), align_c = alignment(p.c);
+  const std::uint32_t align_b = operand_alignment(p.batch, b, dtype_size(p.in_type));
+  const std::uint32_t align_a = operand_alignment(p.batch, a, dtype_size(p.in_type));
+  const std::uint32_t align_c = operand_alignment(p.batch, c, dtype_size(p.out_type));
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                        &align_b, sizeof align_b);
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -222,8 +266,13 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
   auto handle = static_cast<cublasLtHandle_t>(ctx.cublaslt);
   if (handle == nullptr) return absl::InternalError("cublaslt: no cuBLASLt handle in context");
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
-  const void* a = call.a != nullptr ? call.a : p.a;
-  const void* b = call.b != nullptr ? call.b : p.b;
+  // A pointer-array batch passes the device arrays where a single product passes its matrices.
+  const bool arrays = p.batch.count > 1 && p.batch.has_arrays();
+  const void* a =
+      arrays ? static_cast<const void*>(p.batch.a_array) : (call.a != nullptr ? call.a : p.a);
+  const void* b =
+      arrays ? static_cast<const void*>(p.batch.b_array) : (call.b != nullptr ? call.b : p.b);
+  void* c = arrays ? const_cast<void**>(p.batch.c_array) : p.c;
   int device = 0;
   cudaGetDevice(&device);
   const PlanKey key = {device,
@@ -240,15 +289,20 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
                        call.b_type,
                        call.c_type,
                        call.compute,
-                       alignment(a),
-                       alignment(b),
-                       alignment(p.c),
+                       operand_alignment(p.batch, a, dtype_size(p.in_type)),
+                       operand_alignment(p.batch, b, dtype_size(p.in_type)),
+                       operand_alignment(p.batch, c, dtype_size(p.out_type)),
                        static_cast<std::int64_t>(ctx.workspace_bytes),
                        call.a_scale != nullptr,
-                       call.fast_accum};
+                       call.fast_accum,
+                       p.batch.count,
+                       arrays,
+                       arrays ? 0 : p.batch.stride_a,
+                       arrays ? 0 : p.batch.stride_b,
+                       arrays ? 0 : p.batch.stride_c};
   std::shared_ptr<const Plan> plan = cache().find(key);
   if (plan == nullptr) {
-    absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, a, b, ctx);
+    absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, a, b, c, ctx);
     if (!made.ok()) return made.status();
     plan = *std::move(made);
     cache().add(key, plan);
@@ -264,7 +318,7 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
   const float alpha = static_cast<float>(p.alpha);
   const float beta = static_cast<float>(p.beta);
   return lt(cublasLtMatmul(handle, desc, &alpha, b, plan->first.get(), a, plan->second.get(), &beta,
-                           p.c, plan->out.get(), p.c, plan->out.get(), &plan->algo, ctx.workspace,
+                           c, plan->out.get(), c, plan->out.get(), &plan->algo, ctx.workspace,
                            ctx.workspace_bytes, static_cast<cudaStream_t>(ctx.stream)),
             "cublasLtMatmul");
 }

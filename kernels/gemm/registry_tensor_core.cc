@@ -260,12 +260,15 @@ void append_tensor_core_gemm_variants(std::vector<GemmVariant>& gemm) {
       .name = "cublaslt",
       .family = "library",
       .description = "cuBLASLt cublasLtMatmul (fp16, bf16, tf32; fp32 accumulate) with the "
-                     "heuristic's choice cached per shape/layout/type/alignment",
-      .constraints = "dimensions below 2^31; fp16/bf16 operands converted before the call",
+                     "heuristic's choice cached per shape/layout/type/alignment/batch; batches "
+                     "strided or as device pointer arrays (the layouts' batch mode)",
+      .constraints = "dimensions and batch count below 2^31; fp16/bf16 operands converted "
+                     "before the call",
       .backend = Backend::kCuda,
       .precisions = kHalfPrecisions | precision_bit(Precision::kTF32),
       .can_implement = &cublaslt_gemm_can_implement,
       .launch = &cublaslt_gemm,
+      .batched = true,
   });
   gemm.push_back(GemmVariant{
       .name = "cublaslt_fp8",
