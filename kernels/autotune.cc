@@ -30,6 +30,10 @@ std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k) {
   return std::string{'m', bucket(m), '_', 'n', bucket(n), '_', 'k', bucket(k)};
 }
 
+std::string gemm_batch_shape_class(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return "batch_" + gemm_shape_class(m, n, k);
+}
+
 absl::StatusOr<Precision> parse_precision_name(std::string_view name) {
   for (Precision p : kEveryPrecision) {
     if (precision_name(p) == name) return p;

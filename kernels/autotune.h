@@ -21,6 +21,10 @@ namespace matserve::kernels {
 // h (larger). The class names all three, e.g. "ml_nl_ks" for 4096 x 4096 x 64 (m x n x k).
 // Square 2048 and 4096 share "ml_nl_kl"; 8192 x 8192 x 64 and 10000 x 10000 x 25 differ in k.
 std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k);
+// The class of a batch (more than one product) of m x n x k products: "batch_" and the
+// product's class. Batches rank apart from single products (a batch of small products fills the
+// GPU where one does not); a batch whose class has no rows is ranked by the single product's.
+std::string gemm_batch_shape_class(std::int64_t m, std::int64_t n, std::int64_t k);
 
 struct AutotuneEntry {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"

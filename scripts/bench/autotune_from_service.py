@@ -7,7 +7,9 @@ variant gflops", one per measured (shape, precision, variant) that ran; the rows
 averaged by the server (kernels/autotune.h). Rows for `auto` are left out (it is a choice, not a
 variant: its case is counted under the variant it ran). Only the precisions given (default fp16,
 bf16, tf32: those gemm_bench's kernel-level rows do not cover) are written, so one table never
-averages the two methods for one precision.
+averages the two methods for one precision. MultiplyBatched rows (--batched with
+--batched-variants) go to the batch's class, "batch_" and the product's class, at the GFLOP/s of
+the whole batch.
 
 usage: autotune_from_service.py SERVICE_VS_TORCH.json [--precisions fp16,bf16,tf32] > FILE.tsv
 """
@@ -49,6 +51,14 @@ def main(argv):
         gflops = 2.0 * r["m"] * r["n"] * r["k"] / r["service_kernel_us"] / 1e3
         rows.add((device, r["precision"], shape_class(r["m"], r["n"], r["k"]), r["variant"],
                   round(gflops, 1), f"{r['m']}x{r['k']}x{r['n']}"))
+    for r in doc.get("batched", []):
+        if not r.get("ran") or r["precision"] not in keep or r["variant_requested"] == "auto":
+            continue
+        if r.get("check", "ok") != "ok" or not r.get("service_kernel_us"):
+            continue
+        gflops = 2.0 * r["batch"] * r["m"] * r["n"] * r["k"] / r["service_kernel_us"] / 1e3
+        rows.add((device, r["precision"], "batch_" + shape_class(r["m"], r["n"], r["k"]),
+                  r["variant"], round(gflops, 1), f"{r['batch']}x{r['m']}x{r['k']}x{r['n']}"))
     for device, prec, cls, variant, gflops, shape in sorted(rows):
         print(f"{device}\t{prec}\t{cls}\t{variant}\t{gflops}")
     return 0

@@ -40,12 +40,25 @@ TunedChoice make_tuned_choice(kernels::AutotuneTable table, std::string device_n
   }
   // Nothing measured (or nothing measured accepts the problem): cuBLAS, as AutotuneTable::choose.
   const kernels::GemmVariant* fallback = kernels::find_gemm_variant("cublas");
+  // A batch is ranked by its own class's rows where there are some, then by the single
+  // product's.
   return [ranked, fallback](const kernels::GemmProblem& p) -> const kernels::GemmVariant* {
-    const auto it = ranked->find(key(p.precision, kernels::gemm_shape_class(p.m, p.n, p.k)));
-    if (it != ranked->end()) {
+    const auto first_usable = [&](const std::string& shape_class) -> const kernels::GemmVariant* {
+      const auto it = ranked->find(key(p.precision, shape_class));
+      if (it == ranked->end()) return nullptr;
       for (const kernels::GemmVariant* v : it->second) {
         if (kernels::check_gemm_variant(*v, p).ok()) return v;
       }
+      return nullptr;
+    };
+    if (p.batch.count > 1) {
+      if (const kernels::GemmVariant* v =
+              first_usable(kernels::gemm_batch_shape_class(p.m, p.n, p.k))) {
+        return v;
+      }
+    }
+    if (const kernels::GemmVariant* v = first_usable(kernels::gemm_shape_class(p.m, p.n, p.k))) {
+      return v;
     }
     return fallback;
   };
