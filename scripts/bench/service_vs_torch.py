@@ -22,8 +22,15 @@ What is compared (docs/benchmarks.md, "Service against PyTorch"):
   (`baseline_late`). torch's wall time of one synchronized call (host launch included) is reported
   beside it (`baseline_wall_us`), and the same events around `reps` calls in a row as
   `baseline_stream_us`, both for information.
-- MultiplyBatched (--batched): one resident handle per product, keep_result, against torch.bmm on
-  the same values, timed the same way.
+- MultiplyBatched (--batched): one resident handle per product, keep_result (or, with
+  --batched-layout stacked|both, each operand's matrices stacked in one inline Matrix and the
+  results stacked in the reply), against torch.bmm on the same values, timed the same way; the
+  variants of --batched-variants.
+- Settling: after torch's timing of a precision, the first service case is run whole (timed calls,
+  download, check) and dropped, then every variant's case is timed (--no-settle keeps it). Right
+  after torch's timing, that first case's small calls ran 1.5-2 us long on an H100, whatever its
+  variant and however long its warm-up, and the same calls in the next case did not; the dropped
+  case keeps the service's figures from depending on which variant happens to come first.
 - Inputs are not rotated on either side: the service's resident operands are the same device buffers
   on every call, so torch reuses its A and B too (equal L2 conditions on both sides).
 - Precisions: fp32 = IEEE fp32 on both sides (service COMPUTE_FP32; torch with TF32 off);
@@ -88,6 +95,7 @@ QUICK = dict(shapes="256,1024,4096,4096x64x4096,1000x999x1001", precisions="fp32
              reps=10, transpose_shapes="8192x8192,4096x12288")
 CHUNK = 16 << 20  # bytes per UploadStream / DownloadStream message
 MAX_MESSAGE = 1 << 30
+STACKED_LIMIT = 64 << 20  # --batched-layout stacked: the largest inline operand sent
 
 
 def log(*a):
@@ -158,6 +166,20 @@ def parse_args(argv):
                    + ",".join("x".join(map(str, b)) for b in BATCHED_SHAPES)
                    + ") or 'none' (default); precisions: those of --precisions among "
                    + ", ".join(BATCHED_PRECISIONS))
+    p.add_argument("--no-settle", dest="settle", action="store_false",
+                   help="keep the service's first case after torch's timing; by default that "
+                   "case is run whole (timed calls, download, check) and dropped, and the cases "
+                   "are then timed (right after torch's timing the first case's small calls ran "
+                   "1.5-2 us long, whatever its variant and warm-up; the cases after it did not)")
+    p.add_argument("--batched-layout", default="handles",
+                   help="how MultiplyBatched gets its operands: 'handles' (default: one resident "
+                   "handle per product, results kept resident, one each), 'stacked' (each "
+                   "operand's matrices stacked batch-major in one inline Matrix, as torch.bmm's "
+                   "3-D tensors are; the results stacked in the reply; batches whose operand "
+                   "exceeds 64 MiB are skipped) or 'both'")
+    p.add_argument("--batched-variants", default="auto",
+                   help="service GEMM variants to ask for in MultiplyBatched (default auto), "
+                   "e.g. auto,cublas,mma_sync_64; refusals are recorded, not fatal")
     p.add_argument("--no-torch", action="store_true",
                    help="baseline NumPy on the host CPU (automatic when torch is missing)")
     p.add_argument("--torch-device", default="cuda:0",
@@ -191,6 +213,11 @@ def parse_args(argv):
         if bad:
             raise ValueError(f"unknown precision(s) {bad}; known: {PRECISIONS}")
         a.variant_list = [v.strip() for v in a.variants.split(",") if v.strip()]
+        a.batched_variant_list = [v.strip() for v in a.batched_variants.split(",") if v.strip()]
+        if a.batched_layout not in ("handles", "stacked", "both"):
+            raise ValueError(f"--batched-layout {a.batched_layout!r}: want handles, stacked or both")
+        a.batched_layouts = (["handles", "stacked"] if a.batched_layout == "both"
+                             else [a.batched_layout])
         if a.batched == "default":
             a.batched_list = list(BATCHED_SHAPES)
         elif a.batched == "none":
@@ -324,6 +351,20 @@ class Service:
 
         return self.stub.UploadStream(chunks(), timeout=self.timeout,
                                       metadata=self.md).resident.handle
+
+    def stacked(self, arr, batch, data):
+        """arr (batch*rows x cols) as one inline Matrix of `batch` stacked matrices."""
+        rows, cols = arr.shape
+        return self.pb.Matrix(rows=rows // batch, cols=cols, dtype=self.dtype_enum[data],
+                              layout=self.pb.ROW_MAJOR, batch=batch,
+                              data=np.ascontiguousarray(arr).tobytes())
+
+    def reply_matrix(self, mat):
+        """An inline reply Matrix as a NumPy array in its stored type (bf16: uint16 bits)."""
+        pb = self.pb
+        np_t = {pb.FP64: np.float64, pb.FP32: np.float32, pb.FP16: np.float16,
+                pb.BF16: np.uint16}[mat.dtype]
+        return np.frombuffer(mat.data, dtype=np_t)
 
     def download(self, handle):
         """The resident matrix as a NumPy array in its stored type (bf16: uint16 bits)."""
@@ -782,6 +823,8 @@ class Run:
                             g = base.matmul_graph(ctx, p, a.warmup, a.reps, a.case_seconds,
                                                   a.min_reps)
                             bt = bt._replace(graph=median(g.samples))
+                        if a.settle and a.variant_list:
+                            self.gemm_case(m, k, nn, p, a.variant_list[0], ha, hb, ctx, bt, b_err)
                         for v in a.variant_list:
                             n += 1
                             row = self.gemm_case(m, k, nn, p, v, ha, hb, ctx, bt, b_err)
@@ -796,6 +839,8 @@ class Run:
                 self.save()
 
     def gemm_case(self, m, k, n, precision, variant, ha, hb, ctx, bt, b_err):
+        """One case: the timed calls, then the last result downloaded and checked. The caller
+        drops a settling case's row (its failures are still reported)."""
         a, svc = self.args, self.svc
         pb = svc.pb
         b_med = median(bt.samples)
@@ -874,19 +919,31 @@ class Run:
                 A = random_matrix(rng, bt * m, k, data)
                 B = random_matrix(rng, bt * k, n, data)
                 has, hbs, ctx = [], [], None
+                layouts = [x for x in a.batched_layouts
+                           if x == "handles" or max(A.nbytes, B.nbytes) <= STACKED_LIMIT]
                 try:
-                    for i in range(bt):
-                        has.append(svc.upload(A[i * m:(i + 1) * m], data,
-                                              colocate_with=has[0] if has else ""))
-                        hbs.append(svc.upload(B[i * k:(i + 1) * k], data, colocate_with=has[0]))
+                    if "handles" in layouts:
+                        for i in range(bt):
+                            has.append(svc.upload(A[i * m:(i + 1) * m], data,
+                                                  colocate_with=has[0] if has else ""))
+                            hbs.append(svc.upload(B[i * k:(i + 1) * k], data,
+                                                  colocate_with=has[0]))
+                    stacked = (svc.stacked(A, bt, data), svc.stacked(B, bt, data))
                     ctx = base.prepare_batched(A, B, data, bt)
                     if not a.no_check:
                         base.reference(ctx)
                     for p in [x for x in precs if DATA_OF[x] == data]:
                         timed = base.bmm(ctx, p, a.warmup, a.reps, a.case_seconds, a.min_reps)
-                        row = self.batched_case(bt, m, k, n, p, has, hbs, ctx, timed)
-                        self.doc["batched"].append(row)
-                        log(f"[{self.elapsed()}] {batched_line(row)}")
+                        for layout in layouts:
+                            operands = (has, hbs) if layout == "handles" else stacked
+                            if a.settle and a.batched_variant_list:
+                                self.batched_case(bt, m, k, n, p, a.batched_variant_list[0],
+                                                  layout, operands, ctx, timed)
+                            for v in a.batched_variant_list:
+                                row = self.batched_case(bt, m, k, n, p, v, layout, operands,
+                                                        ctx, timed)
+                                self.doc["batched"].append(row)
+                                log(f"[{self.elapsed()}] {batched_line(row)}")
                 except svc.grpc.RpcError as e:
                     f = rpc_failure(e)
                     self.failures.append(f"batched {bt}x{m}x{k}x{n} {data}: {f['status']} "
@@ -899,16 +956,26 @@ class Run:
                     base.release()
                 self.save()
 
-    def batched_case(self, bt, m, k, n, precision, has, hbs, ctx, timed):
+    def batched_case(self, bt, m, k, n, precision, variant, layout, operands, ctx, timed):
+        """One case: the timed calls, then the results downloaded and checked. The caller
+        drops a settling case's row (its failures are still reported)."""
         a, svc = self.args, self.svc
         b_med = median(timed.samples)
-        row = dict(batch=bt, m=m, k=k, n=n, precision=precision, variant_requested="auto",
+        row = dict(batch=bt, m=m, k=k, n=n, precision=precision, variant_requested=variant,
+                   layout=layout,
                    baseline=self.base.label(precision).replace("torch", "torch.bmm", 1),
                    baseline_us=b_med, baseline_stream_us=timed.stream,
                    baseline_wall_us=timed.wall, baseline_late=timed.late,
                    tolerance=TOLERANCE[precision])
-        req = svc.pb.MultiplyBatchedRequest(batch=bt, a_handles=has, b_handles=hbs,
-                                            compute=svc.compute_enum[precision], keep_result=True)
+        if layout == "handles":
+            req = svc.pb.MultiplyBatchedRequest(batch=bt, a_handles=operands[0],
+                                                b_handles=operands[1],
+                                                compute=svc.compute_enum[precision],
+                                                keep_result=True, variant=variant)
+        else:
+            req = svc.pb.MultiplyBatchedRequest(batch=bt, a=operands[0], b=operands[1],
+                                                compute=svc.compute_enum[precision],
+                                                variant=variant)
         try:
             replies, rts, last = svc.timed("MultiplyBatched", req, a.warmup, a.reps,
                                            a.case_seconds, a.min_reps, keep_last=not a.no_check)
@@ -925,6 +992,19 @@ class Run:
         if b_med and tm["kernel_us"]:
             row["ratio"] = b_med / tm["kernel_us"]
             row["service_tflops"] = 2.0 * bt * m * n * k / tm["kernel_us"] / 1e6
+        if layout == "stacked" and not a.no_check:
+            try:
+                res = decode_result(svc.reply_matrix(replies[-1].c)).reshape(bt, m, n)
+                err = self.base.rel_err(ctx, res)
+                row["rel_l2"] = err
+                row["check"] = "ok" if err <= TOLERANCE[precision] else "FAILED"
+                if row["check"] == "FAILED":
+                    self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision} stacked: "
+                                         f"relative L2 error {err:.3g} > {TOLERANCE[precision]:g}")
+                    log(f"!!! CORRECTNESS FAILURE: {self.failures[-1]}")
+            except Exception as e:  # noqa: BLE001 - recorded and reported
+                row["check"] = f"error: {e}"
+                self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: check failed: {e}")
         if last:
             try:
                 res = np.stack([decode_result(svc.download(h)) for h in last])
@@ -1036,7 +1116,8 @@ def case_line(r):
 
 
 def batched_line(r):
-    head = f"batched {r['batch']} x {r['m']}x{r['k']}x{r['n']} {r['precision']}"
+    head = (f"batched {r['batch']} x {r['m']}x{r['k']}x{r['n']} {r['precision']} "
+            f"{r.get('layout', 'handles')} {r.get('variant_requested', 'auto')}")
     if not r.get("ran"):
         return f"{head}: not run: {r.get('status')}: {r.get('message', '')[:160]}"
     return (f"{head} -> {r['variant']}: service {fmt(r['service_kernel_us'])} us, torch.bmm "
@@ -1158,25 +1239,31 @@ def markdown(doc):
             L.append("")
     if doc.get("batched"):
         bb = "torch.bmm" if is_torch else bname
-        L += [f"## MultiplyBatched (resident, one handle per product) against {bb}", "",
-              f"ratio = {bb} time / service kernel time of the whole batch.", "",
-              f"| batch x m x k x n | precision | ran | service kernel us | {bb} us | ratio | "
-              f"round trip us | {bb} wall us | service TFLOP/s | check (rel L2) |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        L += [f"## MultiplyBatched against {bb}", "",
+              f"ratio = {bb} time / service kernel time of the whole batch. Operands: handles = "
+              "one resident handle per product, results kept resident (one each); stacked = "
+              "each operand's matrices stacked in one inline Matrix, results stacked in the "
+              "reply.", "",
+              f"| batch x m x k x n | precision | operands | asked | ran | service kernel us | "
+              f"{bb} us | ratio | round trip us | {bb} wall us | service TFLOP/s | "
+              "check (rel L2) |",
+              "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in doc["batched"]:
             shape = f"{r['batch']} x {r['m']}x{r['k']}x{r['n']}"
+            head = (f"| {shape} | {r['precision']} | {r.get('layout', 'handles')} | "
+                    f"{r.get('variant_requested', 'auto')} | ")
             if not r.get("ran"):
-                L.append(f"| {shape} | {r['precision']} | refused: {r.get('status')} | - | "
+                L.append(f"{head}refused: {r.get('status')} | - | "
                          f"{fmt(r.get('baseline_us'))} | - | - | - | - | "
                          f"{md_escape(r.get('message', ''))[:120]} |")
                 continue
             chk = r.get("check", "-")
             if "rel_l2" in r:
                 chk = f"{chk} ({r['rel_l2']:.1e})"
-            L.append(f"| {shape} | {r['precision']} | {r['variant']} | "
-                     f"{fmt(r['service_kernel_us'])} | {fmt(r['baseline_us'])} | "
-                     f"{fmt(r.get('ratio'), 3)} | {fmt(r['round_trip_us'])} | "
-                     f"{fmt(r['baseline_wall_us'])} | {fmt(r.get('service_tflops'), 2)} | {chk} |")
+            L.append(f"{head}{r['variant']} | {fmt(r['service_kernel_us'])} | "
+                     f"{fmt(r['baseline_us'])} | {fmt(r.get('ratio'), 3)} | "
+                     f"{fmt(r['round_trip_us'])} | {fmt(r['baseline_wall_us'])} | "
+                     f"{fmt(r.get('service_tflops'), 2)} | {chk} |")
         L.append("")
     if doc["transpose"]:
         L += ["## Transpose (fp32, resident)", "",
@@ -1249,7 +1336,8 @@ def main(argv=None):
            "python": platform.python_version(), "grpcio": grpc.__version__,
            "protobuf": google.protobuf.__version__, "numpy": np.__version__,
            "server": info, "baseline": base.describe(),
-           "settings": {"warmup": a.warmup, "reps": a.reps, "min_reps": a.min_reps,
+           "settings": {"warmup": a.warmup, "settle": a.settle, "reps": a.reps,
+                        "min_reps": a.min_reps,
                         "case_seconds": a.case_seconds, "seed": a.seed,
                         "tolerance_rel_l2": TOLERANCE, "inputs": "uniform magnitude in "
                         "[0.25, 1], random sign, never zero; not rotated between calls",
