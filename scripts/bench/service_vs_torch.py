@@ -186,8 +186,8 @@ def parse_args(argv):
                    help="the GPU torch uses: the one the server runs on (default cuda:0)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     p.add_argument("--torch-graph", action="store_true",
-                   help="also time torch.matmul captured in a CUDA graph (as the service "
-                   "replays its launches), reported beside torch's direct call")
+                   help="also time torch.matmul (and torch.bmm) captured in a CUDA graph (as "
+                   "the service replays its launches), reported beside torch's direct call")
     p.add_argument("--torch-idle", action="store_true",
                    help="also time torch.matmul as the service's kernel_us is taken: captured "
                    "in a CUDA graph with its two events inside, replayed after the host has "
@@ -215,7 +215,8 @@ def parse_args(argv):
         a.variant_list = [v.strip() for v in a.variants.split(",") if v.strip()]
         a.batched_variant_list = [v.strip() for v in a.batched_variants.split(",") if v.strip()]
         if a.batched_layout not in ("handles", "stacked", "both"):
-            raise ValueError(f"--batched-layout {a.batched_layout!r}: want handles, stacked or both")
+            raise ValueError(f"--batched-layout {a.batched_layout!r}: want handles, stacked "
+                             "or both")
         a.batched_layouts = (["handles", "stacked"] if a.batched_layout == "both"
                              else [a.batched_layout])
         if a.batched == "default":
@@ -578,14 +579,26 @@ class TorchBaseline:
         t = self.torch
         self.set_precision(precision)
         A, B, C = ctx["A"], ctx["B"], ctx["C"]
+        return self._graph_time(lambda: t.matmul(A, B, out=C), warmup, reps, case_seconds,
+                                min_reps)
+
+    def bmm_graph(self, ctx, precision, warmup, reps, case_seconds, min_reps):
+        """torch.bmm captured in a CUDA graph and replayed: as matmul_graph."""
+        t = self.torch
+        self.set_precision(precision)
+        A, B, C = ctx["A"], ctx["B"], ctx["C"]
+        return self._graph_time(lambda: t.bmm(A, B, out=C), warmup, reps, case_seconds, min_reps)
+
+    def _graph_time(self, fn, warmup, reps, case_seconds, min_reps):
+        t = self.torch
         side = t.cuda.Stream(self.dev)
         side.wait_stream(t.cuda.current_stream(self.dev))
         with t.cuda.stream(side):
-            t.matmul(A, B, out=C)  # warm the library's plan outside the capture
+            fn()  # warm the library's plan outside the capture
         t.cuda.current_stream(self.dev).wait_stream(side)
         graph = t.cuda.CUDAGraph()
         with t.cuda.graph(graph):
-            t.matmul(A, B, out=C)
+            fn()
         try:
             return self._time(graph.replay, warmup, reps, case_seconds, min_reps)
         finally:
@@ -934,6 +947,10 @@ class Run:
                         base.reference(ctx)
                     for p in [x for x in precs if DATA_OF[x] == data]:
                         timed = base.bmm(ctx, p, a.warmup, a.reps, a.case_seconds, a.min_reps)
+                        if a.torch_graph and hasattr(base, "bmm_graph"):
+                            g = base.bmm_graph(ctx, p, a.warmup, a.reps, a.case_seconds,
+                                               a.min_reps)
+                            timed = timed._replace(graph=median(g.samples))
                         for layout in layouts:
                             operands = (has, hbs) if layout == "handles" else stacked
                             if a.settle and a.batched_variant_list:
@@ -966,6 +983,7 @@ class Run:
                    baseline=self.base.label(precision).replace("torch", "torch.bmm", 1),
                    baseline_us=b_med, baseline_stream_us=timed.stream,
                    baseline_wall_us=timed.wall, baseline_late=timed.late,
+                   baseline_graph_us=timed.graph,
                    tolerance=TOLERANCE[precision])
         if layout == "handles":
             req = svc.pb.MultiplyBatchedRequest(batch=bt, a_handles=operands[0],
@@ -1121,7 +1139,9 @@ def batched_line(r):
     if not r.get("ran"):
         return f"{head}: not run: {r.get('status')}: {r.get('message', '')[:160]}"
     return (f"{head} -> {r['variant']}: service {fmt(r['service_kernel_us'])} us, torch.bmm "
-            f"{fmt(r['baseline_us'])} us (wall {fmt(r['baseline_wall_us'])}), ratio "
+            f"{fmt(r['baseline_us'])} us (wall {fmt(r['baseline_wall_us'])}"
+            f"{', in a graph ' + fmt(r['baseline_graph_us']) if r.get('baseline_graph_us') else ''}"
+            f"), ratio "
             f"{fmt(r.get('ratio'), 3)}, check {r.get('check', 'unchecked')}")
 
 
