@@ -87,16 +87,17 @@ double rel_l2_diff(const void* x, const void* y, kernels::DType t, std::int64_t 
 }
 
 absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype,
-                                            kernels::Precision precision, cudaStream_t stream) {
-  const std::size_t bytes = static_cast<std::size_t>(n * n) * kernels::dtype_size(dtype);
+                                            kernels::Precision precision, cudaStream_t stream,
+                                            std::int64_t batch) {
+  const std::size_t bytes = static_cast<std::size_t>(n * n * batch) * kernels::dtype_size(dtype);
   SquareGemm g;
   for (kernels::DeviceBuffer* buffer : {&g.a, &g.b, &g.c}) {
     absl::StatusOr<kernels::DeviceBuffer> allocated = kernels::allocate_device(bytes);
     if (!allocated.ok()) return allocated.status();
     *buffer = *std::move(allocated);
   }
-  fill_random(g.a.data(), dtype, n * n, 1, stream);
-  fill_random(g.b.data(), dtype, n * n, 2, stream);
+  fill_random(g.a.data(), dtype, n * n * batch, 1, stream);
+  fill_random(g.b.data(), dtype, n * n * batch, 2, stream);
   kernels::GemmProblem& p = g.problem;
   p.m = p.n = p.k = n;
   p.a = g.a.data();
@@ -105,6 +106,8 @@ absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype
   p.lda = p.ldb = p.ldc = n;
   p.in_type = p.out_type = dtype;
   p.precision = precision;
+  p.batch.count = batch;
+  p.batch.stride_a = p.batch.stride_b = p.batch.stride_c = batch > 1 ? n * n : 0;
   return g;
 }
 

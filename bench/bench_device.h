@@ -24,14 +24,16 @@ double rel_l2_diff(const void* x, const void* y, kernels::DType t, std::int64_t 
                    cudaStream_t stream);
 
 // An n x n x n problem on the device: random non-zero row-major A and B (filled on `stream`,
-// which the caller synchronizes before timing), C uninitialised, no transposes, alpha 1, beta 0.
+// which the caller synchronizes before timing), C uninitialised, no transposes, alpha 1, beta 0;
+// with batch > 1, that many products stacked one after another (a strided batch).
 // `problem` points into the buffers, which move with the struct.
 struct SquareGemm {
   kernels::DeviceBuffer a, b, c;
   kernels::GemmProblem problem;
 };
 absl::StatusOr<SquareGemm> make_square_gemm(std::int64_t n, kernels::DType dtype,
-                                            kernels::Precision precision, cudaStream_t stream);
+                                            kernels::Precision precision, cudaStream_t stream,
+                                            std::int64_t batch = 1);
 
 // Median (upper) milliseconds of `reps` calls of `call`, each between two CUDA events on `stream`
 // and waited for, after `warmup` untimed ones; negative when `call` returns false or an event

@@ -22,7 +22,7 @@
 // is queued on the device before it starts and no host launch time is inside an interval.
 // Each row also gives the host's time in the launch call and its wall time to the synchronize.
 //
-// usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas]
+// usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas] [--batch=1]
 //                     [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20] [--reps=200]
 //                     [--md=FILE]
 #include <cuda.h>
@@ -66,6 +66,7 @@ struct Options {
   std::vector<std::int64_t> sizes = {256, 1024};
   std::vector<std::string> precisions = {"fp32", "bf16"};
   std::string variant = "cublas";
+  std::int64_t batch = 1;  // products per call (a strided batch)
   double spin_us = 300;
   std::vector<double> idle_us = {50, 200, 1000};
   int warmup = 20;
@@ -87,6 +88,8 @@ bool parse(int argc, char** argv, Options* o) {
       o->precisions = split_list(value);
     } else if (name == "variant") {
       o->variant = value;
+    } else if (name == "batch") {
+      o->batch = std::stoll(value);
     } else if (name == "spin-us") {
       o->spin_us = std::stod(value);
     } else if (name == "idle-us") {
@@ -357,11 +360,13 @@ int run(int argc, char** argv) {
     const kernels::DType dt = kernels::kernel_operand_dtype(
         *prec == kernels::Precision::kF64 ? kernels::DType::kF64 : kernels::DType::kF32, *prec);
     for (const std::int64_t n : o.sizes) {
-      absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, stream);
+      absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, stream, o.batch);
       if (!g.ok() || !kernels::check_gemm_variant(*v, g->problem).ok()) continue;
       cudaStreamSynchronize(stream);
       const kernels::GemmProblem& p = g->problem;
-      const std::string name = prec_name + " " + std::to_string(n) + "^3";
+      const std::string name = prec_name + " " +
+                               (o.batch > 1 ? std::to_string(o.batch) + " x " : std::string()) +
+                               std::to_string(n) + "^3";
       const auto gemm = [&] { return v->launch(p, resources->context()).ok(); };
       const auto gemm_with_events = [&] {
         return record_inner(t.inner0.get()) && gemm() && record_inner(t.inner1.get());
