@@ -99,12 +99,14 @@ std::vector<std::string> AutotuneTable::ranked(std::string_view device, Precisio
     s.second += 1;
   }
   std::vector<std::pair<double, std::string>> by_rate;
+  by_rate.reserve(sums.size());
   for (const auto& [variant, s] : sums) by_rate.emplace_back(s.first / s.second, variant);
   std::stable_sort(by_rate.begin(), by_rate.end(), [](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first > y.first;
     return x.second == "cublas" && y.second != "cublas";
   });
   std::vector<std::string> out;
+  out.reserve(by_rate.size());
   for (auto& [rate, variant] : by_rate) out.push_back(std::move(variant));
   return out;
 }

@@ -21,7 +21,7 @@ std::string key(kernels::Precision precision, std::string_view shape_class) {
 
 }  // namespace
 
-TunedChoice make_tuned_choice(kernels::AutotuneTable table, std::string device_name,
+TunedChoice make_tuned_choice(const kernels::AutotuneTable& table, const std::string& device_name,
                               kernels::Backend backend) {
   using Ranked = std::vector<const kernels::GemmVariant*>;
   auto ranked = std::make_shared<absl::flat_hash_map<std::string, Ranked>>();

@@ -10,7 +10,7 @@
 
 namespace matserve::server {
 
-TunedChoice make_tuned_choice(kernels::AutotuneTable table, std::string device_name,
+TunedChoice make_tuned_choice(const kernels::AutotuneTable& table, const std::string& device_name,
                               kernels::Backend backend);
 
 }  // namespace matserve::server
