@@ -1010,35 +1010,33 @@ class Run:
         if b_med and tm["kernel_us"]:
             row["ratio"] = b_med / tm["kernel_us"]
             row["service_tflops"] = 2.0 * bt * m * n * k / tm["kernel_us"] / 1e6
+        case = f"batched {bt}x{m}x{k}x{n} {precision}"
         if layout == "stacked" and not a.no_check:
-            try:
-                res = decode_result(svc.reply_matrix(replies[-1].c)).reshape(bt, m, n)
-                err = self.base.rel_err(ctx, res)
-                row["rel_l2"] = err
-                row["check"] = "ok" if err <= TOLERANCE[precision] else "FAILED"
-                if row["check"] == "FAILED":
-                    self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision} stacked: "
-                                         f"relative L2 error {err:.3g} > {TOLERANCE[precision]:g}")
-                    log(f"!!! CORRECTNESS FAILURE: {self.failures[-1]}")
-            except Exception as e:  # noqa: BLE001 - recorded and reported
-                row["check"] = f"error: {e}"
-                self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: check failed: {e}")
+            self.check_batched(row, f"{case} stacked", precision, ctx, lambda: decode_result(
+                svc.reply_matrix(replies[-1].c)).reshape(bt, m, n))
         if last:
             try:
-                res = np.stack([decode_result(svc.download(h)) for h in last])
-                err = self.base.rel_err(ctx, res)
-                row["rel_l2"] = err
-                row["check"] = "ok" if err <= TOLERANCE[precision] else "FAILED"
-                if row["check"] == "FAILED":
-                    self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: relative L2 "
-                                         f"error {err:.3g} > {TOLERANCE[precision]:g}")
-                    log(f"!!! CORRECTNESS FAILURE: {self.failures[-1]}")
-            except Exception as e:  # noqa: BLE001 - recorded and reported
-                row["check"] = f"error: {e}"
-                self.failures.append(f"batched {bt}x{m}x{k}x{n} {precision}: check failed: {e}")
+                self.check_batched(row, case, precision, ctx, lambda: np.stack(
+                    [decode_result(svc.download(h)) for h in last]))
             finally:
                 svc.release(last)
         return row
+
+    def check_batched(self, row, case, precision, ctx, results):
+        """Records in `row` the relative L2 error of results() (batch x m x n) against the
+        float64 reference, and a failure when it exceeds the precision's tolerance or the
+        results cannot be had."""
+        try:
+            err = self.base.rel_err(ctx, results())
+            row["rel_l2"] = err
+            row["check"] = "ok" if err <= TOLERANCE[precision] else "FAILED"
+            if row["check"] == "FAILED":
+                self.failures.append(f"{case}: relative L2 error {err:.3g} > "
+                                     f"{TOLERANCE[precision]:g}")
+                log(f"!!! CORRECTNESS FAILURE: {self.failures[-1]}")
+        except Exception as e:  # noqa: BLE001 - recorded and reported
+            row["check"] = f"error: {e}"
+            self.failures.append(f"{case}: check failed: {e}")
 
     # -- Transposes ---------------------------------------------------------------------------
 
