@@ -22,8 +22,14 @@
 // is queued on the device before it starts and no host launch time is inside an interval.
 // Each row also gives the host's time in the launch call and its wall time to the synchronize.
 //
+//   copied in     the gated graph with its operands first copied in from pinned host memory
+//                 (as the server's inline operands are)
+// --batch-arrays=1 gives a batch as device pointer arrays (the server's resident matrices that
+// are not evenly spaced, and kept results) instead of strides.
+//
 // usage: graph_timing [--sizes=256,1024] [--precisions=fp32,bf16] [--variant=cublas] [--batch=1]
-//                     [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20] [--reps=200]
+//                     [--batch-arrays=0] [--spin-us=300] [--idle-us=50,200,1000] [--warmup=20]
+//                     [--reps=200]
 //                     [--md=FILE]
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -66,7 +72,8 @@ struct Options {
   std::vector<std::int64_t> sizes = {256, 1024};
   std::vector<std::string> precisions = {"fp32", "bf16"};
   std::string variant = "cublas";
-  std::int64_t batch = 1;  // products per call (a strided batch)
+  std::int64_t batch = 1;     // products per call (a strided batch)
+  bool batch_arrays = false;  // the batch given as device pointer arrays instead of strides
   double spin_us = 300;
   std::vector<double> idle_us = {50, 200, 1000};
   int warmup = 20;
@@ -90,6 +97,8 @@ bool parse(int argc, char** argv, Options* o) {
       o->variant = value;
     } else if (name == "batch") {
       o->batch = std::stoll(value);
+    } else if (name == "batch-arrays") {
+      o->batch_arrays = value == "1" || value == "true";
     } else if (name == "spin-us") {
       o->spin_us = std::stod(value);
     } else if (name == "idle-us") {
@@ -317,6 +326,36 @@ struct Row {
   Medians m;
 };
 
+// Points g's problem at device pointer arrays of its own strided batch (kept in *arrays).
+bool use_pointer_arrays(SquareGemm& g, cudaStream_t stream, kernels::DeviceBuffer* arrays) {
+  kernels::GemmBatch& b = g.problem.batch;
+  const auto count = static_cast<std::size_t>(b.count);
+  const std::size_t size = kernels::dtype_size(g.problem.in_type);
+  const std::size_t out_size = kernels::dtype_size(g.problem.out_type);
+  std::vector<const void*> host(3 * count);
+  for (std::size_t i = 0; i < count; ++i) {
+    host[i] = static_cast<const std::byte*>(g.problem.a) + i * b.stride_a * size;
+    host[count + i] = static_cast<const std::byte*>(g.problem.b) + i * b.stride_b * size;
+    host[2 * count + i] = static_cast<std::byte*>(g.problem.c) + i * b.stride_c * out_size;
+  }
+  absl::StatusOr<kernels::DeviceBuffer> device =
+      kernels::allocate_device(host.size() * sizeof(void*));
+  if (!device.ok()) return false;
+  *arrays = *std::move(device);
+  if (cudaMemcpyAsync(arrays->data(), host.data(), host.size() * sizeof(void*),
+                      cudaMemcpyHostToDevice, stream) != cudaSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    return false;
+  }
+  auto* base = static_cast<void**>(arrays->data());
+  b.stride_a = b.stride_b = b.stride_c = 0;
+  b.a_array = const_cast<const void* const*>(base);
+  b.b_array = const_cast<const void* const*>(base + count);
+  b.c_array = base + 2 * count;
+  b.arrays_aligned16 = true;
+  return true;
+}
+
 int run(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) return 2;
@@ -362,6 +401,16 @@ int run(int argc, char** argv) {
     for (const std::int64_t n : o.sizes) {
       absl::StatusOr<SquareGemm> g = make_square_gemm(n, dt, *prec, stream, o.batch);
       if (!g.ok() || !kernels::check_gemm_variant(*v, g->problem).ok()) continue;
+      // --batch-arrays: the same strided layout, given as device pointer arrays (as the server
+      // passes resident matrices that are not evenly spaced, and kept results).
+      kernels::DeviceBuffer arrays;
+      if (o.batch > 1 && o.batch_arrays && !use_pointer_arrays(*g, stream, &arrays)) continue;
+      // The operands' bytes on the host, copied in before the kernel in the "copied in" mode.
+      const std::size_t operand_bytes =
+          static_cast<std::size_t>(n * n * o.batch) * kernels::dtype_size(dt);
+      absl::StatusOr<kernels::PinnedBuffer> host_operands =
+          kernels::allocate_pinned(2 * operand_bytes);
+      if (!host_operands.ok()) continue;
       cudaStreamSynchronize(stream);
       const kernels::GemmProblem& p = g->problem;
       const std::string name = prec_name + " " +
@@ -378,6 +427,15 @@ int run(int argc, char** argv) {
       const auto gated_graph_work = [&] {
         return gate->enqueue_wait(stream).ok() && gemm_with_events();
       };
+      const auto gated_copied_in = [&] {
+        const auto* host = static_cast<const std::byte*>(host_operands->data());
+        return gate->enqueue_wait(stream).ok() &&
+               cudaMemcpyAsync(g->a.data(), host, operand_bytes, cudaMemcpyHostToDevice, stream) ==
+                   cudaSuccess &&
+               cudaMemcpyAsync(g->b.data(), host + operand_bytes, operand_bytes,
+                               cudaMemcpyHostToDevice, stream) == cudaSuccess &&
+               gemm_with_events();
+      };
       const auto gated_direct = [&] {
         return gate->enqueue_wait(stream).ok() && direct_with_events();
       };
@@ -386,10 +444,11 @@ int run(int argc, char** argv) {
         empty_kernel<<<1, 32, 0, stream>>>();
         return record_inner(t.inner1.get());
       };
-      CapturedGraph plain, with_events, empty, with_gate;
+      CapturedGraph plain, with_events, empty, with_gate, copied_in;
       if (!capture(stream, gemm, &plain) || !capture(stream, gemm_with_events, &with_events) ||
           !capture(stream, empty_with_events, &empty) ||
-          !capture(stream, gated_graph_work, &with_gate)) {
+          !capture(stream, gated_graph_work, &with_gate) ||
+          !capture(stream, gated_copied_in, &copied_in)) {
         std::fprintf(stderr, "graph_timing: %s: capture failed\n", name.c_str());
         continue;
       }
@@ -411,6 +470,9 @@ int run(int argc, char** argv) {
       rows.push_back(
           {name, "graph+events, idle, gated",
            time_runs(stream, t, o, false, true, launch(with_gate.exec), 0, false, {&*gate})});
+      rows.push_back(
+          {name, "graph+events, idle, gated, operands copied in",
+           time_runs(stream, t, o, false, true, launch(copied_in.exec), 0, false, {&*gate})});
       rows.push_back({name, "direct+events, idle, gated",
                       time_runs(stream, t, o, false, true, gated_direct, 0, false, {&*gate})});
       rows.push_back({name, "graph+events, idle, 8 threads",
