@@ -107,6 +107,11 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
 
   void plan_memory(BlockPlan& plan) {
     if (!job_.shape.keep_result) return;
+    if (job_.keep_stacked) {
+      kept_.push_back(plan.add(static_cast<std::size_t>(job_.count) * job_.shape.out_bytes(),
+                               /*long_lived=*/true));
+      return;
+    }
     for (std::int64_t i = 0; i < job_.count; ++i) {
       kept_.push_back(plan.add(job_.shape.out_bytes(), /*long_lived=*/true));
     }
@@ -127,6 +132,12 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
   }
   void keep(AdmittedMemory& memory, Outcome& outcome) {
     const GemmShape& shape = job_.shape;
+    if (job_.keep_stacked && !kept_.empty()) {
+      const auto [rows, cols] = job_.stacked_result_dims();
+      outcome.results.push_back(make_resident(memory.take(kept_[0]), rows, cols, shape.out_dtype,
+                                              shape.out_layout, shape.owner, 0, "cpu"));
+      return;
+    }
     for (BlockId id : kept_) {
       outcome.results.push_back(make_resident(memory.take(id), shape.m(), shape.n(),
                                               shape.out_dtype, shape.out_layout, shape.owner, 0,
@@ -142,8 +153,13 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
     for (const Operand& a : job_.a) ptrs_.a.push_back(operand_bytes(a));
     for (const Operand& b : job_.b) ptrs_.b.push_back(operand_bytes(b));
     for (std::int64_t i = 0; i < job_.count; ++i) {
-      ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
-                                          : job_.out_of(i).data());
+      if (shape.keep_result && job_.keep_stacked) {
+        ptrs_.c.push_back(static_cast<std::byte*>(memory.data(kept_[0])) +
+                          static_cast<std::size_t>(i) * shape.out_bytes());
+      } else {
+        ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
+                                            : job_.out_of(i).data());
+      }
     }
     const std::optional<kernels::GemmBatch> strided = strided_batch(
         ptrs_, kernels::dtype_size(shape.a.dtype), kernels::dtype_size(shape.out_dtype));

@@ -30,9 +30,10 @@ std::size_t inline_bytes(const std::vector<Operand>& list) {
   return n;
 }
 
-// More than one matrix, resident: not evenly spaced in general.
+// More than one matrix, resident, in separate blocks: not evenly spaced in general (the
+// products of one stacked resident matrix are).
 bool resident_list(const std::vector<Operand>& list) {
-  return list.size() > 1 && list[0].is_resident();
+  return list.size() > 1 && list[0].is_resident() && list[0].resident != list[1].resident;
 }
 
 class CudaGemmBatch : public CudaOperation {
@@ -69,7 +70,9 @@ class CudaGemmBatch : public CudaOperation {
     };
     inline_a_ = add(inline_bytes(job_.a));
     inline_b_ = add(inline_bytes(job_.b));
-    if (shape_.keep_result) {
+    if (shape_.keep_result && job_.keep_stacked) {
+      kept_.push_back(add(count_ * out_bytes_, true));
+    } else if (shape_.keep_result) {
       for (std::size_t i = 0; i < count_; ++i) kept_.push_back(add(out_bytes_, true));
     } else {
       results_ = add(count_ * out_bytes_);
@@ -78,8 +81,9 @@ class CudaGemmBatch : public CudaOperation {
       converted_a_ = add(job_.a.size() * na_ * op_size_);
       converted_b_ = add(job_.b.size() * nb_ * op_size_);
     }
+    const bool separate_results = shape_.keep_result && !job_.keep_stacked;
     const bool need_arrays =
-        count_ > 1 && (shape_.keep_result || resident_list(job_.a) || resident_list(job_.b));
+        count_ > 1 && (separate_results || resident_list(job_.a) || resident_list(job_.b));
     if (need_arrays) arrays_block_ = add(3 * count_ * sizeof(void*));
   }
 
@@ -102,7 +106,7 @@ class CudaGemmBatch : public CudaOperation {
       const Operand* c0 = job_.c_of(static_cast<std::int64_t>(i));
       if (c0 == nullptr || shape_.beta == 0.0) continue;
       if (c0->is_resident()) {
-        resident_c.emplace_back(ptrs_.c[i], c0->resident->block.data());
+        resident_c.emplace_back(ptrs_.c[i], operand_bytes(*c0));
       } else {
         stage(copies, ptrs_.c[i], c0->data.data(), out_bytes_);
       }
@@ -181,6 +185,13 @@ class CudaGemmBatch : public CudaOperation {
   }
 
   void keep(AdmittedMemory& memory, Outcome& outcome) {
+    if (job_.keep_stacked && !kept_.empty()) {
+      const auto [rows, cols] = job_.stacked_result_dims();
+      outcome.results.push_back(make_resident(memory.take(kept_[0]), rows, cols, shape_.out_dtype,
+                                              shape_.out_layout, shape_.owner, device_->index,
+                                              device_->label));
+      return;
+    }
     for (BlockId id : kept_) {
       outcome.results.push_back(make_resident(memory.take(id), shape_.m(), shape_.n(),
                                               shape_.out_dtype, shape_.out_layout, shape_.owner,
@@ -200,9 +211,12 @@ class CudaGemmBatch : public CudaOperation {
     ptrs_.a = convert_ ? stacked(memory.data(*converted_a_), job_.a.size(), na_) : a_where_;
     ptrs_.b = convert_ ? stacked(memory.data(*converted_b_), job_.b.size(), nb_) : b_where_;
     for (std::size_t i = 0; i < count_; ++i) {
-      ptrs_.c.push_back(shape_.keep_result
-                            ? memory.data(kept_[i])
-                            : static_cast<std::byte*>(memory.data(*results_)) + i * out_bytes_);
+      if (shape_.keep_result && !job_.keep_stacked) {
+        ptrs_.c.push_back(memory.data(kept_[i]));
+      } else {  // one block for the whole batch: kept stacked, or to be copied out
+        void* all = shape_.keep_result ? memory.data(kept_[0]) : memory.data(*results_);
+        ptrs_.c.push_back(static_cast<std::byte*>(all) + i * out_bytes_);
+      }
     }
     const std::optional<kernels::GemmBatch> strided =
         strided_batch(ptrs_, op_size_, kernels::dtype_size(shape_.out_dtype));
@@ -249,7 +263,7 @@ class CudaGemmBatch : public CudaOperation {
     auto* next = static_cast<std::byte*>(stack);
     for (const Operand& o : list) {
       if (o.is_resident()) {
-        where.push_back(o.resident->block.data());
+        where.push_back(operand_bytes(o));
       } else {
         where.push_back(next);
         next += o.bytes();

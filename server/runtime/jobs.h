@@ -41,6 +41,9 @@ class SharedMemoryRegion;
 // memory (then `data` is empty).
 struct Operand : HostMatrix {
   std::shared_ptr<ResidentMatrix> resident;
+  // Where this operand's bytes start in `resident`'s block: 0, or one product's place in a
+  // resident matrix that stacks a batch's matrices.
+  std::size_t offset = 0;
 
   bool is_resident() const { return resident != nullptr; }
 };
@@ -138,6 +141,9 @@ struct GemmBatchJob {
   // Otherwise where product i's result goes (shape.out_bytes() bytes): outs[i], or, with one span
   // for the whole batch, at i * shape.out_bytes() within it.
   std::vector<std::span<std::byte>> outs;
+  // With shape.keep_result: the results kept as one resident matrix, stacked batch-major
+  // (stacked_result_dims), instead of one each.
+  bool keep_stacked = false;
 
   const Operand& a_of(std::int64_t i) const {
     return a.size() == 1 ? a[0] : a[static_cast<std::size_t>(i)];
@@ -148,6 +154,12 @@ struct GemmBatchJob {
   const Operand* c_of(std::int64_t i) const {
     if (c.empty()) return nullptr;
     return c.size() == 1 ? &c[0] : &c[static_cast<std::size_t>(i)];
+  }
+  // The shape of the one resident matrix that holds `count` results of m x n stacked batch-major:
+  // row-major (count * m) x n, column-major m x (count * n).
+  std::pair<std::int64_t, std::int64_t> stacked_result_dims() const {
+    if (shape.out_layout == kernels::Layout::kColMajor) return {shape.m(), count * shape.n()};
+    return {count * shape.m(), shape.n()};
   }
   std::span<std::byte> out_of(std::int64_t i) const {
     if (shape.keep_result) return {};

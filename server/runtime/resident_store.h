@@ -161,7 +161,8 @@ inline bool in_host_memory(const Operand& o) {
 
 // Where `o`'s bytes are: its resident matrix's memory, or the request's bytes when inline.
 inline const void* operand_bytes(const Operand& o) {
-  return o.is_resident() ? o.resident->block.data() : o.data.data();
+  return o.is_resident() ? static_cast<const std::byte*>(o.resident->block.data()) + o.offset
+                         : o.data.data();
 }
 
 // A resident matrix over `block` (not yet published: no handle).

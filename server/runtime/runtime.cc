@@ -59,7 +59,8 @@ absl::StatusOr<std::span<const std::byte>> Runtime::host_bytes(const Operand& o,
                                                                const Waiter& waiter) {
   if (!o.is_resident()) return o.data;
   storage.resize(o.bytes());
-  if (absl::Status s = backend_->read_resident(*o.resident, 0, storage, waiter); !s.ok()) return s;
+  if (absl::Status s = backend_->read_resident(*o.resident, o.offset, storage, waiter); !s.ok())
+    return s;
   return std::span<const std::byte>(storage);
 }
 
@@ -71,7 +72,7 @@ GemmChooser Runtime::gemm_chooser(std::string_view variant) const {
 
 absl::StatusOr<kernels::ErrorStats> Runtime::verify_product(
     const GemmOptions& options, const Operand& a, const Operand& b, const Operand* c,
-    std::span<std::byte> got, ResidentMatrix* kept, const Waiter& waiter) {
+    std::span<std::byte> got, ResidentMatrix* kept, std::size_t kept_offset, const Waiter& waiter) {
   std::vector<std::byte> a_storage, b_storage, c_storage;
   absl::StatusOr<std::span<const std::byte>> ha = host_bytes(a, a_storage, waiter);
   if (!ha.ok()) return ha.status();
@@ -86,7 +87,7 @@ absl::StatusOr<kernels::ErrorStats> Runtime::verify_product(
   std::vector<std::byte> result;
   if (kept != nullptr) {
     result.resize(options.out_bytes(a, b));
-    if (absl::Status s = backend_->read_resident(*kept, 0, result, waiter); !s.ok()) {
+    if (absl::Status s = backend_->read_resident(*kept, kept_offset, result, waiter); !s.ok()) {
       return s;
     }
     got = result;
@@ -111,7 +112,7 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
     if (!lease.ok()) return lease.status();
     absl::StatusOr<kernels::ErrorStats> e =
         verify_product(job, job.a, job.b, job.c ? &*job.c : nullptr, out,
-                       job.keep_result ? outcome.result.get() : nullptr, waiter);
+                       job.keep_result ? outcome.result.get() : nullptr, 0, waiter);
     if (!e.ok()) return e.status();
     outcome.verification = *e;
   }
@@ -131,10 +132,16 @@ absl::Status Runtime::multiply_batch(const GemmBatchJob& job, std::string_view v
     if (!lease.ok()) return lease.status();
     kernels::ErrorStats worst;
     for (std::int64_t i = 0; i < job.count; ++i) {
-      absl::StatusOr<kernels::ErrorStats> e = verify_product(
-          job.shape, job.a_of(i), job.b_of(i), job.c_of(i), job.out_of(i),
-          job.shape.keep_result ? outcome.results[static_cast<std::size_t>(i)].get() : nullptr,
-          waiter);
+      // Kept stacked, product i's result is at its place in the one resident matrix.
+      const auto at = static_cast<std::size_t>(i);
+      ResidentMatrix* kept = nullptr;
+      if (job.shape.keep_result && !outcome.results.empty()) {
+        kept = outcome.results[job.keep_stacked ? 0 : at].get();
+      }
+      const std::size_t kept_offset = job.keep_stacked ? at * job.shape.out_bytes() : 0;
+      absl::StatusOr<kernels::ErrorStats> e =
+          verify_product(job.shape, job.a_of(i), job.b_of(i), job.c_of(i), job.out_of(i), kept,
+                         kept_offset, waiter);
       if (!e.ok()) return e.status();
       worst.max_abs_error = std::max(worst.max_abs_error, e->max_abs_error);
       worst.rel_l2_error = std::max(worst.rel_l2_error, e->rel_l2_error);

@@ -85,11 +85,11 @@ class Runtime {
                                                         std::vector<std::byte>& storage,
                                                         const Waiter& waiter);
   // The float64 reference of one product (A, B, C if any, with `options`) against its result
-  // (`got`, or `kept` on the device).
+  // (`got`, or `kept` on the device, from byte `kept_offset` on).
   absl::StatusOr<kernels::ErrorStats> verify_product(const GemmOptions& options, const Operand& a,
                                                      const Operand& b, const Operand* c,
                                                      std::span<std::byte> got, ResidentMatrix* kept,
-                                                     const Waiter& waiter);
+                                                     std::size_t kept_offset, const Waiter& waiter);
   GemmChooser gemm_chooser(std::string_view variant) const;
 
   std::unique_ptr<Backend> backend_;

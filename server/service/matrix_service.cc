@@ -93,8 +93,10 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
 grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
                                                 const v1::MultiplyBatchedRequest* request,
                                                 v1::MultiplyBatchedReply* reply) {
-  const bool resident = request->keep_result() || !request->a_handles().empty() ||
-                        !request->b_handles().empty() || !request->c_handles().empty();
+  const bool resident = request->keep_result() || request->keep_stacked() ||
+                        !request->a_handles().empty() || !request->b_handles().empty() ||
+                        !request->c_handles().empty() || !request->a_stacked().empty() ||
+                        !request->b_stacked().empty() || !request->c_stacked().empty();
   return compute_call<GemmBatchJob>(
       {.name = "MultiplyBatched", .op = "gemm", .kind = "gemm batched", .resident = resident},
       *context, *request, *reply,

@@ -404,15 +404,23 @@ absl::Status check_c(const Operand& c, const GemmJob& job) {
   return absl::OkStatus();
 }
 
+// Whether the request keeps its result(s) on the device.
+bool keeps_result(const v1::MultiplyRequest& r) {
+  return r.keep_result();
+}
+bool keeps_result(const v1::MultiplyBatchedRequest& r) {
+  return r.keep_result() || r.keep_stacked();
+}
+
 // Where the results go (`products` of them): kept, a shared-memory place, or the reply.
 template <typename Request>
 absl::Status place_gemm_result(const Request& request, const ServiceLimits& limits,
                                SharedMemoryPlaces& shm, std::int64_t products, GemmJob& job) {
   job.verify = request.verify();
-  job.keep_result = request.keep_result();
+  job.keep_result = keeps_result(request);
   if (request.has_output_shm() && job.keep_result) {
     return absl::InvalidArgumentError(
-        "output_shm: not with keep_result (the result goes to one place)");
+        "output_shm: not with keep_result or keep_stacked (the result goes to one place)");
   }
   absl::StatusOr<ResultPlace> place =
       place_result(request.has_output_shm() ? &request.output_shm() : nullptr, job.keep_result,
@@ -490,12 +498,13 @@ absl::StatusOr<GemmJob> validate_multiply(const v1::MultiplyRequest& request,
 namespace {
 
 // One operand of a batch as the request gives it: `field` inline (has_inline: the request sets
-// it) or `field`_handles; `required`: a and b must be given, c may be left out.
+// it), `field`_handles or `field`_stacked; `required`: a and b must be given, c may be left out.
 struct BatchOperandFields {
   std::string field;
   bool has_inline;
   const v1::Matrix& m;
   const google::protobuf::RepeatedPtrField<std::string>& handles;
+  const std::string& stacked;
   bool required;
 };
 
@@ -517,16 +526,28 @@ absl::StatusOr<std::vector<Operand>> batch_operand(const BatchOperandFields& f,
   const google::protobuf::RepeatedPtrField<std::string>& handles = f.handles;
   const std::int64_t count = with.count;
   const std::string handles_field = field + "_handles";
-  if (f.has_inline && !handles.empty()) {
-    return absl::InvalidArgumentError(
-        StrCat(field, " and ", handles_field, ": give one of them, not both"));
+  const std::string stacked_field = field + "_stacked";
+  const int given =
+      (f.has_inline ? 1 : 0) + (handles.empty() ? 0 : 1) + (f.stacked.empty() ? 0 : 1);
+  if (given > 1) {
+    return absl::InvalidArgumentError(StrCat(field, ", ", handles_field, " and ", stacked_field,
+                                             ": give one of them, not several"));
   }
-  if (!f.has_inline && handles.empty()) {
+  if (given == 0) {
     if (!f.required) return std::vector<Operand>{};
     return absl::InvalidArgumentError(
-        StrCat(field, ": missing (send ", field, " or ", handles_field, ")"));
+        StrCat(field, ": missing (send ", field, ", ", handles_field, " or ", stacked_field, ")"));
   }
   std::vector<Operand> out;
+  if (!f.stacked.empty()) {  // split into the products' views once locked (split_stacked)
+    absl::StatusOr<std::shared_ptr<ResidentMatrix>> r =
+        with.residents.add(stacked_field, f.stacked);
+    if (!r.ok()) return r.status();
+    Operand o;
+    o.resident = *r;
+    out.push_back(std::move(o));
+    return out;
+  }
   if (!handles.empty()) {
     const auto n = static_cast<std::int64_t>(handles.size());
     if (n != 1 && n != count) {
@@ -615,6 +636,30 @@ absl::Status resident_shapes(const std::string& field, std::vector<Operand>& lis
   return absl::OkStatus();
 }
 
+// A batch operand given as one stacked resident matrix (already read by resident_shapes): its
+// `count` products' matrices, each a view of its place in the one block.
+absl::Status split_stacked(const std::string& field, std::int64_t count,
+                           std::vector<Operand>& list) {
+  const Operand whole = list[0];
+  const bool col_major = whole.layout == kernels::Layout::kColMajor;
+  const std::int64_t stacked_dim = col_major ? whole.cols : whole.rows;
+  if (stacked_dim % count != 0) {
+    return absl::InvalidArgumentError(
+        StrCat(field, "_stacked: the resident matrix is ", dims(whole.rows, whole.cols),
+               col_major ? " column-major; its cols" : " row-major; its rows", " (", stacked_dim,
+               ") are not a multiple of batch = ", count,
+               " (row-major: batch * rows x cols, column-major: rows x batch * cols)"));
+  }
+  Operand one = whole;
+  (col_major ? one.cols : one.rows) = stacked_dim / count;
+  list.clear();
+  for (std::int64_t i = 0; i < count; ++i) {
+    one.offset = static_cast<std::size_t>(i) * one.bytes();
+    list.push_back(one);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatchedRequest& request,
@@ -637,6 +682,7 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
                                                           .has_inline = request.has_a(),
                                                           .m = request.a(),
                                                           .handles = request.a_handles(),
+                                                          .stacked = request.a_stacked(),
                                                           .required = true},
                                                          with);
   if (!a.ok()) return a.status();
@@ -644,6 +690,7 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
                                                           .has_inline = request.has_b(),
                                                           .m = request.b(),
                                                           .handles = request.b_handles(),
+                                                          .stacked = request.b_stacked(),
                                                           .required = true},
                                                          with);
   if (!b.ok()) return b.status();
@@ -651,6 +698,7 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
                                                           .has_inline = request.has_c(),
                                                           .m = request.c(),
                                                           .handles = request.c_handles(),
+                                                          .stacked = request.c_stacked(),
                                                           .required = false},
                                                          with);
   if (!c.ok()) return c.status();
@@ -661,6 +709,12 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
   if (absl::Status s = resident_shapes("a", batch.a); !s.ok()) return s;
   if (absl::Status s = resident_shapes("b", batch.b); !s.ok()) return s;
   if (absl::Status s = resident_shapes("c", batch.c); !s.ok()) return s;
+  for (const auto& [field, stacked, list] : {std::tuple{"a", &request.a_stacked(), &batch.a},
+                                             std::tuple{"b", &request.b_stacked(), &batch.b},
+                                             std::tuple{"c", &request.c_stacked(), &batch.c}}) {
+    if (stacked->empty()) continue;
+    if (absl::Status s = split_stacked(field, count, *list); !s.ok()) return s;
+  }
   job.a = batch.a[0];
   job.b = batch.b[0];
   job.transpose_a = request.transpose_a();
@@ -675,6 +729,7 @@ absl::StatusOr<GemmBatchJob> validate_multiply_batched(const v1::MultiplyBatched
     return s;
   }
   if (!job.shm_out.empty()) batch.outs.push_back(job.shm_out);
+  batch.keep_stacked = request.keep_stacked();
   if (job.verify) {
     absl::StatusOr<std::int64_t> bytes = gemm_verify_bytes(job, limits, count);
     if (!bytes.ok()) return bytes.status();

@@ -227,6 +227,58 @@ class BatchedTest(unittest.TestCase):
         self.assertEqual({m.handle for m in self.client.list_resident()},
                          {h.handle for h in ha + [hb] + hc})
 
+    def test_stacked_resident_operands_and_a_stacked_result(self):
+        # Each operand one resident matrix holding its stack (a_stacked: row-major batch*rows x
+        # cols), the results kept as one (keep_stacked), C read from a stacked one; verify reads
+        # each product's place.
+        a, b, c = stack(5, 9, 7, np.float64), stack(5, 7, 4, np.float64), stack(5, 9, 4, np.float64)
+        ha = self.client.upload(a.reshape(45, 7))
+        hb = self.client.upload(b.reshape(35, 4))
+        hc = self.client.upload(c.reshape(45, 4))
+        reply = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=5, a_stacked=ha.handle, b_stacked=hb.handle, c_stacked=hc.handle, beta=0.5,
+            keep_stacked=True, verify=True), timeout=30)
+        self.assertEqual(len(reply.results), 1)
+        kept = reply.results[0]
+        self.assertEqual((kept.rows, kept.cols, kept.dtype), (45, 4, pb.FP64))
+        self.assertLess(reply.verification.rel_l2_error, TOLERANCE["fp64"])
+        got = mc.ResidentMatrix(self.client, mc.ResidentInfo.from_proto(kept)).download()
+        self.assertLess(rel_l2(got.reshape(5, 9, 4), reference(a, b, c, beta=0.5)),
+                        TOLERANCE["fp64"])
+        # Column-major stacks: rows x batch*cols, each product's matrix a block of columns; a
+        # stacked operand with a broadcast handle and an inline stack.
+        fa = self.client.upload(np.asfortranarray(np.concatenate(list(a), axis=1)))
+        hb0 = self.client.upload(b[0])
+        reply = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=5, a_stacked=fa.handle, b_handles=[hb0.handle], keep_stacked=True,
+            output_layout=pb.COL_MAJOR), timeout=30)
+        kept = reply.results[0]
+        self.assertEqual((kept.rows, kept.cols, kept.layout), (9, 20, pb.COL_MAJOR))
+        got = mc.ResidentMatrix(self.client, mc.ResidentInfo.from_proto(kept)).download()
+        self.assertLess(rel_l2(np.stack(np.split(got, 5, axis=1)), reference(a, b[0])),
+                        TOLERANCE["fp64"])
+        reply = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=5, a_stacked=ha.handle, b=self.stacked(b)), timeout=30)
+        got = np.frombuffer(reply.c.data, np.float64).reshape(5, 9, 4)
+        self.assertLess(rel_l2(got, reference(a, b)), TOLERANCE["fp64"])
+
+    def test_stacked_operand_errors(self):
+        a = self.client.upload(stack(1, 10, 3)[0])
+        b = self.stacked(stack(4, 3, 2))
+        details = self.assert_invalid(self.stub.MultiplyBatched, pb.MultiplyBatchedRequest(
+            batch=4, a_stacked=a.handle, b=b), "a_stacked: the resident matrix is 10x3 row-major")
+        self.assertIn("not a multiple of batch = 4", details)
+        self.assert_invalid(self.stub.MultiplyBatched, pb.MultiplyBatchedRequest(
+            batch=2, a_stacked=a.handle, a_handles=[a.handle], b=b),
+            "a, a_handles and a_stacked: give one of them")
+        self.assert_invalid(self.stub.MultiplyBatched, pb.MultiplyBatchedRequest(batch=2, b=b),
+                            "a: missing (send a, a_handles or a_stacked)")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+                batch=2, a_stacked="00" * 16, b=b), timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND, ctx.exception.details())
+        self.assertIn("a_stacked", ctx.exception.details())
+
     def test_stacks_and_results_above_the_message_limit(self):
         a, b = stack(6, 200, 150, np.float64), rand(150, 300, np.float64)  # 1.4 MB; results 2.9 MB
         r = self.client.multiply_batched(a, b, out_order="F")

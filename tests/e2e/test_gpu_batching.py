@@ -4,7 +4,8 @@ Skips (visibly) when the server cannot start its CUDA backend. Every batched GPU
 lists, for each precision it claims: odd shapes (batches of one and of several), every transpose
 state, broadcast operands and alpha/beta with a batched C, against NumPy in float64; each product
 equal to a single Multiply of the same operands within the precision's tolerance; resident handle
-lists in and kept results out. Then a server with dynamic batching on: concurrent resident
+lists in and kept results out; stacked resident operands and a result kept stacked (one strided
+launch over places inside one block), in both orders and with a stacked C. Then a server with dynamic batching on: concurrent resident
 requests each get their own correct result, merged or not, and a bad request among them fails
 alone. (test_batching.py covers the batching logic itself on the CPU backend, where the one
 execution slot makes merging deterministic.)
@@ -196,6 +197,41 @@ class GpuBatchedTest(unittest.TestCase):
         for i in range(5):
             single = self.client.multiply(a[i], b[i], variant="cublas")
             self.assertLess(rel_l2(r.c[i].astype(np.float64), as_f64(single.c)), 1e-6, i)
+
+    def test_stacked_resident_operands_every_variant(self):
+        # A client that stripes every call: each stack goes into one resident matrix (a_stacked),
+        # the results come back kept stacked (keep_stacked). Row- and column-major stacks, and a
+        # stacked C with beta: each product's place read and written inside one block.
+        failures, ran = [], 0
+        with Client(self.server.target, timeout=120, stripes=2,
+                    stripe_threshold_bytes=1) as striped:
+            for kernel in self.kernels:
+                for precision in kernel.precisions:
+                    if precision not in DATA:
+                        continue
+                    for m, n, k, batch in [(61, 17, 131, 5), (7, 33, 5, 3), (64, 64, 64, 40)]:
+                        a64, b64 = stack(batch, m, k, np.float64), stack(batch, k, n, np.float64)
+                        c64 = stack(batch, m, n, np.float64)
+                        a, b = operand(a64, DATA[precision]), operand(b64, DATA[precision])
+                        c = operand(c64, DATA[precision])
+                        for order in ("C", "F"):
+                            what = f"{kernel.name} {precision} {m}x{n}x{k} batch {batch} {order}"
+                            try:
+                                r = striped.multiply_batched(
+                                    a, b, c=c, beta=0.5, out_order=order, variant=kernel.name,
+                                    compute=None if precision == DATA[precision] else precision)
+                            except mc.MatserveError as e:
+                                if e.code != grpc.StatusCode.FAILED_PRECONDITION:
+                                    failures.append(f"{what}: {e}")
+                                continue
+                            ran += 1
+                            self.assertEqual(r.variant, kernel.name, what)
+                            err = rel_l2(as_f64(r.c), reference(a, b, c, beta=0.5))
+                            if not err < TOLERANCE[precision]:
+                                failures.append(f"{what}: rel_l2 {err}")
+            self.assertEqual(striped.list_resident(), [])
+        self.assertEqual(failures, [])
+        self.assertGreater(ran, 0)
 
     def test_resident_handle_lists_in_and_kept_results_out(self):
         a, b = stack(3, 30, 20), stack(3, 20, 10)
