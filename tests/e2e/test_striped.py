@@ -391,12 +391,31 @@ class PythonClientStripingTest(unittest.TestCase):
                     self.assertEqual(bits.bits.dtype, np.uint16)
                     self.assertTrue(np.array_equal(bits.to_float32(), want))
                     self.assert_nothing_left()
-        # Many small matrices go inline however large the stack (one range call per matrix would
-        # cost more than it moves).
-        small = RNG.uniform(-1, 1, (64, 64, 64)).astype(np.float32)
+        # Many small matrices go striped too: each stack is one resident matrix (a_stacked), written
+        # in a few ranges, and the results come back stacked in one (keep_stacked). In either
+        # order, with a broadcast operand, and kept for the caller (one resident each).
+        small = RNG.uniform(-1, 1, (64, 33, 17)).astype(np.float32)
+        other = RNG.uniform(-1, 1, (64, 17, 29)).astype(np.float32)
         before = ranged_calls(self.server, "WriteRange")
-        self.striped.multiply_batched(small, small)
-        self.assertEqual(ranged_calls(self.server, "WriteRange"), before)
+        got = self.striped.multiply_batched(small, other).c
+        self.assertGreater(ranged_calls(self.server, "WriteRange"), before)
+        self.assertTrue(np.array_equal(got, self.inline.multiply_batched(small, other).c))
+        self.assert_nothing_left()
+        got = self.striped.multiply_batched(small, other[5], out_order="F").c
+        self.assertTrue(got[0].flags.f_contiguous)
+        self.assertTrue(np.array_equal(
+            got, self.inline.multiply_batched(small, other[5], out_order="F").c))
+        fortran = np.ascontiguousarray(small.transpose(0, 2, 1)).transpose(0, 2, 1)
+        got = self.striped.multiply_batched(fortran, other).c
+        self.assertTrue(np.array_equal(got, self.inline.multiply_batched(small, other).c))
+        self.assert_nothing_left()
+        kept = self.striped.multiply_batched(small, other, keep_result=True)
+        self.assertEqual(len(kept.residents), 64)
+        want = self.inline.multiply_batched(small, other).c
+        self.assertTrue(np.array_equal(kept.residents[3].download(), want[3]))
+        for h in kept.residents:
+            h.release()
+        self.assert_nothing_left()
 
     def test_a_token_without_resident_permission_goes_inline(self):
         from matserve_client import Client

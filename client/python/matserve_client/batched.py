@@ -3,8 +3,9 @@
 Each operand is a 3-D (batch, rows, cols) array, a 2-D matrix that every product uses
 ("broadcast"), or a list of ResidentMatrix handles (one per product, or one for all); the batch
 is the largest operand count. Stacks that together reach the client's stripe_threshold_bytes
-(each matrix at least MIN_STRIPED_BATCH_MATRIX_BYTES) are written striped, matrix by matrix, into
-temporary resident operands, and the results read back striped into one array. Otherwise, with
+are written striped, each stack into one temporary resident matrix (the request's a_stacked /
+b_stacked / c_stacked), the results kept stacked in one resident matrix (keep_stacked) and read
+back striped into one array: one strided launch on the server, whatever the matrices' size. With
 auto_stream, stacks too large for one message are uploaded matrix by matrix as temporary resident
 operands, and results too large for the reply are kept on the server, downloaded one by one and
 released.
@@ -76,27 +77,37 @@ def order_of(x: BatchOperand) -> str:
     return batch_memory_order(x)
 
 
+def whole_stack(p: Prepared) -> Prepared:
+    """A stack as the one 2-D matrix that holds its matrices batch-major (what a_stacked names):
+    row-major (batch * rows) x cols, column-major rows x (batch * cols)."""
+    if p.order == "F":
+        return Prepared(p.rows, p.batch * p.cols, p.dtype, p.order, p.flat)
+    return Prepared(p.batch * p.rows, p.cols, p.dtype, p.order, p.flat)
+
+
 def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep_result: bool,
          temporaries: List[ResidentMatrix], timeout: Optional[float]) -> Tuple[bool, bool]:
     """Puts operands in the request as stacks or handle lists (uploading stacks that do not fit in
     one message together, as temporaries, with auto_stream); returns whether the results are kept
     on the server (asked for, striped, or too large for the reply) and whether the operands went
-    striped (then the results come back striped too)."""
+    striped (then the results come back striped too, kept stacked in one resident matrix)."""
     inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
-    from .client import MIN_STRIPED_BATCH_MATRIX_BYTES
     striped_call = False
-    if (client._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()) and
-            all(p.nbytes // p.batch >= MIN_STRIPED_BATCH_MATRIX_BYTES for p in inline.values())):
+    if client._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()):
         anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
-        parts = [(name, i) for name in inline for i in range(inline[name].batch)]
-        made = client._put_striped([inline[n].matrix(i) for n, i in parts], timeout, temporaries,
+        names = list(inline)
+        made = client._put_striped([whole_stack(inline[n]) for n in names], timeout, temporaries,
                                    anchor.handle if anchor is not None else "")
         if made is not None:
-            for name in inline:
-                ops[name] = [m for m, (n, _) in zip(made, parts) if n == name]
+            for name, resident in zip(names, made):
+                if inline[name].batch == 1:  # one matrix for every product
+                    ops[name] = [resident]
+                else:
+                    del ops[name]
+                    setattr(request, f"{name}_stacked", resident.handle)
             inline = {}
             striped_call = True
-            keep_result = True  # the results come back striped (multiply_batched)
+            request.keep_stacked = True  # the results come back striped (multiply_batched)
     limit = client.unary_limit_bytes() if client.auto_stream else 0
     if client.auto_stream and inline:
         # Operands of one request must share a device: uploads join the resident ones.
@@ -117,8 +128,11 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
             getattr(request, f"{name}_handles").extend(h.handle for h in op)
         else:
             getattr(request, name).CopyFrom(op.header(with_data=True))
-    keep = keep_result or (client.auto_stream and result_bytes > limit)
-    if keep:
+    keep = keep_result or striped_call or (client.auto_stream and result_bytes > limit)
+    if keep and not striped_call:
+        request.keep_result = True
+    elif keep_result:  # striped, and the caller keeps the results: one each, as asked
+        request.keep_stacked = False
         request.keep_result = True
     return keep, striped_call
 
@@ -164,8 +178,8 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
             if not keep_result:  # kept by this client (striped, or too large for the reply)
                 try:
                     if striped_call:
-                        matrices = _read_all_striped(client, residents, batch, order, timeout,
-                                                     bf16_bits)
+                        matrices = _read_stacked_striped(client, residents, batch, m, n, order,
+                                                         timeout, bf16_bits)
                     else:
                         matrices = _download_all(residents, batch, order, timeout, bf16_bits)
                 finally:
@@ -183,19 +197,18 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                                  residents=residents)
 
 
-def _read_all_striped(client: "Client", residents: List[ResidentMatrix], batch: int, order: str,
-                      timeout: Optional[float], bf16_bits: bool = False) -> Any:
-    """The kept results read striped into one preallocated buffer, as one (batch, m, n) array."""
-    if len(residents) != batch:
+def _read_stacked_striped(client: "Client", residents: List[ResidentMatrix], batch: int, m: int,
+                          n: int, order: str, timeout: Optional[float],
+                          bf16_bits: bool = False) -> Any:
+    """The results, kept stacked in one resident matrix, read striped into one preallocated
+    buffer, as one (batch, m, n) array."""
+    if len(residents) != 1:
         raise error_for(grpc.StatusCode.DATA_LOSS,
-                        f"reply: {len(residents)} results for a batch of {batch}")
-    each = residents[0].nbytes
-    buf = np.empty(each * batch, dtype=np.uint8)
-    client._get_striped([r.handle for r in residents],
-                        [buf[i * each:(i + 1) * each] for i in range(batch)], timeout)
-    rows, cols = residents[0].shape
-    return assemble_batch(batch, rows, cols, residents[0].dtype, order, buf,
-                          bf16_bits=bf16_bits)
+                        f"reply: {len(residents)} results for a batch kept stacked (want 1)")
+    stacked = residents[0]
+    buf = np.empty(stacked.nbytes, dtype=np.uint8)
+    client._get_striped([stacked.handle], [buf], timeout)
+    return assemble_batch(batch, m, n, stacked.dtype, order, buf, bf16_bits=bf16_bits)
 
 
 def _download_all(residents: List[ResidentMatrix], batch: int, order: str,

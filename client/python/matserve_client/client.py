@@ -36,8 +36,6 @@ DEFAULT_CHUNK_BYTES = 4 << 20
 DEFAULT_STRIPES = 8
 DEFAULT_STRIPE_THRESHOLD_BYTES = 8 << 20
 DEFAULT_STRIPE_CHUNK_BYTES = 2 << 20
-# MultiplyBatched stripes only when each stacked matrix holds at least this much.
-MIN_STRIPED_BATCH_MATRIX_BYTES = 1 << 20
 # Room for the message's fields other than the matrix bytes when deciding "fits in one message".
 _HEADROOM_BYTES = 64 << 10
 
