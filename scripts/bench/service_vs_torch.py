@@ -176,7 +176,9 @@ def parse_args(argv):
                    "handle per product, results kept resident, one each), 'stacked' (each "
                    "operand's matrices stacked batch-major in one inline Matrix, as torch.bmm's "
                    "3-D tensors are; the results stacked in the reply; batches whose operand "
-                   "exceeds 64 MiB are skipped) or 'both'")
+                   "exceeds 64 MiB are skipped), 'resident' (each operand's stack one resident "
+                   "matrix, a_stacked / b_stacked, the results kept stacked in one: torch.bmm's "
+                   "resident 3-D tensors), or a comma list of them ('both' = handles,stacked)")
     p.add_argument("--batched-variants", default="auto",
                    help="service GEMM variants to ask for in MultiplyBatched (default auto), "
                    "e.g. auto,cublas,mma_sync_64; refusals are recorded, not fatal")
@@ -214,11 +216,12 @@ def parse_args(argv):
             raise ValueError(f"unknown precision(s) {bad}; known: {PRECISIONS}")
         a.variant_list = [v.strip() for v in a.variants.split(",") if v.strip()]
         a.batched_variant_list = [v.strip() for v in a.batched_variants.split(",") if v.strip()]
-        if a.batched_layout not in ("handles", "stacked", "both"):
-            raise ValueError(f"--batched-layout {a.batched_layout!r}: want handles, stacked "
-                             "or both")
-        a.batched_layouts = (["handles", "stacked"] if a.batched_layout == "both"
-                             else [a.batched_layout])
+        layouts = ("handles,stacked" if a.batched_layout == "both"
+                   else a.batched_layout).split(",")
+        if not layouts or any(x not in ("handles", "stacked", "resident") for x in layouts):
+            raise ValueError(f"--batched-layout {a.batched_layout!r}: want handles, stacked, "
+                             "resident (a comma list) or both")
+        a.batched_layouts = list(dict.fromkeys(layouts))
         if a.batched == "default":
             a.batched_list = list(BATCHED_SHAPES)
         elif a.batched == "none":
@@ -405,7 +408,7 @@ class Service:
         round trips in us, the last reply's result handle when keep_last else None). Each result
         handle is released right after its call, except the last one when keep_last."""
         call = getattr(self.stub, method)
-        release_each = request.keep_result
+        release_each = request.keep_result or getattr(request, "keep_stacked", False)
         rts, replies = [], []
 
         def handles(reply):  # MultiplyBatched keeps one result per product
@@ -932,8 +935,9 @@ class Run:
                 A = random_matrix(rng, bt * m, k, data)
                 B = random_matrix(rng, bt * k, n, data)
                 has, hbs, ctx = [], [], None
+                resident = []  # layout "resident": A's stack, B's stack
                 layouts = [x for x in a.batched_layouts
-                           if x == "handles" or max(A.nbytes, B.nbytes) <= STACKED_LIMIT]
+                           if x != "stacked" or max(A.nbytes, B.nbytes) <= STACKED_LIMIT]
                 try:
                     if "handles" in layouts:
                         for i in range(bt):
@@ -941,6 +945,9 @@ class Run:
                                                   colocate_with=has[0] if has else ""))
                             hbs.append(svc.upload(B[i * k:(i + 1) * k], data,
                                                   colocate_with=has[0]))
+                    if "resident" in layouts:
+                        resident.append(svc.upload(A, data))
+                        resident.append(svc.upload(B, data, colocate_with=resident[0]))
                     stacked = (svc.stacked(A, bt, data), svc.stacked(B, bt, data))
                     ctx = base.prepare_batched(A, B, data, bt)
                     if not a.no_check:
@@ -952,7 +959,8 @@ class Run:
                                                a.min_reps)
                             timed = timed._replace(graph=median(g.samples))
                         for layout in layouts:
-                            operands = (has, hbs) if layout == "handles" else stacked
+                            operands = {"handles": (has, hbs), "resident": resident,
+                                        "stacked": stacked}[layout]
                             if a.settle and a.batched_variant_list:
                                 self.batched_case(bt, m, k, n, p, a.batched_variant_list[0],
                                                   layout, operands, ctx, timed)
@@ -967,7 +975,7 @@ class Run:
                                          f"{f['message']}")
                     log(f"!!! {self.failures[-1]}")
                 finally:
-                    for h in has + hbs:
+                    for h in has + hbs + resident:
                         svc.release(h)
                     del ctx
                     base.release()
@@ -990,6 +998,11 @@ class Run:
                                                 b_handles=operands[1],
                                                 compute=svc.compute_enum[precision],
                                                 keep_result=True, variant=variant)
+        elif layout == "resident":
+            req = svc.pb.MultiplyBatchedRequest(batch=bt, a_stacked=operands[0],
+                                                b_stacked=operands[1],
+                                                compute=svc.compute_enum[precision],
+                                                keep_stacked=True, variant=variant)
         else:
             req = svc.pb.MultiplyBatchedRequest(batch=bt, a=operands[0], b=operands[1],
                                                 compute=svc.compute_enum[precision],
@@ -1017,7 +1030,7 @@ class Run:
         if last:
             try:
                 self.check_batched(row, case, precision, ctx, lambda: np.stack(
-                    [decode_result(svc.download(h)) for h in last]))
+                    [decode_result(svc.download(h)) for h in last]).reshape(bt, m, n))
             finally:
                 svc.release(last)
         return row
@@ -1261,7 +1274,8 @@ def markdown(doc):
               f"ratio = {bb} time / service kernel time of the whole batch. Operands: handles = "
               "one resident handle per product, results kept resident (one each); stacked = "
               "each operand's matrices stacked in one inline Matrix, results stacked in the "
-              "reply.", "",
+              "reply; resident = each operand's stack one resident matrix (a_stacked, "
+              "b_stacked), the results kept stacked in one (keep_stacked).", "",
               f"| batch x m x k x n | precision | operands | asked | ran | service kernel us | "
               f"{bb} us | ratio | round trip us | {bb} wall us | service TFLOP/s | "
               "check (rel L2) |",

@@ -28,7 +28,8 @@ class ServiceVsTorchOnTheCpuBackend(unittest.TestCase):
         cls.proc = subprocess.run(
             [os.path.join(BENCH, "run-service-vs-torch.sh"), "--no-torch", "--shapes",
              "64,37x29x41", "--precisions", "fp32,bf16", "--variants", "auto,cpu_openblas",
-             "--batched", "3x7x5x9,4x16x16x16", "--batched-layout", "both",
+             "--batched", "3x7x5x9,4x16x16x16", "--batched-layout",
+             "handles,stacked,resident",
              "--batched-variants", "auto,cpu_openblas", "--transpose-shapes", "none",
              "--reps", "3", "--warmup", "1"],
             env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -60,7 +61,8 @@ class ServiceVsTorchOnTheCpuBackend(unittest.TestCase):
         rows = self.doc["batched"]
         seen = {(r["batch"], r["precision"], r["layout"], r["variant_requested"]) for r in rows}
         want = {(b, p, layout, v) for b in (3, 4) for p in ("fp32", "bf16")
-                for layout in ("handles", "stacked") for v in ("auto", "cpu_openblas")}
+                for layout in ("handles", "stacked", "resident")
+                for v in ("auto", "cpu_openblas")}
         self.assertEqual(seen, want)
         self.assertEqual(len(rows), len(want))
         for r in rows:
@@ -69,6 +71,7 @@ class ServiceVsTorchOnTheCpuBackend(unittest.TestCase):
         with open(os.path.join(self.out, "service_vs_torch.md")) as f:
             md = f.read()
         self.assertIn("| 3 x 7x5x9 | bf16 | stacked | cpu_openblas | cpu_openblas |", md)
+        self.assertIn("| 4 x 16x16x16 | fp32 | resident | auto |", md)
 
     def test_autotune_rows_name_single_and_batch_classes(self):
         tsv = subprocess.run(
