@@ -3,6 +3,7 @@
 
 #include <iterator>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,18 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
             {"cuda_version", build.cuda_version},
             {"backend", build.backend}})
       .Set(1);
+  applier_ = std::thread([this] {
+    for (;;) {
+      bool stop = false;
+      {
+        absl::MutexLock lock(&queue_mu_);
+        queue_mu_.AwaitWithTimeout(absl::Condition(&stopping_), kApplyEvery);
+        stop = stopping_;
+      }
+      apply_queued();
+      if (stop) return;
+    }
+  });
 }
 
 struct Metrics::Series {
@@ -157,7 +170,13 @@ struct Metrics::Series {
   prometheus::Labels device;  // {device} and, for a GPU, {UUID}: built once, read per request
 };
 
-Metrics::~Metrics() = default;
+Metrics::~Metrics() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  applier_.join();  // it applies what is queued once more on its way out
+}
 
 Metrics::Series& Metrics::series(const RequestRecord& r) {
   // Everything a series' metrics depend on, so that a request finds all of them in one lookup.
@@ -218,7 +237,32 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   return *slot;
 }
 
-void Metrics::record(const RequestRecord& r) {
+void Metrics::record(RequestRecord r) {
+  bool full = false;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    queued_.push_back(std::move(r));
+    full = queued_.size() >= kMaxQueued;
+  }
+  if (full) apply_queued();
+}
+
+std::size_t Metrics::queued_records() {
+  absl::MutexLock lock(&queue_mu_);
+  return queued_.size();
+}
+
+void Metrics::apply_queued() {
+  absl::MutexLock applying(&apply_mu_);
+  std::vector<RequestRecord> records;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    records.swap(queued_);
+  }
+  for (const RequestRecord& r : records) apply(r);
+}
+
+void Metrics::apply(const RequestRecord& r) {
   Series& s = series(r);
   s.requests->Increment();
   s.received->Increment(static_cast<double>(r.bytes_received));
@@ -259,7 +303,8 @@ prometheus::Labels Metrics::device_labels(const std::string& device) const {
   return labels;
 }
 
-std::string Metrics::scrape() const {
+std::string Metrics::scrape() {
+  apply_queued();
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   std::vector<prometheus::MetricFamily> runtime =
       runtime_families(runtime_source_ ? runtime_source_() : RuntimeSnapshot{}, uuid_by_device_);

@@ -1,14 +1,20 @@
 // The one module that owns every metric family (prometheus-cpp) and renders the text exposition.
-// Requests report into it through record(); the runtime's state and the GPUs' readings (NVML) are
+// Requests report into it through record(), which only queues the record: a background thread
+// applies queued records to the families, and every scrape applies what is still queued first, so
+// a scrape sees every request whose reply was sent before it began, and no reply waits for the
+// families' locks and histogram buckets. The runtime's state and the GPUs' readings (NVML) are
 // read at scrape time. Names follow <product>_<what>_<unit>; docs/metrics.md lists them all.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
@@ -56,7 +62,10 @@ class Metrics {
   explicit Metrics(const BuildInfo& build);
   ~Metrics();
 
-  void record(const RequestRecord& r);
+  // Queues one finished RPC's record (applied within kApplyEvery, or by the next scrape).
+  void record(RequestRecord r);
+  // Records queued and not yet applied.
+  std::size_t queued_records();
 
   // Marks one request in flight for the lifetime of the returned guard.
   class InFlight {
@@ -81,11 +90,20 @@ class Metrics {
   void set_gpu_source(std::unique_ptr<Nvml> nvml,
                       std::map<std::string, std::string> device_by_uuid);
 
-  // The Prometheus text exposition of every family. Thread-safe.
-  std::string scrape() const;
-  prometheus::Registry& registry() { return *registry_; }
+  // The Prometheus text exposition of every family, the queued records applied first.
+  // Thread-safe.
+  std::string scrape();
 
  private:
+  // How often the background thread applies queued records, and how many may wait before
+  // record() applies them itself (a burst of requests faster than the thread).
+  static constexpr absl::Duration kApplyEvery = absl::Milliseconds(20);
+  static constexpr std::size_t kMaxQueued = 4096;
+
+  // Applies every queued record to the families (one caller at a time, in queue order).
+  void apply_queued();
+  void apply(const RequestRecord& r);
+
   // The metrics one kind of request (its labels) updates, found once and kept: prometheus-cpp's
   // Family::Add builds and hashes a label map under the family's lock on every call, about 20 us
   // per request on a GPU host for the ten series a multiply touches.
@@ -114,6 +132,12 @@ class Metrics {
   std::map<std::string, std::string> uuid_by_device_;  // its inverse
   absl::Mutex series_mu_;
   std::unordered_map<std::string, std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(series_mu_);
+
+  absl::Mutex apply_mu_;  // held while queued records are taken and applied
+  absl::Mutex queue_mu_;
+  std::vector<RequestRecord> queued_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread applier_;  // applies queued records every kApplyEvery; last member: started last
 };
 
 }  // namespace matserve::server

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -179,7 +180,7 @@ grpc::Status MatrixServiceImpl::compute_call(const ComputeRpc& rpc, grpc::Server
   rec.code = absl::StatusCodeToString(status.code());
   rec.times.total_us = micros_since(received);
   rec.bytes_sent = static_cast<std::int64_t>(reply.ByteSizeLong());
-  metrics_.record(rec);
+  metrics_.record(std::move(rec));
   grpc::Status done = to_grpc(status);
   marks.mark("metrics");
   runtime_.trace().record(marks);

@@ -3,6 +3,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/registry.h"
@@ -235,7 +236,7 @@ grpc::Status MatrixServiceImpl::ListKernels(grpc::ServerContext* context,
                     .device = "none",
                     .code = "OK"};
   rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
-  metrics_.record(rec);
+  metrics_.record(std::move(rec));
   return grpc::Status::OK;
 }
 
@@ -276,7 +277,7 @@ grpc::Status MatrixServiceImpl::GetServerInfo(grpc::ServerContext* context,
                     .device = "none",
                     .code = "OK"};
   rec.bytes_sent = static_cast<std::int64_t>(reply->ByteSizeLong());
-  metrics_.record(rec);
+  metrics_.record(std::move(rec));
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -59,7 +60,7 @@ void MatrixServiceImpl::record_simple(const std::string& rpc, const absl::Status
   rec.bytes_received = received;
   rec.bytes_sent = sent;
   rec.times.total_us = absl::ToDoubleMicroseconds(absl::Now() - start);
-  metrics_.record(rec);
+  metrics_.record(std::move(rec));
 }
 
 grpc::Status MatrixServiceImpl::Upload(grpc::ServerContext* context,

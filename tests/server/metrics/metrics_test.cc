@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/metrics/device_uuid.h"
 #include "tests/server/metrics/scrape_parser.h"
@@ -62,6 +63,36 @@ TEST(MetricsTest, CountsRequestsByRpcVariantAndCode) {
   EXPECT_EQ(sample_sum(text, "matserve_received_bytes_total", {{"rpc", "Multiply"}}), 2007);
   EXPECT_EQ(sample_sum(text, "matserve_sent_bytes_total", {{"rpc", "Multiply"}}), 1000);
   EXPECT_EQ(sample_sum(text, "matserve_build_info", {{"version", "1.2.3"}, {"backend", "cpu"}}), 1);
+}
+
+// record() only queues; the background thread, a full queue and every scrape apply. Records made
+// from many threads while scrapes run are each counted once, whichever applied them.
+TEST(MetricsTest, RecordsFromManyThreadsAreEachCountedOnceWhileScrapesRun) {
+  Metrics m = make_metrics();
+  constexpr int kThreads = 4;
+  constexpr int kEach = 3000;  // 12000 records: past the queue's bound several times
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&m] {
+      for (int i = 0; i < kEach; ++i) m.record(gemm_ok("openblas", 1));
+    });
+  }
+  double seen = 0;
+  for (int i = 0; i < 20; ++i) {
+    const double now = sample_sum(m.scrape(), "matserve_requests_total", {{"variant", "openblas"}});
+    EXPECT_GE(now, seen);  // never goes back
+    seen = now;
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(sample_sum(m.scrape(), "matserve_requests_total", {{"variant", "openblas"}}),
+            kThreads * kEach);
+  // And without a scrape: the background thread applies a record within its period.
+  m.record(gemm_ok("late", 1));
+  for (int i = 0; i < 100 && m.queued_records() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(m.queued_records(), 0);
+  EXPECT_EQ(sample_sum(m.scrape(), "matserve_requests_total", {{"variant", "late"}}), 1);
 }
 
 TEST(MetricsTest, StageHistogramsAddUpWithinTheTotal) {
