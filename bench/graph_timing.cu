@@ -156,23 +156,21 @@ class StreamWaitGate {
   StreamWaitGate() {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    void* host = nullptr;
     void* device = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+    absl::StatusOr<kernels::PinnedBuffer> word = kernels::allocate_pinned(sizeof(unsigned));
+    if (!word.ok() ||
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
                                          &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess ||
-        cudaHostAlloc(&host, sizeof(unsigned), cudaHostAllocMapped) != cudaSuccess ||
-        cudaHostGetDevicePointer(&device, host, 0) != cudaSuccess) {
+        cudaHostGetDevicePointer(&device, word->data(), 0) != cudaSuccess) {
       cudaGetLastError();
       return;
     }
     wait_ = reinterpret_cast<decltype(wait_)>(fn);
-    word_ = static_cast<unsigned*>(host);
+    word_buffer_ = *std::move(word);
+    word_ = static_cast<unsigned*>(word_buffer_.data());
     device_word_ = static_cast<unsigned*>(device);
     *word_ = 0;
-  }
-  ~StreamWaitGate() {
-    if (word_ != nullptr) cudaFreeHost(word_);
   }
   StreamWaitGate(const StreamWaitGate&) = delete;
   StreamWaitGate& operator=(const StreamWaitGate&) = delete;
@@ -186,6 +184,7 @@ class StreamWaitGate {
 
  private:
   CUresult (*wait_)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
+  kernels::PinnedBuffer word_buffer_;  // the host word (pinned, mapped)
   unsigned* word_ = nullptr;
   unsigned* device_word_ = nullptr;
   unsigned ticket_ = 0;

@@ -48,11 +48,22 @@ std::uint32_t alignment(const void* ptr) {
   return a;
 }
 
-// The alignment the heuristic may assume of an operand: the pointer's own, or for pointer arrays
-// what the caller checked of every entry (16 bytes) or else the element size.
-std::uint32_t operand_alignment(const GemmBatch& batch, const void* ptr, std::size_t elem) {
-  if (!batch.has_arrays()) return alignment(ptr);
-  return batch.arrays_aligned16 ? 16u : static_cast<std::uint32_t>(elem);
+// The alignments (bytes) the heuristic may assume of A, B and C.
+struct Alignments {
+  std::uint32_t a = 1;
+  std::uint32_t b = 1;
+  std::uint32_t c = 1;
+};
+
+// The pointers' own alignments; for a pointer-array batch (`arrays`: a, b, c are the device
+// arrays) what the caller checked of every entry (16 bytes), or else the element size.
+Alignments operand_alignments(const GemmProblem& p, bool arrays, const void* a, const void* b,
+                              const void* c) {
+  if (!arrays) return {alignment(a), alignment(b), alignment(c)};
+  const auto entry = [&](DType t) {
+    return p.batch.arrays_aligned16 ? 16u : static_cast<std::uint32_t>(dtype_size(t));
+  };
+  return {entry(p.in_type), entry(p.in_type), entry(p.out_type)};
 }
 
 using PlanKey = std::array<std::int64_t, 25>;
@@ -180,8 +191,7 @@ absl::StatusOr<MatrixLayout> make_layout(cudaDataType_t type, std::uint64_t rows
 }
 
 // Builds a plan: descriptors, then the heuristic's first choice for them.
-absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const void* a,
-                                                      const void* b, const void* c,
+absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const Alignments& align,
                                                       const ExecContext& ctx) {
   const GemmProblem& p = *call.p;
   const auto n = static_cast<std::uint64_t>(p.n);
@@ -215,17 +225,15 @@ absl::StatusOr<std::shared_ptr<const Plan>> make_plan(const LtCall& call, const 
   const std::uint64_t ws = ctx.workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof ws);
-  const std::uint32_t align_b = operand_alignment(p.batch, b, dtype_size(p.in_type));
-  const std::uint32_t align_a = operand_alignment(p.batch, a, dtype_size(p.in_type));
-  const std::uint32_t align_c = operand_alignment(p.batch, c, dtype_size(p.out_type));
+  // cuBLASLt's A is our B and its B our A (the column-major view above).
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                       &align_b, sizeof align_b);
+                                       &align.b, sizeof align.b);
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                       &align_a, sizeof align_a);
+                                       &align.a, sizeof align.a);
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                       &align_c, sizeof align_c);
+                                       &align.c, sizeof align.c);
   cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                       &align_c, sizeof align_c);
+                                       &align.c, sizeof align.c);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   if (absl::Status s = lt(cublasLtMatmulAlgoGetHeuristic(
@@ -275,6 +283,7 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
   void* c = arrays ? const_cast<void**>(p.batch.c_array) : p.c;
   int device = 0;
   cudaGetDevice(&device);
+  const Alignments align = operand_alignments(p, arrays, a, b, c);
   const PlanKey key = {device,
                        reinterpret_cast<std::intptr_t>(handle),
                        p.m,
@@ -289,9 +298,9 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
                        call.b_type,
                        call.c_type,
                        call.compute,
-                       operand_alignment(p.batch, a, dtype_size(p.in_type)),
-                       operand_alignment(p.batch, b, dtype_size(p.in_type)),
-                       operand_alignment(p.batch, c, dtype_size(p.out_type)),
+                       align.a,
+                       align.b,
+                       align.c,
                        static_cast<std::int64_t>(ctx.workspace_bytes),
                        call.a_scale != nullptr,
                        call.fast_accum,
@@ -302,7 +311,7 @@ absl::Status lt_matmul(const LtCall& call, const ExecContext& ctx) {
                        arrays ? 0 : p.batch.stride_c};
   std::shared_ptr<const Plan> plan = cache().find(key);
   if (plan == nullptr) {
-    absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, a, b, c, ctx);
+    absl::StatusOr<std::shared_ptr<const Plan>> made = make_plan(call, align, ctx);
     if (!made.ok()) return made.status();
     plan = *std::move(made);
     cache().add(key, plan);
