@@ -108,14 +108,12 @@ Client::Client(Key, std::string target, ClientOptions options,
   router_ = std::make_unique<ReplicaRouter>(
       target_, std::move(replicas), [this](grpc::ClientContext& c) { prepare_context(c); }, routed);
   if (stripe_channels.empty()) return;
-  std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs;
-  for (const auto& c : stripe_channels) stubs.push_back(v1::MatrixService::NewStub(c));
   // A range leaves room in its message for the request's other fields.
   constexpr std::int64_t kHeadroom = std::int64_t{1} << 20;
   const std::int64_t chunk = std::max<std::int64_t>(
       1, std::min(options_.stripe_chunk_bytes, options_.max_message_bytes - kHeadroom));
   striped_ = std::make_unique<StripedTransfer>(
-      std::move(stubs), [this](grpc::ClientContext& c) { prepare_context(c); }, chunk);
+      stripe_channels, [this](grpc::ClientContext& c) { prepare_context(c); }, chunk);
 }
 
 Client::~Client() = default;

@@ -8,8 +8,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/cpp/client.h"
+#include "client/cpp/range_wire.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/support/stub_options.h"
 
 namespace matserve::client {
 std::int64_t inline_bytes(bool present, const v1::Matrix& m) {
@@ -18,12 +21,34 @@ std::int64_t inline_bytes(bool present, const v1::Matrix& m) {
   return static_cast<std::int64_t>(m.data().size());
 }
 
-StripedTransfer::StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs,
+namespace {
+constexpr char kWriteRange[] = "/matserve.v1.MatrixService/WriteRange";
+constexpr char kReadRange[] = "/matserve.v1.MatrixService/ReadRange";
+}  // namespace
+
+StripedTransfer::StripedTransfer(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
                                  std::function<void(grpc::ClientContext&)> prepare,
                                  std::int64_t chunk_bytes)
-    : stubs_(std::move(stubs)),
-      prepare_(std::move(prepare)),
-      chunk_bytes_(std::max<std::int64_t>(chunk_bytes, 1)) {}
+    : prepare_(std::move(prepare)), chunk_bytes_(std::max<std::int64_t>(chunk_bytes, 1)) {
+  for (const std::shared_ptr<grpc::Channel>& c : channels) {
+    stripes_.push_back({v1::MatrixService::NewStub(c), std::make_unique<grpc::GenericStub>(c)});
+  }
+}
+
+absl::Status StripedTransfer::call(Stripe& stripe, const char* method,
+                                   const grpc::ByteBuffer& request, grpc::ByteBuffer* reply) {
+  grpc::ClientContext context;
+  prepare_(context);
+  absl::Notification done;
+  grpc::Status status;
+  stripe.generic->UnaryCall(&context, method, grpc::StubOptions(), &request, reply,
+                            [&](grpc::Status s) {
+                              status = std::move(s);
+                              done.Notify();
+                            });
+  done.WaitForNotification();
+  return from_grpc_status(status);
+}
 
 void StripedTransfer::limit_chunk_bytes(std::int64_t limit) {
   if (limit <= 0) return;
@@ -44,16 +69,15 @@ std::vector<StripedTransfer::Range> StripedTransfer::split(
   return ranges;
 }
 
-absl::Status StripedTransfer::run(
-    const std::vector<Range>& ranges,
-    const std::function<absl::Status(v1::MatrixService::Stub&, const Range&)>& one) {
+absl::Status StripedTransfer::run(const std::vector<Range>& ranges,
+                                  const std::function<absl::Status(Stripe&, const Range&)>& one) {
   std::atomic<std::size_t> next{0};
   std::mutex mu;
   absl::Status first_error;
   std::atomic<bool> failed{false};
-  const auto worker = [&](v1::MatrixService::Stub& stub) {
+  const auto worker = [&](Stripe& stripe) {
     for (std::size_t i = next++; i < ranges.size() && !failed.load(); i = next++) {
-      absl::Status s = one(stub, ranges[i]);
+      absl::Status s = one(stripe, ranges[i]);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = std::move(s);
@@ -61,11 +85,11 @@ absl::Status StripedTransfer::run(
       }
     }
   };
-  const std::size_t n = std::min(stubs_.size(), ranges.size());
+  const std::size_t n = std::min(stripes_.size(), ranges.size());
   std::vector<std::thread> threads;
   threads.reserve(n);
-  for (std::size_t t = 1; t < n; ++t) threads.emplace_back(worker, std::ref(*stubs_[t]));
-  if (n > 0) worker(*stubs_[0]);
+  for (std::size_t t = 1; t < n; ++t) threads.emplace_back(worker, std::ref(stripes_[t]));
+  if (n > 0) worker(stripes_[0]);
   for (std::thread& t : threads) t.join();
   return first_error;
 }
@@ -84,7 +108,8 @@ absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<s
     grpc::ClientContext context;
     prepare_(context);
     v1::UploadReply reply;
-    if (absl::Status s = from_grpc_status(stubs_[0]->CreateResident(&context, request, &reply));
+    if (absl::Status s =
+            from_grpc_status(stripes_[0].stub->CreateResident(&context, request, &reply));
         !s.ok())
       return s;
     if (reply.resident().bytes() != static_cast<std::int64_t>(src.bytes.size())) {
@@ -97,37 +122,34 @@ absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<s
     made.push_back(handles.back());
     sizes.push_back(static_cast<std::int64_t>(src.bytes.size()));
   }
-  return run(split(sizes), [&](v1::MatrixService::Stub& stub, const Range& r) {
-    v1::WriteRangeRequest request;
-    request.set_handle(handles[r.item]);
-    request.set_offset(r.offset);
-    request.set_data(sources[r.item].bytes.data() + r.offset, static_cast<std::size_t>(r.length));
-    grpc::ClientContext context;
-    prepare_(context);
-    v1::WriteRangeReply reply;
-    return from_grpc_status(stub.WriteRange(&context, request, &reply));
+  return run(split(sizes), [&](Stripe& stripe, const Range& r) {
+    // The range is sent from the source's own bytes (range_wire.h); they outlive the call.
+    const grpc::ByteBuffer request =
+        write_range_request(handles[r.item], r.offset,
+                            sources[r.item].bytes.substr(static_cast<std::size_t>(r.offset),
+                                                         static_cast<std::size_t>(r.length)));
+    grpc::ByteBuffer reply;
+    return call(stripe, kWriteRange, request, &reply);
   });
 }
 
 absl::Status StripedTransfer::get(std::span<const Sink> sinks) {
   std::vector<std::int64_t> sizes;
   for (const Sink& s : sinks) sizes.push_back(static_cast<std::int64_t>(s.out.size()));
-  return run(split(sizes), [&](v1::MatrixService::Stub& stub, const Range& r) -> absl::Status {
+  return run(split(sizes), [&](Stripe& stripe, const Range& r) -> absl::Status {
     v1::ReadRangeRequest request;
     request.set_handle(sinks[r.item].handle);
     request.set_offset(r.offset);
     request.set_length(r.length);
-    grpc::ClientContext context;
-    prepare_(context);
-    v1::ReadRangeReply reply;
-    if (absl::Status s = from_grpc_status(stub.ReadRange(&context, request, &reply)); !s.ok())
-      return s;
-    if (static_cast<std::int64_t>(reply.data().size()) != r.length) {
-      return absl::DataLossError(absl::StrCat("ReadRange returned ", reply.data().size(),
-                                              " bytes for a range of ", r.length));
-    }
-    std::memcpy(sinks[r.item].out.data() + r.offset, reply.data().data(), reply.data().size());
-    return absl::OkStatus();
+    const std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer message(&slice, 1);
+    grpc::ByteBuffer reply;
+    if (absl::Status s = call(stripe, kReadRange, message, &reply); !s.ok()) return s;
+    // Straight from the received slices into the caller's buffer (range_wire.h).
+    return read_range_reply_into(reply,
+                                 sinks[r.item].out.subspan(static_cast<std::size_t>(r.offset),
+                                                           static_cast<std::size_t>(r.length)));
   });
 }
 

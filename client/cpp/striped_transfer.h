@@ -1,7 +1,9 @@
 // Striped transfer: a matrix's bytes moved as ranges over several gRPC connections at once (one
 // channel per stripe, kept apart by distinct channel arguments so that each has its own TCP
 // connection). put() creates resident matrices empty and writes all their ranges, get() reads
-// ranges of resident matrices into the caller's buffers; each runs one thread per stripe.
+// ranges of resident matrices into the caller's buffers; each runs one thread per stripe. Ranges
+// go through the generic stub as hand-written messages (range_wire.h): a range is sent from the
+// caller's memory and read into the caller's buffer with no protobuf copy.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "matserve/v1/matrix_service.grpc.pb.h"
 
 namespace grpc {
@@ -42,9 +46,9 @@ class StripedTransfer {
     std::span<char> out;
   };
 
-  // `stubs`: one per stripe (at least one); `prepare`: sets the deadline and token of a call;
+  // `channels`: one per stripe (at least one); `prepare`: sets the deadline and token of a call;
   // `chunk_bytes`: the largest range one call carries.
-  StripedTransfer(std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs,
+  StripedTransfer(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
                   std::function<void(grpc::ClientContext&)> prepare, std::int64_t chunk_bytes);
 
   // Creates one resident matrix per source (every one beside the first placed with it), then
@@ -53,23 +57,31 @@ class StripedTransfer {
   absl::Status put(std::span<const Source> sources, std::vector<std::string>& made);
   absl::Status get(std::span<const Sink> sinks);
 
-  std::size_t stripes() const { return stubs_.size(); }
+  std::size_t stripes() const { return stripes_.size(); }
   std::int64_t chunk_bytes() const { return chunk_bytes_.load(); }
   // Ranges of at most `limit` bytes from now on (what one message of the server carries).
   void limit_chunk_bytes(std::int64_t limit);
 
  private:
+  // One connection's stubs: the service's (CreateResident) and the generic one (ranges).
+  struct Stripe {
+    std::unique_ptr<v1::MatrixService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> generic;
+  };
   struct Range {
     std::size_t item;
     std::int64_t offset;
     std::int64_t length;
   };
-  // Runs `one(stub, range)` for every range over the stripes, one thread each; the first error.
+  // Runs `one(stripe, range)` for every range over the stripes, one thread each; the first error.
   absl::Status run(const std::vector<Range>& ranges,
-                   const std::function<absl::Status(v1::MatrixService::Stub&, const Range&)>& one);
+                   const std::function<absl::Status(Stripe&, const Range&)>& one);
   std::vector<Range> split(std::span<const std::int64_t> sizes) const;
+  // One unary call of `method` on the stripe's generic stub, waited for.
+  absl::Status call(Stripe& stripe, const char* method, const grpc::ByteBuffer& request,
+                    grpc::ByteBuffer* reply);
 
-  std::vector<std::unique_ptr<v1::MatrixService::Stub>> stubs_;
+  std::vector<Stripe> stripes_;
   std::function<void(grpc::ClientContext&)> prepare_;
   std::atomic<std::int64_t> chunk_bytes_;
 };

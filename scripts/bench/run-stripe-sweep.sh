@@ -9,7 +9,10 @@
 #
 # usage: scripts/bench/run-stripe-sweep.sh [BUNDLE_DIR]   (default build/device)
 # env:   SHAPES (default "1024 4096 8192"), STRIPES (default "4 8 16"),
-#        RANGE_BYTES (default "1048576 2097152 4194304 8388608"), DURATION (seconds a run, 4)
+#        RANGE_BYTES (default "1048576 2097152 4194304 8388608"), DURATION (seconds a run, 4),
+#        INLINE (default 1; 0 leaves out the inline runs), OTHER_BENCH (another matserve-bench
+#        executable, e.g. from the build before a client change: every run is then made with it
+#        too, right after the bundle's, labelled "[other]"; it runs with the bundle's libraries)
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -27,7 +30,9 @@ bench() {
   local label=$1 shape=$2
   shift 2
   local line
-  line=$("$bundle/with-env.sh" matserve-bench --target "127.0.0.1:$port" --shapes "$shape" \
+  local exe=matserve-bench
+  if [ "$label" != "${label%\[other\]}" ]; then exe=$OTHER_BENCH; fi
+  line=$("$bundle/with-env.sh" "$exe" --target "127.0.0.1:$port" --shapes "$shape" \
     --concurrency 1 --warmup 1 --duration "${DURATION:-4}" --no-progress "$@" 2>"$out/bench.err" |
     grep -E "^ *${shape}x${shape}x${shape} \|" | tail -1)
   [ -n "$line" ] || { echo "run-stripe-sweep: no result for $shape $label" >&2; cat "$out/bench.err" >&2; return; }
@@ -37,12 +42,19 @@ bench() {
   echo "$shape $label: client p50 $p50 us, server $srv us"
   rows+=("$shape|$label|$p50|$srv")
 }
+# The run, and with OTHER_BENCH the same run by the other client right after it.
+both() {
+  local label=$1
+  shift
+  bench "$label" "$@"
+  if [ -n "${OTHER_BENCH:-}" ]; then bench "$label [other]" "$@"; fi
+}
 for shape in ${SHAPES:-1024 4096 8192}; do
-  bench "inline" "$shape" --modes inline
-  bench "client defaults" "$shape" --modes striped
+  if [ "${INLINE:-1}" != 0 ]; then both "inline" "$shape" --modes inline; fi
+  both "client defaults" "$shape" --modes striped
   for s in ${STRIPES:-4 8 16}; do
     for r in ${RANGE_BYTES:-1048576 2097152 4194304 8388608}; do
-      bench "striped $s x $((r >> 20)) MiB" "$shape" --modes striped --stripes "$s" --stripe-chunk-bytes "$r"
+      both "striped $s x $((r >> 20)) MiB" "$shape" --modes striped --stripes "$s" --stripe-chunk-bytes "$r"
     done
   done
 done
