@@ -147,16 +147,7 @@ absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& re
 
 absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     const v1::MultiplyBatchedRequest& request) {
-  // Each inline operand's stacked matrices become one resident matrix each: worth it only when
-  // they are large.
-  bool large_matrices = true;
-  for (const v1::Matrix* m : {&request.a(), &request.b(), &request.c()}) {
-    const std::int64_t n = std::max<std::int64_t>(m->batch(), 1);
-    if (!m->data().empty() && static_cast<std::int64_t>(m->data().size()) / n <
-                                  ClientOptions::kMinStripedBatchMatrixBytes)
-      large_matrices = false;
-  }
-  if (request.output_shm().region().empty() && large_matrices &&
+  if (request.output_shm().region().empty() &&
       stripes_call({inline_bytes(request.has_a(), request.a()),
                     inline_bytes(request.has_b(), request.b()),
                     inline_bytes(request.has_c(), request.c())})) {

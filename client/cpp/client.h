@@ -62,13 +62,13 @@ struct ClientOptions {
   // stripe_chunk_bytes over `stripes` more connections at once, through resident matrices the
   // call makes and releases (the token needs the `resident` permission; without it, or against a
   // server without ranged transfer, the call goes inline). 0 stripes: every call inline.
-  // MultiplyBatched stripes only when each stacked matrix holds kMinStripedBatchMatrixBytes or
-  // more. The defaults are the best of a loopback sweep on an H100 node (docs/client.md): 16
-  // connections of 2 MiB ranges; striping wins from 1024^3 fp32 (8 MiB of operands) up.
+  // A striped MultiplyBatched writes each operand's stack into one resident matrix (a_stacked)
+  // and reads the results kept stacked in one. The defaults are the best of a loopback sweep on
+  // an H100 node (docs/client.md): 16 connections of 2 MiB ranges; striping wins from 1024^3
+  // fp32 (8 MiB of operands) up.
   int stripes = 16;
   std::int64_t stripe_threshold_bytes = std::int64_t{8} << 20;
   std::int64_t stripe_chunk_bytes = std::int64_t{2} << 20;
-  static constexpr std::int64_t kMinStripedBatchMatrixBytes = std::int64_t{1} << 20;
 };
 
 // grpc::Status -> absl::Status: the code numbers agree, the message is kept.

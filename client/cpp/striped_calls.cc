@@ -3,6 +3,8 @@
 // stripe connections into resident matrices made for the call, runs the operation on their
 // handles keeping the result, reads the result back in ranges into the reply, and releases every
 // matrix it made, also after a failure. Smaller calls, and calls naming shared memory, go inline.
+#include <array>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -154,32 +156,52 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   r.set_output_dtype(request.output_dtype());
   r.set_output_layout(request.output_layout());
   r.set_verify(request.verify());
-  r.set_keep_result(true);
-  // Each inline operand's stacked matrices become one resident matrix each (one for all when
-  // it is broadcast), named in order in the handle list.
+  // Kept for the caller: one resident result each, as asked; else kept stacked in one, read back.
+  if (request.keep_result()) {
+    r.set_keep_result(true);
+  } else {
+    r.set_keep_stacked(true);
+  }
+  // Each inline operand's stack becomes one resident matrix: row-major (batch * rows) x cols,
+  // column-major rows x (batch * cols), named by its *_stacked field; a broadcast matrix (batch
+  // 1) becomes one handle for every product. Whatever the matrices' size: a few ranges move a
+  // thousand small ones.
+  std::array<v1::Matrix, 3> headers;  // the resident matrices' shapes (put reads them)
   std::vector<StripedTransfer::Source> sources;
-  std::vector<google::protobuf::RepeatedPtrField<std::string>*> lists;
-  const auto take = [&](bool present, const v1::Matrix& m,
+  std::vector<std::function<void(const std::string&)>> name;  // where each made handle goes
+  const auto take = [&](bool present, const v1::Matrix& m, v1::Matrix& header,
+                        std::function<void(const std::string&)> as_stacked,
                         google::protobuf::RepeatedPtrField<std::string>* handles) {
     if (!present || m.data().empty()) return;
     const std::int64_t n = std::max<std::int64_t>(m.batch(), 1);
-    const std::size_t each = m.data().size() / static_cast<std::size_t>(n);
-    const std::string_view all = m.data();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::size_t len = i + 1 == n ? all.size() - each * static_cast<std::size_t>(i) : each;
-      sources.push_back({&m, all.substr(each * static_cast<std::size_t>(i), len)});
-      lists.push_back(handles);
+    header.set_rows(m.rows());
+    header.set_cols(m.cols());
+    header.set_dtype(m.dtype());
+    header.set_layout(m.layout());
+    if (n > 1 && m.layout() == v1::COL_MAJOR) header.set_cols(m.cols() * n);
+    if (n > 1 && m.layout() != v1::COL_MAJOR) header.set_rows(m.rows() * n);
+    sources.push_back({&header, m.data()});
+    if (n > 1) {
+      name.push_back(std::move(as_stacked));
+    } else {
+      name.push_back([handles](const std::string& h) { handles->Add(std::string(h)); });
     }
   };
-  take(request.has_a(), request.a(), r.mutable_a_handles());
-  take(request.has_b(), request.b(), r.mutable_b_handles());
-  take(request.has_c(), request.c(), r.mutable_c_handles());
+  take(
+      request.has_a(), request.a(), headers[0], [&r](const std::string& h) { r.set_a_stacked(h); },
+      r.mutable_a_handles());
+  take(
+      request.has_b(), request.b(), headers[1], [&r](const std::string& h) { r.set_b_stacked(h); },
+      r.mutable_b_handles());
+  take(
+      request.has_c(), request.c(), headers[2], [&r](const std::string& h) { r.set_c_stacked(h); },
+      r.mutable_c_handles());
   fit_ranges_to_server();
   if (absl::Status s = striped_->put(sources, made); !s.ok()) {
     if (made.empty() && inline_instead(s)) return std::nullopt;
     return s;
   }
-  for (std::size_t i = 0; i < lists.size(); ++i) lists[i]->Add(std::string(made[i]));
+  for (std::size_t i = 0; i < name.size(); ++i) name[i](made[i]);
   grpc::ClientContext context;
   prepare_context(context);
   v1::MultiplyBatchedReply reply;

@@ -619,6 +619,21 @@ class CppClientStripingTest(unittest.TestCase):
         self.assertEqual(
             list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices), [])
 
+    def test_cli_batches_of_small_matrices_stripe_as_one_stack_each(self):
+        # 40 products of 13x9x7: each operand's stack one resident matrix (a_stacked) written in
+        # one range, the results kept stacked in one; the server checks every product, in both
+        # layouts, and nothing stays.
+        for layout in ["row", "col"]:
+            with self.subTest(layout=layout):
+                before = ranged_calls(self.server, "WriteRange")
+                out = self.cli("multiply", "--random", "13x9x7", "--batch", "40", "--layout",
+                               layout, "--verify", "--tolerance", "1e-5", "--stripes", "2",
+                               "--stripe-threshold-bytes", "1", "--json")
+                self.assertEqual(ranged_calls(self.server, "WriteRange") - before, 2)
+                self.assertIn("server_verification", out)  # else exit 3
+                self.assertEqual(
+                    list(self.server.stub.ListResident(pb.ListResidentRequest()).matrices), [])
+
     @unittest.skipUnless(BENCH, "matserve-bench not built")
     def test_bench_striped_mode(self):
         r = subprocess.run([BENCH, "--target", self.server.target, "--shapes", "96",
