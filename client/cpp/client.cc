@@ -97,12 +97,12 @@ Client::Client(Key, std::string target, ClientOptions options,
                bool routed, std::vector<std::shared_ptr<grpc::Channel>> stripe_channels)
     : target_(std::move(target)), options_(std::move(options)) {
   std::vector<ReplicaRouter::Replica> replicas;
-  for (auto& [address, channel] : channels) {
+  for (auto& entry : channels) {
     ReplicaRouter::Replica r;
-    r.address = address;
-    r.stub = v1::MatrixService::NewStub(channel);
-    r.health = ::grpc::health::v1::Health::NewStub(channel);
-    r.channel = std::move(channel);
+    r.address = std::move(entry.first);
+    r.stub = v1::MatrixService::NewStub(entry.second);
+    r.health = ::grpc::health::v1::Health::NewStub(entry.second);
+    r.channel = std::move(entry.second);
     replicas.push_back(std::move(r));
   }
   router_ = std::make_unique<ReplicaRouter>(
@@ -113,7 +113,7 @@ Client::Client(Key, std::string target, ClientOptions options,
   const std::int64_t chunk = std::max<std::int64_t>(
       1, std::min(options_.stripe_chunk_bytes, options_.max_message_bytes - kHeadroom));
   striped_ = std::make_unique<StripedTransfer>(
-      stripe_channels, [this](grpc::ClientContext& c) { prepare_context(c); }, chunk);
+      std::move(stripe_channels), [this](grpc::ClientContext& c) { prepare_context(c); }, chunk);
 }
 
 Client::~Client() = default;

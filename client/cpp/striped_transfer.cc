@@ -26,12 +26,13 @@ constexpr char kWriteRange[] = "/matserve.v1.MatrixService/WriteRange";
 constexpr char kReadRange[] = "/matserve.v1.MatrixService/ReadRange";
 }  // namespace
 
-StripedTransfer::StripedTransfer(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+StripedTransfer::StripedTransfer(std::vector<std::shared_ptr<grpc::Channel>> channels,
                                  std::function<void(grpc::ClientContext&)> prepare,
                                  std::int64_t chunk_bytes)
     : prepare_(std::move(prepare)), chunk_bytes_(std::max<std::int64_t>(chunk_bytes, 1)) {
-  for (const std::shared_ptr<grpc::Channel>& c : channels) {
-    stripes_.push_back({v1::MatrixService::NewStub(c), std::make_unique<grpc::GenericStub>(c)});
+  for (std::shared_ptr<grpc::Channel>& c : channels) {
+    auto stub = v1::MatrixService::NewStub(c);
+    stripes_.push_back({std::move(stub), std::make_unique<grpc::GenericStub>(std::move(c))});
   }
 }
 

@@ -48,7 +48,7 @@ class StripedTransfer {
 
   // `channels`: one per stripe (at least one); `prepare`: sets the deadline and token of a call;
   // `chunk_bytes`: the largest range one call carries.
-  StripedTransfer(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+  StripedTransfer(std::vector<std::shared_ptr<grpc::Channel>> channels,
                   std::function<void(grpc::ClientContext&)> prepare, std::int64_t chunk_bytes);
 
   // Creates one resident matrix per source (every one beside the first placed with it), then

@@ -103,7 +103,7 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
                                std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
   if (absl::Status s = precheck_gemm(variant, selection_.backend); !s.ok()) return s;
   const std::optional<std::string> key = batcher_.key(job, variant);
-  const absl::Status ran =
+  absl::Status ran =
       key.has_value() ? batcher_.run(*key, job, variant, out, waiter, outcome)
                       : backend_->multiply(job, gemm_chooser(variant), out, waiter, outcome);
   if (!ran.ok()) return ran;
