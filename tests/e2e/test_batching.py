@@ -262,6 +262,30 @@ class BatchedTest(unittest.TestCase):
         got = np.frombuffer(reply.c.data, np.float64).reshape(5, 9, 4)
         self.assertLess(rel_l2(got, reference(a, b)), TOLERANCE["fp64"])
 
+    def test_stacked_operands_and_results_through_the_client(self):
+        a, b = stack(6, 9, 7, np.float64), stack(6, 7, 5, np.float64)
+        sa = mc.Stacked(self.client.upload(a.reshape(54, 7)), 6)
+        self.assertEqual(sa.shape, (9, 7))
+        r = self.client.multiply_batched(sa, b, keep_stacked=True)
+        self.assertIsNone(r.c)
+        self.assertEqual((r.batch, r.residents), (6, []))
+        self.assertEqual(r.stacked.resident.shape, (54, 5))
+        want = reference(a, b)
+        self.assertLess(rel_l2(r.stacked.resident.download().reshape(6, 9, 5), want),
+                        TOLERANCE["fp64"])
+        d = stack(6, 5, 3, np.float64)
+        chained = self.client.multiply_batched(r.stacked, d, out_order="F")
+        self.assertTrue(chained.c[0].flags.f_contiguous)
+        self.check(chained, reference(want, d), "fp64", "chained")
+        # A column-major stack: rows x batch*cols, each product a block of columns.
+        f = mc.Stacked(self.client.upload(np.asfortranarray(np.concatenate(list(a), axis=1))), 6)
+        self.assertEqual(f.shape, (9, 7))
+        self.check(self.client.multiply_batched(f, b), want, "fp64", "F stack")
+        with self.assertRaises(ValueError):
+            mc.Stacked(sa.resident, 4)  # 54 rows are not 4 matrices
+        with self.assertRaises(ValueError):
+            self.client.multiply_batched(sa, b, keep_result=True, keep_stacked=True)
+
     def test_stacked_operand_errors(self):
         a = self.client.upload(stack(1, 10, 3)[0])
         b = self.stacked(stack(4, 3, 2))

@@ -19,6 +19,7 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
                      FailedPrecondition, Internal, InvalidArgument, MatserveError, MatservError,
                      NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
                      Unavailable, Unimplemented, Unknown)
+from .batched import Stacked
 from .resident import ResidentMatrix
 from .results import (DeviceInfo, KernelInfo, MultiplyBatchedResult, MultiplyResult,
                       ResidentInfo, ServerInfo, ServerLimits, SharedMemoryInfo, Timing,
@@ -29,7 +30,7 @@ from .shared_memory import SharedMemoryRegion, ShmMatrix
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "call_metadata", "ResidentMatrix", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix",
+    "Client", "call_metadata", "ResidentMatrix", "Stacked", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix",
     "Bfloat16", "Float8E4M3", "float_to_bf16_bits", "bf16_bits_to_float32",
     "fp8_e4m3_bits_to_float32", "MultiplyResult", "MultiplyBatchedResult", "TransposeResult",
     "Timing", "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo",

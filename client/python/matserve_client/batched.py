@@ -1,8 +1,9 @@
 """Client.multiply_batched: many products of one shape in one MultiplyBatched call.
 
 Each operand is a 3-D (batch, rows, cols) array, a 2-D matrix that every product uses
-("broadcast"), or a list of ResidentMatrix handles (one per product, or one for all); the batch
-is the largest operand count. Stacks that together reach the client's stripe_threshold_bytes
+("broadcast"), a list of ResidentMatrix handles (one per product, or one for all), or a `Stacked`
+resident matrix that holds every product's matrix (the request's a_stacked: one strided launch,
+as torch.bmm's 3-D tensors); the batch is the largest operand count. Stacks that together reach the client's stripe_threshold_bytes
 are written striped, each stack into one temporary resident matrix (the request's a_stacked /
 b_stacked / c_stacked), the results kept stacked in one resident matrix (keep_stacked) and read
 back striped into one array: one strided launch on the server, whatever the matrices' size. With
@@ -12,6 +13,7 @@ released.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -29,15 +31,48 @@ from .shared_memory import ShmMatrix
 if TYPE_CHECKING:
     from .client import Client
 
-BatchOperand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, Sequence[ResidentMatrix], Any]
-# One operand as it goes into the request: a stack of matrices, or handles.
-_Op = Union[Prepared, List[ResidentMatrix]]
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """A resident matrix holding `batch` matrices stacked batch-major, as a multiply_batched
+    operand: row-major (batch * rows) x cols, column-major rows x (batch * cols) (what
+    `client.upload(x.reshape(batch * rows, cols))` makes of a C-ordered 3-D array x)."""
+
+    resident: ResidentMatrix
+    batch: int
+
+    def __post_init__(self) -> None:
+        rows, cols = self.resident.shape
+        stacked = cols if self.resident.order == "F" else rows
+        if self.batch < 1 or stacked % self.batch:
+            raise ValueError(f"Stacked: a {rows}x{cols} {self.resident.order}-ordered resident "
+                             f"matrix does not hold {self.batch} matrices stacked batch-major")
+
+    @property
+    def shape(self) -> tuple:
+        """One product's matrix: (rows, cols)."""
+        rows, cols = self.resident.shape
+        if self.resident.order == "F":
+            return rows, cols // self.batch
+        return rows // self.batch, cols
+
+
+BatchOperand = Union[np.ndarray, dtypes.Bfloat16, ResidentMatrix, Sequence[ResidentMatrix],
+                     Stacked, Any]
+# One operand as it goes into the request: a stack of matrices, handles, or a stacked handle.
+_Op = Union[Prepared, List[ResidentMatrix], Stacked]
 
 
 def operand(x: BatchOperand, dtype: Optional[dtypes.DTypeLike], what: str,
             order: Optional[str] = None) -> _Op:
     """An array as a Prepared stack (batch 1 for a 2-D matrix), or handles as a list (a lone
-    ResidentMatrix: one handle for every product). Handles are neither converted nor reordered."""
+    ResidentMatrix: one handle for every product), a Stacked handle as it is. Handles are neither
+    converted nor reordered."""
+    if isinstance(x, Stacked):
+        if x.resident.released:
+            raise ValueError(f"{what}: resident matrix {x.resident.handle} was released")
+        return x
     if isinstance(x, ResidentMatrix):
         x = [x]
     if isinstance(x, (list, tuple)):
@@ -57,14 +92,18 @@ def operand(x: BatchOperand, dtype: Optional[dtypes.DTypeLike], what: str,
 
 
 def count(op: _Op) -> int:
-    return op.batch if isinstance(op, Prepared) else len(op)
+    return op.batch if isinstance(op, (Prepared, Stacked)) else len(op)
 
 
 def shape(op: _Op) -> tuple:
-    return (op.rows, op.cols) if isinstance(op, Prepared) else op[0].shape
+    if isinstance(op, Prepared):
+        return op.rows, op.cols
+    return op.shape if isinstance(op, Stacked) else op[0].shape
 
 
 def dtype_of(op: _Op) -> str:
+    if isinstance(op, Stacked):
+        return op.resident.dtype
     return op.dtype if isinstance(op, Prepared) else op[0].dtype
 
 
@@ -72,9 +111,21 @@ def order_of(x: BatchOperand) -> str:
     """The order a result follows when c is given without out_order."""
     if isinstance(x, ResidentMatrix):
         return x.order
+    if isinstance(x, Stacked):
+        return x.resident.order
     if isinstance(x, (list, tuple)) and x and isinstance(x[0], ResidentMatrix):
         return x[0].order
     return batch_memory_order(x)
+
+
+def _anchor(ops: Dict[str, _Op]) -> Optional[ResidentMatrix]:
+    """A resident operand of the call (uploads join its device), or None."""
+    for v in ops.values():
+        if isinstance(v, Stacked):
+            return v.resident
+        if isinstance(v, list):
+            return v[0]
+    return None
 
 
 def whole_stack(p: Prepared) -> Prepared:
@@ -86,15 +137,17 @@ def whole_stack(p: Prepared) -> Prepared:
 
 
 def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep_result: bool,
-         temporaries: List[ResidentMatrix], timeout: Optional[float]) -> Tuple[bool, bool]:
-    """Puts operands in the request as stacks or handle lists (uploading stacks that do not fit in
-    one message together, as temporaries, with auto_stream); returns whether the results are kept
-    on the server (asked for, striped, or too large for the reply) and whether the operands went
-    striped (then the results come back striped too, kept stacked in one resident matrix)."""
+         keep_stacked: bool, temporaries: List[ResidentMatrix],
+         timeout: Optional[float]) -> Tuple[bool, bool]:
+    """Puts operands in the request as stacks, handle lists or stacked handles (uploading stacks
+    that do not fit in one message together, as temporaries, with auto_stream); returns whether
+    the results are kept on the server (asked for, striped, or too large for the reply: one each
+    with keep_result, else stacked in one) and whether the operands went striped (then the
+    results come back striped too)."""
     inline = {k: v for k, v in ops.items() if isinstance(v, Prepared)}
     striped_call = False
     if client._stripes_for(sum(p.nbytes for p in inline.values()), ops.values()):
-        anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
+        anchor = _anchor(ops)
         names = list(inline)
         made = client._put_striped([whole_stack(inline[n]) for n in names], timeout, temporaries,
                                    anchor.handle if anchor is not None else "")
@@ -107,11 +160,10 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
                     setattr(request, f"{name}_stacked", resident.handle)
             inline = {}
             striped_call = True
-            request.keep_stacked = True  # the results come back striped (multiply_batched)
     limit = client.unary_limit_bytes() if client.auto_stream else 0
     if client.auto_stream and inline:
         # Operands of one request must share a device: uploads join the resident ones.
-        anchor = next((v[0] for v in ops.values() if isinstance(v, list)), None)
+        anchor = _anchor(ops)
         for name in sorted(inline, key=lambda k: inline[k].nbytes, reverse=True):
             if sum(p.nbytes for p in inline.values()) <= limit:
                 break
@@ -124,16 +176,18 @@ def fill(client: "Client", request, ops: Dict[str, _Op], result_bytes: int, keep
                 handles.append(resident)
             ops[name] = handles
     for name, op in ops.items():
-        if isinstance(op, list):
+        if isinstance(op, Stacked):
+            setattr(request, f"{name}_stacked", op.resident.handle)
+        elif isinstance(op, list):
             getattr(request, f"{name}_handles").extend(h.handle for h in op)
         else:
             getattr(request, name).CopyFrom(op.header(with_data=True))
-    keep = keep_result or striped_call or (client.auto_stream and result_bytes > limit)
-    if keep and not striped_call:
+    keep = (keep_result or keep_stacked or striped_call or
+            (client.auto_stream and result_bytes > limit))
+    if keep_result:  # the caller's: one each, as asked
         request.keep_result = True
-    elif keep_result:  # striped, and the caller keeps the results: one each, as asked
-        request.keep_stacked = False
-        request.keep_result = True
+    elif keep:  # the caller's (keep_stacked), or this client's to read back: one for all
+        request.keep_stacked = True
     return keep, striped_call
 
 
@@ -143,9 +197,12 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                      dtype: Optional[dtypes.DTypeLike], out_dtype: Optional[dtypes.DTypeLike],
                      order: Optional[str], verify: bool, keep_result: bool,
                      timeout: Optional[float], bf16_bits: bool = False,
-                     a_scale: Optional[float] = None,
-                     b_scale: Optional[float] = None) -> MultiplyBatchedResult:
+                     a_scale: Optional[float] = None, b_scale: Optional[float] = None,
+                     keep_stacked: bool = False) -> MultiplyBatchedResult:
     """See Client.multiply_batched (`compute` and `order` already checked there)."""
+    if keep_result and keep_stacked:
+        raise ValueError("keep_result and keep_stacked: give one of them (one resident result "
+                         "per product, or one for all)")
     ops: Dict[str, _Op] = {"a": operand(a, dtype, "a"), "b": operand(b, dtype, "b")}
     out_name = dtypes.dtype_name(out_dtype) if out_dtype is not None else dtype_of(ops["a"])
     if c is not None:
@@ -167,64 +224,55 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     result_bytes = batch * m * n * dtypes.itemsize(out_name)
     temporaries: List[ResidentMatrix] = []
     try:
-        kept, striped_call = fill(client, request, ops, result_bytes, keep_result, temporaries,
-                                  timeout)
+        kept, striped_call = fill(client, request, ops, result_bytes, keep_result, keep_stacked,
+                                  temporaries, timeout)
         reply = client._call("MultiplyBatched", request, timeout)
+        matrices, residents, stacked = None, [], None
         if not kept:
-            matrices, residents = decode_batch(reply.c, bf16_bits=bf16_bits), []
+            matrices = decode_batch(reply.c, bf16_bits=bf16_bits)
         else:
             residents = [ResidentMatrix(client, ResidentInfo.from_proto(r)) for r in reply.results]
-            matrices = None
-            if not keep_result:  # kept by this client (striped, or too large for the reply)
+            want = batch if keep_result else 1
+            if len(residents) != want:
+                client._release_quietly(residents)
+                raise error_for(grpc.StatusCode.DATA_LOSS,
+                                f"reply: {len(residents)} results, expected {want}")
+            if keep_stacked:
+                stacked, residents = Stacked(residents[0], batch), []
+            elif not keep_result:  # kept by this client (striped, or too large for the reply)
                 try:
                     if striped_call:
-                        matrices = _read_stacked_striped(client, residents, batch, m, n, order,
+                        matrices = _read_stacked_striped(client, residents[0], batch, m, n, order,
                                                          timeout, bf16_bits)
                     else:
-                        matrices = _download_all(residents, batch, order, timeout, bf16_bits)
+                        matrices = _download_stacked(residents[0], batch, m, n, order, timeout,
+                                                     bf16_bits)
                 finally:
                     client._release_quietly(residents)
                 residents = []
-            elif len(residents) != batch:
-                client._release_quietly(residents)
-                raise error_for(grpc.StatusCode.DATA_LOSS,
-                                f"reply: {len(residents)} results for a batch of {batch}")
     finally:
         client._release_quietly(temporaries)
     return MultiplyBatchedResult(c=matrices, variant=reply.variant, device=reply.device,
                                  precision=reply.precision, timing=Timing.from_proto(reply.timing),
                                  gflops=reply.gflops, verification=Verification.from_reply(reply),
-                                 residents=residents)
+                                 residents=residents, stacked=stacked)
 
 
-def _read_stacked_striped(client: "Client", residents: List[ResidentMatrix], batch: int, m: int,
+def _read_stacked_striped(client: "Client", stacked: ResidentMatrix, batch: int, m: int,
                           n: int, order: str, timeout: Optional[float],
                           bf16_bits: bool = False) -> Any:
     """The results, kept stacked in one resident matrix, read striped into one preallocated
     buffer, as one (batch, m, n) array."""
-    if len(residents) != 1:
-        raise error_for(grpc.StatusCode.DATA_LOSS,
-                        f"reply: {len(residents)} results for a batch kept stacked (want 1)")
-    stacked = residents[0]
     buf = np.empty(stacked.nbytes, dtype=np.uint8)
     client._get_striped([stacked.handle], [buf], timeout)
     return assemble_batch(batch, m, n, stacked.dtype, order, buf, bf16_bits=bf16_bits)
 
 
-def _download_all(residents: List[ResidentMatrix], batch: int, order: str,
-                  timeout: Optional[float], bf16_bits: bool = False) -> Any:
-    """Product i's kept result downloaded into out[i] of one (batch, m, n) array in `order` (a
-    Bfloat16 of the bits for bf16 with bf16_bits)."""
-    if len(residents) != batch:
-        raise error_for(grpc.StatusCode.DATA_LOSS,
-                        f"reply: {len(residents)} results for a batch of {batch}")
-    out = None
-    for i, r in enumerate(residents):
-        got = r.download(bf16_bits=bf16_bits, timeout=timeout)
-        x = got.bits if isinstance(got, dtypes.BitPatterns) else np.asarray(got)
-        if out is None:
-            rows, cols = x.shape
-            out = (np.empty((batch, rows, cols), x.dtype) if order == "C"
-                   else np.empty((batch, cols, rows), x.dtype).transpose(0, 2, 1))
-        out[i] = x
-    return dtypes.from_wire(out, residents[0].dtype) if bf16_bits else out
+def _download_stacked(stacked: ResidentMatrix, batch: int, m: int, n: int, order: str,
+                      timeout: Optional[float], bf16_bits: bool = False) -> Any:
+    """The results, kept stacked in one resident matrix, downloaded (streamed when over one
+    message) as one (batch, m, n) array in `order`."""
+    got = stacked.download(bf16_bits=True, timeout=timeout)  # the bits, widened below if asked
+    x = got.bits if isinstance(got, dtypes.BitPatterns) else np.asarray(got)
+    flat = x.ravel(order="K").view(np.uint8)  # its storage order: the stack as it was kept
+    return assemble_batch(batch, m, n, stacked.dtype, order, flat, bf16_bits=bf16_bits)

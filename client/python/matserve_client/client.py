@@ -385,13 +385,17 @@ class Client:
                          keep_result: bool = False, timeout: Optional[float] = None,
                          precision: Optional[str] = None,
                          bf16_bits: bool = False, a_scale: Optional[float] = None,
-                         b_scale: Optional[float] = None) -> MultiplyBatchedResult:
+                         b_scale: Optional[float] = None,
+                         keep_stacked: bool = False) -> MultiplyBatchedResult:
         """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
 
         a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
-        bits), a 2-D matrix that every product uses ("broadcast"), or a list of `ResidentMatrix`
-        handles (one per product; one, or a lone ResidentMatrix, for every product). The batch is
-        the largest operand count; the others must have 1 or that many. Operands otherwise as in
+        bits), a 2-D matrix that every product uses ("broadcast"), a list of `ResidentMatrix`
+        handles (one per product; one, or a lone ResidentMatrix, for every product), or a
+        `Stacked` resident matrix holding every product's matrix batch-major (e.g.
+        `Stacked(client.upload(x.reshape(batch * rows, cols)), batch)`, or a previous call's
+        `result.stacked`): the fastest for resident batches of small matrices, one strided launch
+        as torch.bmm's. The batch is the largest operand count; the others must have 1 or that many. Operands otherwise as in
         `multiply` (transpose_a: each stored A_i is k x m; `dtype` converts array operands).
         c: optional input C, (batch, m, n), 2-D or handles, converted to the output dtype and
         order; read when beta != 0. compute (precision: its deprecated name), out_dtype, variant
@@ -400,7 +404,9 @@ class Client:
         Fortran-contiguous.
         verify: the server checks every product against a float64 reference; result.verification
         holds the largest errors. keep_result: every result stays on the server,
-        result.residents[i] is product i's ResidentMatrix and result.c is None. With auto_stream,
+        result.residents[i] is product i's ResidentMatrix and result.c is None. keep_stacked:
+        the results stay on the server as one matrix, result.stacked (a `Stacked`), and
+        result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
         bf16_bits: bf16 results come back as one Bfloat16 of (batch, m, n) bits instead of
         float32 values (no widening on the client). a_scale, b_scale: as in `multiply`.
@@ -413,7 +419,7 @@ class Client:
             dtype=dtype,
             out_dtype=out_dtype, order=_order(out_order), verify=verify,
             keep_result=keep_result, timeout=timeout, bf16_bits=bf16_bits, a_scale=a_scale,
-            b_scale=b_scale)
+            b_scale=b_scale, keep_stacked=keep_stacked)
 
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
@@ -513,9 +519,12 @@ class Client:
 
     def _download(self, matrix: ResidentMatrix, *, bf16_bits: bool, stream: Optional[bool],
                   timeout: Optional[float]):
+        limit = self.unary_limit_bytes()
         if stream is None:
-            stream = matrix.nbytes > self.unary_limit_bytes()
-        return transfer.download(self._stub, matrix.handle, stream, self.chunk_bytes,
+            stream = matrix.nbytes > limit
+        # A chunk is at most half of the smaller message limit (what the server accepts).
+        chunk = max(4096, min(self.chunk_bytes, (limit + _HEADROOM_BYTES) // 2))
+        return transfer.download(self._stub, matrix.handle, stream, chunk,
                                  self._deadline(timeout), bf16_bits=bf16_bits)
 
     def _release(self, handle: str, *, timeout: Optional[float]) -> int:

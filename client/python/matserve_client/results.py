@@ -14,6 +14,7 @@ from ._stubs import pb
 from .encoding import LAYOUT_TO_ORDER, PROTO_TO_DTYPE
 
 if TYPE_CHECKING:
+    from .batched import Stacked
     from .resident import ResidentMatrix
 
 Array = Union[np.ndarray, dtypes.Bfloat16]
@@ -84,8 +85,9 @@ class MultiplyBatchedResult:
     call, with what ran and how fast (timing and gflops of the whole batch; verification: the
     largest errors over the products).
 
-    `c` is a (batch, m, n) array, None when the results were kept on the server
-    (`keep_result=True`): `residents[i]` is then product i's ResidentMatrix.
+    `c` is a (batch, m, n) array, None when the results were kept on the server: with
+    `keep_result=True` `residents[i]` is then product i's ResidentMatrix, with `keep_stacked=True`
+    `stacked` is one `Stacked` resident matrix holding them all (an operand of a next call).
     """
 
     c: Optional[np.ndarray]
@@ -96,10 +98,13 @@ class MultiplyBatchedResult:
     gflops: float
     verification: Optional[Verification] = None
     residents: "List[ResidentMatrix]" = field(default_factory=list)
+    stacked: "Optional[Stacked]" = None
 
     @property
     def batch(self) -> int:
         """How many products were computed."""
+        if self.stacked is not None:
+            return self.stacked.batch
         return len(self.c) if self.c is not None else len(self.residents)
 
     @property
