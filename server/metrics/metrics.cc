@@ -15,51 +15,44 @@ namespace {
 // 10 us to 60 s: fine below 1 ms, where small requests and the stages of every request fall
 // (10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800 us), then
 // doubling from 1 ms to 32.8 s, then 60 s.
-const prometheus::Histogram::BucketBoundaries& latency_buckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = [] {
-    prometheus::Histogram::BucketBoundaries b;
-    for (double us : {10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800})
-      b.push_back(us * 1e-6);
-    for (double v = 1e-3; v < 60.0; v *= 2) b.push_back(v);
-    b.push_back(60.0);
-    return b;
-  }();
-  return buckets;
+prometheus::Histogram::BucketBoundaries make_latency_buckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double us : {10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800})
+    b.push_back(us * 1e-6);
+  for (double v = 1e-3; v < 60.0; v *= 2) b.push_back(v);
+  b.push_back(60.0);
+  return b;
 }
 
 // m*n*k (or rows*cols) from 1 to 2^42 in powers of 8.
-const prometheus::Histogram::BucketBoundaries& size_buckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = [] {
-    prometheus::Histogram::BucketBoundaries b;
-    for (double v = 1; v <= 4.4e12; v *= 8) b.push_back(v);
-    return b;
-  }();
-  return buckets;
+prometheus::Histogram::BucketBoundaries make_size_buckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1; v <= 4.4e12; v *= 8) b.push_back(v);
+  return b;
 }
 
 // Requests or products per launch: 1, 2, 4, ... 65536.
-const prometheus::Histogram::BucketBoundaries& count_buckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = [] {
-    prometheus::Histogram::BucketBoundaries b;
-    for (double v = 1; v <= 65536; v *= 2) b.push_back(v);
-    return b;
-  }();
-  return buckets;
+prometheus::Histogram::BucketBoundaries make_count_buckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1; v <= 65536; v *= 2) b.push_back(v);
+  return b;
 }
 
 // Delay added by dynamic batching: 0 (ran at once) then 10 us to about 1.3 s, doubling.
-const prometheus::Histogram::BucketBoundaries& wait_buckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = [] {
-    prometheus::Histogram::BucketBoundaries b{0.0};
-    for (double v = 10e-6; v < 1.5; v *= 2) b.push_back(v);
-    return b;
-  }();
-  return buckets;
+prometheus::Histogram::BucketBoundaries make_wait_buckets() {
+  prometheus::Histogram::BucketBoundaries b{0.0};
+  for (double v = 10e-6; v < 1.5; v *= 2) b.push_back(v);
+  return b;
 }
 
 }  // namespace
 
-Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus::Registry>()) {
+Metrics::Metrics(const BuildInfo& build)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      latency_buckets_(make_latency_buckets()),
+      size_buckets_(make_size_buckets()),
+      count_buckets_(make_count_buckets()),
+      wait_buckets_(make_wait_buckets()) {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
@@ -139,14 +132,12 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
       .Set(1);
   applier_ = std::thread([this] {
     for (;;) {
-      bool stop = false;
       {
         absl::MutexLock lock(&queue_mu_);
         queue_mu_.AwaitWithTimeout(absl::Condition(&stopping_), kApplyEvery);
-        stop = stopping_;
+        if (stopping_) return;  // records still queued die with the families
       }
       apply_queued();
-      if (stop) return;
     }
   });
 }
@@ -175,7 +166,7 @@ Metrics::~Metrics() {
     absl::MutexLock lock(&queue_mu_);
     stopping_ = true;
   }
-  applier_.join();  // it applies what is queued once more on its way out
+  applier_.join();
 }
 
 Metrics::Series& Metrics::series(const RequestRecord& r) {
@@ -208,18 +199,18 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   if (compute && r.code != "OK") {
     prometheus::Labels l = k;
     l.insert({{"stage", "total"}, {"outcome", "error"}});
-    s->failed_total = &duration_->Add(l, latency_buckets());
+    s->failed_total = &duration_->Add(l, latency_buckets_);
   }
   if (compute && r.code == "OK") {
     const char* stages[5] = {"total", "queue", "host_to_device", "kernel", "device_to_host"};
     for (int i = 0; i < 5; ++i) {
       prometheus::Labels l = k;
       l.insert({{"stage", stages[i]}, {"outcome", "ok"}});
-      s->stages[i] = &duration_->Add(l, latency_buckets());
+      s->stages[i] = &duration_->Add(l, latency_buckets_);
     }
     s->kernel_seconds = &kernel_seconds_->Add(k);
     s->work = r.op == "gemm" ? &flops_->Add(k) : &kernel_bytes_->Add(k);
-    s->problem_size = &problem_size_->Add({{"op", r.op}}, size_buckets());
+    s->problem_size = &problem_size_->Add({{"op", r.op}}, size_buckets_);
   }
   if (compute && r.code == "OK" && !r.launch_path.empty()) {
     prometheus::Labels l = s->device;
@@ -227,11 +218,11 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
     s->launches = &launches_->Add(l);
   }
   if (compute && r.code == "OK" && r.merged_requests > 0) {
-    s->merged = &merged_->Add(s->device, count_buckets());
-    s->batch_wait = &batch_wait_->Add(s->device, wait_buckets());
+    s->merged = &merged_->Add(s->device, count_buckets_);
+    s->batch_wait = &batch_wait_->Add(s->device, wait_buckets_);
   }
   if (compute && r.code == "OK" && r.products > 0) {
-    s->products = &products_->Add(s->device, count_buckets());
+    s->products = &products_->Add(s->device, count_buckets_);
   }
   slot = std::move(s);
   return *slot;

@@ -130,6 +130,13 @@ class Metrics {
   std::unique_ptr<Nvml> nvml_;
   std::map<std::string, std::string> device_by_uuid_;
   std::map<std::string, std::string> uuid_by_device_;  // its inverse
+  // The histograms' bucket boundaries, read by series(): members, not function statics, because a
+  // process that never destroys its Metrics (the fuzz harness's) runs static destructors while
+  // the applier thread may still apply records.
+  const prometheus::Histogram::BucketBoundaries latency_buckets_;
+  const prometheus::Histogram::BucketBoundaries size_buckets_;
+  const prometheus::Histogram::BucketBoundaries count_buckets_;
+  const prometheus::Histogram::BucketBoundaries wait_buckets_;
   absl::Mutex series_mu_;
   std::unordered_map<std::string, std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(series_mu_);
 
