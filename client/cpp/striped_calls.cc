@@ -147,6 +147,11 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   *r.mutable_a_handles() = request.a_handles();
   *r.mutable_b_handles() = request.b_handles();
   *r.mutable_c_handles() = request.c_handles();
+  r.set_a_stacked(request.a_stacked());
+  r.set_b_stacked(request.b_stacked());
+  r.set_c_stacked(request.c_stacked());
+  if (request.has_a_scale()) r.set_a_scale(request.a_scale());
+  if (request.has_b_scale()) r.set_b_scale(request.b_scale());
   r.set_transpose_a(request.transpose_a());
   r.set_transpose_b(request.transpose_b());
   if (request.has_alpha()) r.set_alpha(request.alpha());
@@ -156,12 +161,10 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   r.set_output_dtype(request.output_dtype());
   r.set_output_layout(request.output_layout());
   r.set_verify(request.verify());
-  // Kept for the caller: one resident result each, as asked; else kept stacked in one, read back.
-  if (request.keep_result()) {
-    r.set_keep_result(true);
-  } else {
-    r.set_keep_stacked(true);
-  }
+  // Kept for the caller as asked (one each, or stacked in one); else kept stacked, read back.
+  const bool callers = request.keep_result() || request.keep_stacked();
+  r.set_keep_result(request.keep_result());
+  r.set_keep_stacked(request.keep_stacked() || !callers);
   // Each inline operand's stack becomes one resident matrix: row-major (batch * rows) x cols,
   // column-major rows x (batch * cols), named by its *_stacked field; a broadcast matrix (batch
   // 1) becomes one handle for every product. Whatever the matrices' size: a few ranges move a
@@ -211,7 +214,7 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
     for (const v1::ResidentInfo& k : reply.results()) made.push_back(k.handle());
     return s;
   }
-  if (request.keep_result()) return reply;
+  if (callers) return reply;
   std::int64_t total = 0;
   for (const v1::ResidentInfo& k : reply.results()) {
     made.push_back(k.handle());

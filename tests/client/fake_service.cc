@@ -147,6 +147,26 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
   }
   const std::int64_t count = request->batch();
   if (count < 1) return invalid(absl::StrCat("batch: ", count, " products, must be >= 1"));
+  // Stacked resident operands become the inline stacks they hold (batch-major, as a_stacked
+  // says: row-major batch * rows x cols, column-major rows x batch * cols).
+  v1::Matrix stacks[3] = {request->a(), request->b(), request->c()};
+  bool has[3] = {request->has_a(), request->has_b(), request->has_c()};
+  const std::string* stacked[3] = {&request->a_stacked(), &request->b_stacked(),
+                                   &request->c_stacked()};
+  for (int f = 0; f < 3; ++f) {
+    if (stacked[f]->empty()) continue;
+    if (grpc::Status s = resolve(*stacked[f], &stacks[f]); !s.ok()) return s;
+    const bool col = stacks[f].layout() == v1::COL_MAJOR;
+    const std::int64_t dim = col ? stacks[f].cols() : stacks[f].rows();
+    if (dim % count != 0) return invalid("a stacked operand's matrix is not batch matrices");
+    if (col) {
+      stacks[f].set_cols(dim / count);
+    } else {
+      stacks[f].set_rows(dim / count);
+    }
+    stacks[f].set_batch(count);
+    has[f] = true;
+  }
   std::string results;
   v1::MultiplyReply product;
   v1::Verification worst;
@@ -154,12 +174,9 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
     v1::MultiplyRequest one;
     std::optional<v1::Matrix> a, b, c;
     for (auto [field, has_inline, stack, handles, matrix, handle] :
-         {std::tuple{"a", request->has_a(), &request->a(), &request->a_handles(), &a,
-                     one.mutable_a_handle()},
-          std::tuple{"b", request->has_b(), &request->b(), &request->b_handles(), &b,
-                     one.mutable_b_handle()},
-          std::tuple{"c", request->has_c(), &request->c(), &request->c_handles(), &c,
-                     one.mutable_c_handle()}}) {
+         {std::tuple{"a", has[0], &stacks[0], &request->a_handles(), &a, one.mutable_a_handle()},
+          std::tuple{"b", has[1], &stacks[1], &request->b_handles(), &b, one.mutable_b_handle()},
+          std::tuple{"c", has[2], &stacks[2], &request->c_handles(), &c, one.mutable_c_handle()}}) {
       if (grpc::Status s =
               product_operand(field, has_inline, *stack, *handles, i, count, *matrix, *handle);
           !s.ok()) {
@@ -178,7 +195,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
     one.set_output_dtype(request->output_dtype());
     one.set_output_layout(request->output_layout());
     one.set_verify(request->verify());
-    one.set_keep_result(request->keep_result());
+    one.set_keep_result(request->keep_result() && !request->keep_stacked());
     if (grpc::Status s = resolve_handles(one); !s.ok()) return s;
     product.Clear();
     if (grpc::Status s = Compute(one, &product); !s.ok()) return s;
@@ -194,6 +211,18 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
   c->set_dtype(product.c().dtype());
   c->set_layout(product.c().layout());
   c->set_batch(count);
+  if (request->keep_stacked()) {  // one resident matrix holding every product's result
+    v1::Matrix all = *c;
+    all.set_batch(0);
+    if (all.layout() == v1::COL_MAJOR) {
+      all.set_cols(all.cols() * count);
+    } else {
+      all.set_rows(all.rows() * count);
+    }
+    all.set_data(std::move(results));
+    *reply->add_results() = keep(std::move(all), "");
+    results.clear();
+  }
   c->set_data(std::move(results));
   reply->set_variant(product.variant());
   reply->set_device(product.device());

@@ -60,6 +60,59 @@ TEST(StripedClient, StripedResultsEqualInlineOnesAndNothingStays) {
   EXPECT_EQ(server.service().resident_count(), 0u);
 }
 
+// `count` random rows x cols fp32 matrices stacked batch-major in one Matrix.
+v1::Matrix stack_of(std::int64_t count, std::int64_t rows, std::int64_t cols, Layout layout,
+                    std::uint64_t seed) {
+  v1::Matrix m = *matrix_from_npy(random_matrix(count * rows, cols, DType::kF32, layout, seed));
+  m.set_rows(rows);
+  m.set_batch(count);
+  if (layout == Layout::kColMajor) {  // each product's matrix column-major, one after another
+    m = *matrix_from_npy(random_matrix(rows, count * cols, DType::kF32, layout, seed));
+    m.set_cols(cols);
+    m.set_batch(count);
+  }
+  return m;
+}
+
+TEST(StripedClient, ABatchGoesAsOneStackedResidentPerOperandWithEveryOption) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  const std::unique_ptr<Client> striped = connect(server.target(), 3, 1);
+  const std::unique_ptr<Client> inline_client = connect(server.target(), 0, 1);
+  for (const Layout layout : {Layout::kRowMajor, Layout::kColMajor}) {
+    v1::MultiplyBatchedRequest request;
+    request.set_batch(5);
+    *request.mutable_a() = stack_of(5, 7, 3, layout, 1);
+    *request.mutable_b() = stack_of(5, 3, 4, layout, 2);
+    request.set_a_scale(0.5);  // forwarded as given (the fake does not check its use)
+    request.set_b_scale(2.0);
+    absl::StatusOr<v1::MultiplyBatchedReply> got = striped->multiply_batched(request);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const v1::MultiplyBatchedRequest sent = server.service().last_multiply_batched();
+    EXPECT_FALSE(sent.a_stacked().empty());
+    EXPECT_FALSE(sent.b_stacked().empty());
+    EXPECT_TRUE(sent.a_handles().empty() && !sent.has_a());
+    EXPECT_TRUE(sent.keep_stacked());
+    EXPECT_FALSE(sent.keep_result());
+    EXPECT_EQ(sent.a_scale(), 0.5);
+    EXPECT_EQ(sent.b_scale(), 2.0);
+    EXPECT_EQ(got->results_size(), 0);
+    EXPECT_EQ(server.service().resident_count(), 0u);
+    absl::StatusOr<v1::MultiplyBatchedReply> want = inline_client->multiply_batched(request);
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(got->c().data(), want->c().data());
+
+    // Kept stacked for the caller: one resident matrix, left on the server.
+    request.set_keep_stacked(true);
+    absl::StatusOr<v1::MultiplyBatchedReply> kept = striped->multiply_batched(request);
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    ASSERT_EQ(kept->results_size(), 1);
+    EXPECT_EQ(server.service().resident_count(), 1u);
+    EXPECT_TRUE(striped->release(kept->results(0).handle()).ok());
+    EXPECT_EQ(server.service().resident_count(), 0u);
+  }
+}
+
 TEST(StripedClient, KeepResultLeavesOnlyTheResult) {
   testing::FakeServer server;
   server.service().set_ranged(true);
