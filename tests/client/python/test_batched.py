@@ -11,6 +11,7 @@ import numpy as np
 import matserve_client as mc
 from matserve_client import Bfloat16, Client, DataLoss
 from matserve_client._stubs import pb
+from matserve_client.batched import whole_stack
 from matserve_client.encoding import (assemble_batch, batch_memory_order, decode_batch, prepare,
                                       prepare_batch)
 from fakes import FakeRpcError
@@ -199,6 +200,15 @@ class FakeStub:
         self.calls.append(("Download", request))
         return pb.DownloadReply(matrix=self.residents[request.handle])
 
+    def DownloadStream(self, request, timeout=None):
+        """As the server: the header first, then the bytes in chunks of chunk_bytes."""
+        self.calls.append(("DownloadStream", request))
+        m = self.residents[request.handle]
+        yield pb.DownloadChunk(header=pb.Matrix(rows=m.rows, cols=m.cols, dtype=m.dtype,
+                                                layout=m.layout))
+        for at in range(0, len(m.data), request.chunk_bytes):
+            yield pb.DownloadChunk(data=m.data[at:at + request.chunk_bytes])
+
     def Release(self, request, timeout=None):
         """As the server: `handle` and every one of `handles` released; the first missing one is
         the call's error."""
@@ -214,24 +224,30 @@ class FakeStub:
             raise FakeRpcError(grpc.StatusCode.NOT_FOUND, f"handle {missing}: no resident matrix")
         return pb.ReleaseReply(bytes_freed=freed)
 
-    def _stack(self, m, handles):
-        """An operand as a list of float64 matrices (one per matrix sent or named)."""
+    def _stack(self, m, handles, stacked="", batch=1):
+        """An operand as a list of float64 matrices (one per matrix sent or named; a stacked
+        resident matrix split batch-major)."""
+        if stacked:
+            whole = decode_batch(self.residents[stacked])[0].astype(np.float64)
+            axis = 1 if self.residents[stacked].layout == pb.COL_MAJOR else 0
+            return np.split(whole, batch, axis=axis)
         if handles:
             return [decode_batch(self.residents[h])[0].astype(np.float64) for h in handles]
         return list(decode_batch(m).astype(np.float64))
 
     def MultiplyBatched(self, request, timeout=None):
         self.calls.append(("MultiplyBatched", request))
-        a = self._stack(request.a, request.a_handles)
-        b = self._stack(request.b, request.b_handles)
-        c = self._stack(request.c, request.c_handles) if (request.HasField("c") or
-                                                           request.c_handles) else []
+        a = self._stack(request.a, request.a_handles, request.a_stacked, request.batch)
+        b = self._stack(request.b, request.b_handles, request.b_stacked, request.batch)
+        c = (self._stack(request.c, request.c_handles, request.c_stacked, request.batch)
+             if (request.HasField("c") or request.c_handles or request.c_stacked) else [])
         for name, ops in (("a", a), ("b", b), ("c", c)):
             if ops and len(ops) not in (1, request.batch):
                 raise FakeRpcError(grpc.StatusCode.INVALID_ARGUMENT,
                                    f"{name}.batch: {len(ops)} matrices")
-        dtype = request.output_dtype or (request.a.dtype if request.HasField("a") else
-                                         self.residents[request.a_handles[0]].dtype)
+        dtype = request.output_dtype or (
+            request.a.dtype if request.HasField("a") else
+            self.residents[request.a_stacked or request.a_handles[0]].dtype)
         results = []
         for i in range(request.batch):
             ai, bi = a[i % len(a)], b[i % len(b)]
@@ -248,9 +264,11 @@ class FakeStub:
                                         gflops=1.5)
         reply.timing.kernel_us = 7.0
         reply.timing.merged_requests = 1
-        reply.c.CopyFrom(p.header(with_data=not request.keep_result))
+        reply.c.CopyFrom(p.header(with_data=not (request.keep_result or request.keep_stacked)))
         reply.c.batch = request.batch
-        if request.keep_result:
+        if request.keep_stacked:  # one matrix holding them all
+            reply.results.append(self._store(whole_stack(p).header(with_data=True)))
+        elif request.keep_result:
             for i in range(request.batch):
                 reply.results.append(self._store(p.matrix(i).header(with_data=True)))
         if request.verify:
@@ -407,11 +425,15 @@ class AutoStreamTest(unittest.TestCase):
         np.testing.assert_allclose(r.c, reference(a, b), rtol=1e-5)
         self.assertEqual(self.stub.residents, {})  # temporaries released
 
-    def test_large_results_are_kept_downloaded_in_order_and_released(self):
+    def test_large_results_are_kept_stacked_downloaded_once_and_released(self):
         a, b = rand(5, 40, 2), rand(5, 2, 30)  # results 5 x 4.7 KiB = 23 KiB
         for order in ("C", "F"):
             r = self.client.multiply_batched(a, b, out_order=order)
-            self.assertTrue(self.stub.sent("MultiplyBatched")[-1].keep_result)
+            req = self.stub.sent("MultiplyBatched")[-1]
+            self.assertTrue(req.keep_stacked)
+            self.assertFalse(req.keep_result)
+            streamed = self.stub.sent("DownloadStream")[-1]  # one download for the batch
+            self.assertLessEqual(streamed.chunk_bytes, 40 << 10)  # half the server's limit
             self.assertEqual(r.residents, [])
             self.assertEqual(r.c.shape, (5, 40, 30))
             self.assertEqual(r.c[0].flags.f_contiguous, order == "F")
