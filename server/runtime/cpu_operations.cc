@@ -107,13 +107,8 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
 
   void plan_memory(BlockPlan& plan) {
     if (!job_.shape.keep_result) return;
-    if (job_.keep_stacked) {
-      kept_.push_back(plan.add(static_cast<std::size_t>(job_.count) * job_.shape.out_bytes(),
-                               /*long_lived=*/true));
-      return;
-    }
-    for (std::int64_t i = 0; i < job_.count; ++i) {
-      kept_.push_back(plan.add(job_.shape.out_bytes(), /*long_lived=*/true));
+    for (std::size_t i = 0; i < job_.kept_blocks(); ++i) {
+      kept_.push_back(plan.add(job_.kept_block_bytes(), /*long_lived=*/true));
     }
   }
   absl::Status choose(AdmittedMemory& memory) {
@@ -132,16 +127,10 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
   }
   void keep(AdmittedMemory& memory, Outcome& outcome) {
     const GemmShape& shape = job_.shape;
-    if (job_.keep_stacked && !kept_.empty()) {
-      const auto [rows, cols] = job_.stacked_result_dims();
-      outcome.results.push_back(make_resident(memory.take(kept_[0]), rows, cols, shape.out_dtype,
-                                              shape.out_layout, shape.owner, 0, "cpu"));
-      return;
-    }
+    const auto [rows, cols] = job_.kept_dims();
     for (BlockId id : kept_) {
-      outcome.results.push_back(make_resident(memory.take(id), shape.m(), shape.n(),
-                                              shape.out_dtype, shape.out_layout, shape.owner, 0,
-                                              "cpu"));
+      outcome.results.push_back(make_resident(memory.take(id), rows, cols, shape.out_dtype,
+                                              shape.out_layout, shape.owner, 0, "cpu"));
     }
   }
 
@@ -153,12 +142,11 @@ class CpuGemmBatch : public CpuOperation<kernels::GemmProblem, kernels::GemmVari
     for (const Operand& a : job_.a) ptrs_.a.push_back(operand_bytes(a));
     for (const Operand& b : job_.b) ptrs_.b.push_back(operand_bytes(b));
     for (std::int64_t i = 0; i < job_.count; ++i) {
-      if (shape.keep_result && job_.keep_stacked) {
-        ptrs_.c.push_back(static_cast<std::byte*>(memory.data(kept_[0])) +
-                          static_cast<std::size_t>(i) * shape.out_bytes());
+      if (shape.keep_result) {
+        const auto [block, offset] = job_.kept_place(i);
+        ptrs_.c.push_back(static_cast<std::byte*>(memory.data(kept_[block])) + offset);
       } else {
-        ptrs_.c.push_back(shape.keep_result ? memory.data(kept_[static_cast<std::size_t>(i)])
-                                            : job_.out_of(i).data());
+        ptrs_.c.push_back(job_.out_of(i).data());
       }
     }
     const std::optional<kernels::GemmBatch> strided = strided_batch(

@@ -70,10 +70,10 @@ class CudaGemmBatch : public CudaOperation {
     };
     inline_a_ = add(inline_bytes(job_.a));
     inline_b_ = add(inline_bytes(job_.b));
-    if (shape_.keep_result && job_.keep_stacked) {
-      kept_.push_back(add(count_ * out_bytes_, true));
-    } else if (shape_.keep_result) {
-      for (std::size_t i = 0; i < count_; ++i) kept_.push_back(add(out_bytes_, true));
+    if (shape_.keep_result) {
+      for (std::size_t i = 0; i < job_.kept_blocks(); ++i) {
+        kept_.push_back(add(job_.kept_block_bytes(), true));
+      }
     } else {
       results_ = add(count_ * out_bytes_);
     }
@@ -81,7 +81,7 @@ class CudaGemmBatch : public CudaOperation {
       converted_a_ = add(job_.a.size() * na_ * op_size_);
       converted_b_ = add(job_.b.size() * nb_ * op_size_);
     }
-    const bool separate_results = shape_.keep_result && !job_.keep_stacked;
+    const bool separate_results = shape_.keep_result && job_.kept_blocks() > 1;
     const bool need_arrays =
         count_ > 1 && (separate_results || resident_list(job_.a) || resident_list(job_.b));
     if (need_arrays) arrays_block_ = add(3 * count_ * sizeof(void*));
@@ -185,17 +185,11 @@ class CudaGemmBatch : public CudaOperation {
   }
 
   void keep(AdmittedMemory& memory, Outcome& outcome) {
-    if (job_.keep_stacked && !kept_.empty()) {
-      const auto [rows, cols] = job_.stacked_result_dims();
-      outcome.results.push_back(make_resident(memory.take(kept_[0]), rows, cols, shape_.out_dtype,
+    const auto [rows, cols] = job_.kept_dims();
+    for (BlockId id : kept_) {
+      outcome.results.push_back(make_resident(memory.take(id), rows, cols, shape_.out_dtype,
                                               shape_.out_layout, shape_.owner, device_->index,
                                               device_->label));
-      return;
-    }
-    for (BlockId id : kept_) {
-      outcome.results.push_back(make_resident(memory.take(id), shape_.m(), shape_.n(),
-                                              shape_.out_dtype, shape_.out_layout, shape_.owner,
-                                              device_->index, device_->label));
     }
   }
 
@@ -211,11 +205,11 @@ class CudaGemmBatch : public CudaOperation {
     ptrs_.a = convert_ ? stacked(memory.data(*converted_a_), job_.a.size(), na_) : a_where_;
     ptrs_.b = convert_ ? stacked(memory.data(*converted_b_), job_.b.size(), nb_) : b_where_;
     for (std::size_t i = 0; i < count_; ++i) {
-      if (shape_.keep_result && !job_.keep_stacked) {
-        ptrs_.c.push_back(memory.data(kept_[i]));
-      } else {  // one block for the whole batch: kept stacked, or to be copied out
-        void* all = shape_.keep_result ? memory.data(kept_[0]) : memory.data(*results_);
-        ptrs_.c.push_back(static_cast<std::byte*>(all) + i * out_bytes_);
+      if (shape_.keep_result) {
+        const auto [block, offset] = job_.kept_place(static_cast<std::int64_t>(i));
+        ptrs_.c.push_back(static_cast<std::byte*>(memory.data(kept_[block])) + offset);
+      } else {  // one block for the whole batch, copied out after
+        ptrs_.c.push_back(static_cast<std::byte*>(memory.data(*results_)) + i * out_bytes_);
       }
     }
     const std::optional<kernels::GemmBatch> strided =

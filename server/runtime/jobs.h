@@ -142,7 +142,7 @@ struct GemmBatchJob {
   // for the whole batch, at i * shape.out_bytes() within it.
   std::vector<std::span<std::byte>> outs;
   // With shape.keep_result: the results kept as one resident matrix, stacked batch-major
-  // (stacked_result_dims), instead of one each.
+  // (kept_dims), instead of one each.
   bool keep_stacked = false;
 
   const Operand& a_of(std::int64_t i) const {
@@ -155,11 +155,23 @@ struct GemmBatchJob {
     if (c.empty()) return nullptr;
     return c.size() == 1 ? &c[0] : &c[static_cast<std::size_t>(i)];
   }
-  // The shape of the one resident matrix that holds `count` results of m x n stacked batch-major:
-  // row-major (count * m) x n, column-major m x (count * n).
-  std::pair<std::int64_t, std::int64_t> stacked_result_dims() const {
+  // Kept results (shape.keep_result) take long-lived blocks: one per product, or with
+  // keep_stacked one for the whole batch. How many, their bytes, the shape of the resident matrix
+  // each becomes (m x n; stacked batch-major: row-major (count * m) x n, column-major
+  // m x (count * n)), and where product i's result goes (block index, byte offset in it).
+  std::size_t kept_blocks() const { return keep_stacked ? 1 : static_cast<std::size_t>(count); }
+  std::size_t kept_block_bytes() const {
+    return keep_stacked ? static_cast<std::size_t>(count) * shape.out_bytes() : shape.out_bytes();
+  }
+  std::pair<std::int64_t, std::int64_t> kept_dims() const {
+    if (!keep_stacked) return {shape.m(), shape.n()};
     if (shape.out_layout == kernels::Layout::kColMajor) return {shape.m(), count * shape.n()};
     return {count * shape.m(), shape.n()};
+  }
+  std::pair<std::size_t, std::size_t> kept_place(std::int64_t i) const {
+    const auto at = static_cast<std::size_t>(i);
+    return keep_stacked ? std::pair{std::size_t{0}, at * shape.out_bytes()}
+                        : std::pair{at, std::size_t{0}};
   }
   std::span<std::byte> out_of(std::int64_t i) const {
     if (shape.keep_result) return {};

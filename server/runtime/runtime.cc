@@ -103,9 +103,9 @@ absl::Status Runtime::multiply(const GemmJob& job, std::string_view variant,
                                std::span<std::byte> out, const Waiter& waiter, Outcome& outcome) {
   if (absl::Status s = precheck_gemm(variant, selection_.backend); !s.ok()) return s;
   const std::optional<std::string> key = batcher_.key(job, variant);
-  absl::Status ran =
-      key.has_value() ? batcher_.run(*key, job, variant, out, waiter, outcome)
-                      : backend_->multiply(job, gemm_chooser(variant), out, waiter, outcome);
+  absl::Status ran = key.has_value()
+                         ? batcher_.run(*key, job, variant, out, waiter, outcome)
+                         : backend_->multiply(job, gemm_chooser(variant), out, waiter, outcome);
   if (!ran.ok()) return ran;
   if (job.verify) {
     absl::StatusOr<HostBudget::Lease> lease = verify_budget_.acquire(job.verify_bytes, waiter);
@@ -132,16 +132,10 @@ absl::Status Runtime::multiply_batch(const GemmBatchJob& job, std::string_view v
     if (!lease.ok()) return lease.status();
     kernels::ErrorStats worst;
     for (std::int64_t i = 0; i < job.count; ++i) {
-      // Kept stacked, product i's result is at its place in the one resident matrix.
-      const auto at = static_cast<std::size_t>(i);
-      ResidentMatrix* kept = nullptr;
-      if (job.shape.keep_result && !outcome.results.empty()) {
-        kept = outcome.results[job.keep_stacked ? 0 : at].get();
-      }
-      const std::size_t kept_offset = job.keep_stacked ? at * job.shape.out_bytes() : 0;
-      absl::StatusOr<kernels::ErrorStats> e =
-          verify_product(job.shape, job.a_of(i), job.b_of(i), job.c_of(i), job.out_of(i), kept,
-                         kept_offset, waiter);
+      const auto [block, offset] = job.kept_place(i);
+      ResidentMatrix* kept = job.shape.keep_result ? outcome.results[block].get() : nullptr;
+      absl::StatusOr<kernels::ErrorStats> e = verify_product(
+          job.shape, job.a_of(i), job.b_of(i), job.c_of(i), job.out_of(i), kept, offset, waiter);
       if (!e.ok()) return e.status();
       worst.max_abs_error = std::max(worst.max_abs_error, e->max_abs_error);
       worst.rel_l2_error = std::max(worst.rel_l2_error, e->rel_l2_error);

@@ -185,6 +185,52 @@ TEST(CpuRuntime, BatchedProductsReadTheirOwnOperandsAndC) {
   }
 }
 
+// Results kept one each or stacked in one resident matrix (keep_stacked): product i's result at
+// its own place either way, against products computed here.
+TEST(CpuRuntime, BatchResultsKeptOneEachOrStackedInOne) {
+  constexpr std::int64_t kM = 5, kN = 4, kK = 3, kCount = 3;
+  constexpr std::size_t kC = kM * kN * 4;
+  Fixture f;
+  const auto all_a = testing::random_matrix(kM * kK * kCount, DType::kF32, 31);
+  const auto b = testing::random_matrix(kK * kN, DType::kF32, 32);
+  for (const bool stacked : {false, true}) {
+    GemmBatchJob job;
+    job.count = kCount;
+    job.keep_stacked = stacked;
+    job.shape.keep_result = true;
+    job.b = {inline_operand(b, kK, kN)};
+    for (std::int64_t z = 0; z < kCount; ++z) {
+      Operand a_op = inline_operand(all_a, kM, kK);
+      a_op.data = std::span<const std::byte>(all_a).subspan(z * kM * kK * 4, kM * kK * 4);
+      job.a.push_back(a_op);
+    }
+    job.shape.a = job.a[0];
+    job.shape.b = job.b[0];
+    Outcome o;
+    ASSERT_TRUE(f.runtime.multiply_batch(job, "auto", soon(), o).ok());
+    ASSERT_EQ(o.results.size(), stacked ? 1u : static_cast<std::size_t>(kCount));
+    EXPECT_EQ(o.results[0]->rows, stacked ? kCount * kM : kM);
+    EXPECT_EQ(o.results[0]->cols, kN);
+    for (std::int64_t z = 0; z < kCount; ++z) {
+      std::vector<std::byte> got(kC);
+      ResidentMatrix& m = *o.results[stacked ? 0 : static_cast<std::size_t>(z)];
+      ASSERT_TRUE(
+          f.runtime.read(m, stacked ? static_cast<std::size_t>(z) * kC : 0, got, soon()).ok());
+      for (std::int64_t i = 0; i < kM; ++i) {
+        for (std::int64_t j = 0; j < kN; ++j) {
+          double want = 0;
+          for (std::int64_t q = 0; q < kK; ++q) {
+            want += f32_at(all_a, static_cast<std::size_t>(z * kM * kK + i * kK + q)) *
+                    f32_at(b, static_cast<std::size_t>(q * kN + j));
+          }
+          EXPECT_NEAR(f32_at(got, static_cast<std::size_t>(i * kN + j)), want, 1e-5)
+              << (stacked ? "stacked" : "one each") << " product " << z;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuRuntime, InPlaceTransposeSwapsTheShape) {
   Fixture f;
   const auto a = testing::random_matrix(5 * 9, DType::kF32, 3);
