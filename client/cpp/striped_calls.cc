@@ -4,7 +4,6 @@
 // handles keeping the result, reads the result back in ranges into the reply, and releases every
 // matrix it made, also after a failure. Smaller calls, and calls naming shared memory, go inline.
 #include <array>
-#include <functional>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -171,9 +170,13 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
   // thousand small ones.
   std::array<v1::Matrix, 3> headers;  // the resident matrices' shapes (put reads them)
   std::vector<StripedTransfer::Source> sources;
-  std::vector<std::function<void(const std::string&)>> name;  // where each made handle goes
-  const auto take = [&](bool present, const v1::Matrix& m, v1::Matrix& header,
-                        std::function<void(const std::string&)> as_stacked,
+  // Where each made handle goes: a *_stacked field, or (a broadcast matrix) a handle list.
+  struct Destination {
+    std::string* stacked;
+    google::protobuf::RepeatedPtrField<std::string>* handles;
+  };
+  std::vector<Destination> destinations;
+  const auto take = [&](bool present, const v1::Matrix& m, v1::Matrix& header, std::string* stacked,
                         google::protobuf::RepeatedPtrField<std::string>* handles) {
     if (!present || m.data().empty()) return;
     const std::int64_t n = std::max<std::int64_t>(m.batch(), 1);
@@ -184,27 +187,23 @@ absl::StatusOr<std::optional<v1::MultiplyBatchedReply>> Client::multiply_batched
     if (n > 1 && m.layout() == v1::COL_MAJOR) header.set_cols(m.cols() * n);
     if (n > 1 && m.layout() != v1::COL_MAJOR) header.set_rows(m.rows() * n);
     sources.push_back({&header, m.data()});
-    if (n > 1) {
-      name.push_back(std::move(as_stacked));
-    } else {
-      name.push_back([handles](const std::string& h) { handles->Add(std::string(h)); });
-    }
+    destinations.push_back({n > 1 ? stacked : nullptr, handles});
   };
-  take(
-      request.has_a(), request.a(), headers[0], [&r](const std::string& h) { r.set_a_stacked(h); },
-      r.mutable_a_handles());
-  take(
-      request.has_b(), request.b(), headers[1], [&r](const std::string& h) { r.set_b_stacked(h); },
-      r.mutable_b_handles());
-  take(
-      request.has_c(), request.c(), headers[2], [&r](const std::string& h) { r.set_c_stacked(h); },
-      r.mutable_c_handles());
+  take(request.has_a(), request.a(), headers[0], r.mutable_a_stacked(), r.mutable_a_handles());
+  take(request.has_b(), request.b(), headers[1], r.mutable_b_stacked(), r.mutable_b_handles());
+  take(request.has_c(), request.c(), headers[2], r.mutable_c_stacked(), r.mutable_c_handles());
   fit_ranges_to_server();
   if (absl::Status s = striped_->put(sources, made); !s.ok()) {
     if (made.empty() && inline_instead(s)) return std::nullopt;
     return s;
   }
-  for (std::size_t i = 0; i < name.size(); ++i) name[i](made[i]);
+  for (std::size_t i = 0; i < destinations.size(); ++i) {
+    if (destinations[i].stacked != nullptr) {
+      *destinations[i].stacked = made[i];
+    } else {
+      destinations[i].handles->Add(std::string(made[i]));
+    }
+  }
   grpc::ClientContext context;
   prepare_context(context);
   v1::MultiplyBatchedReply reply;
