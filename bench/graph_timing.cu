@@ -35,6 +35,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -351,7 +352,9 @@ bool use_pointer_arrays(SquareGemm& g, cudaStream_t stream, kernels::DeviceBuffe
   b.a_array = const_cast<const void* const*>(base);
   b.b_array = const_cast<const void* const*>(base + count);
   b.c_array = base + 2 * count;
-  b.arrays_aligned16 = true;
+  b.arrays_aligned16 = std::all_of(host.begin(), host.end(), [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  });
   return true;
 }
 
