@@ -239,6 +239,11 @@ absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args)
         return bad(absl::StrCat("--channel-arg: '", value, "' is not NAME=INTEGER"));
       }
       o.channel_args.emplace_back(value.substr(0, eq), number);
+    } else if (name == "--wait") {
+      if (value != "block" && value != "poll") {
+        return bad(absl::StrCat("--wait: '", value, "' is not block or poll"));
+      }
+      o.client.poll_replies = value == "poll";
     } else if (name == "--deadline-ms") {
       auto v = parse_int(name, value, 1);
       if (!v.ok()) return v.status();
@@ -346,6 +351,9 @@ usage: matserve-bench [options]
                            (no Release RPC overlaps a timed call: cleaner latency at low
                            concurrency); either way outside the timed call
   --deadline-ms N          per-call deadline (default 120000)
+  --wait block|poll        how a worker waits for each reply: asleep in gRPC (block, default) or
+                           polling its call's completion queue (poll: no CPU wake-up when the
+                           reply lands, one busy core per worker)
   --channel-arg NAME=INT   an integer gRPC channel argument of every client (repeatable; e.g.
                            grpc.http2.max_frame_size=1048576): transport tuning
   --token-file F           bearer token: the first line of F that is not blank or a '#'

@@ -142,7 +142,8 @@ absl::StatusOr<v1::MultiplyReply> Client::multiply(const v1::MultiplyRequest& re
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::StubInterface::Multiply, request, route_of(request));
+  return unary(&v1::MatrixService::StubInterface::Multiply,
+               &v1::MatrixService::StubInterface::PrepareAsyncMultiply, request, route_of(request));
 }
 
 absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
@@ -155,7 +156,9 @@ absl::StatusOr<v1::MultiplyBatchedReply> Client::multiply_batched(
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::StubInterface::MultiplyBatched, request, route_of(request));
+  return unary(&v1::MatrixService::StubInterface::MultiplyBatched,
+               &v1::MatrixService::StubInterface::PrepareAsyncMultiplyBatched, request,
+               route_of(request));
 }
 
 absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest& request) {
@@ -165,12 +168,15 @@ absl::StatusOr<v1::TransposeReply> Client::transpose(const v1::TransposeRequest&
     if (!r.ok()) return r.status();
     if (r->has_value()) return **std::move(r);
   }
-  return unary(&v1::MatrixService::StubInterface::Transpose, request, route_of(request));
+  return unary(&v1::MatrixService::StubInterface::Transpose,
+               &v1::MatrixService::StubInterface::PrepareAsyncTranspose, request,
+               route_of(request));
 }
 
 absl::StatusOr<v1::ListKernelsReply> Client::list_kernels() {
   const v1::ListKernelsRequest request;
-  return unary(&v1::MatrixService::StubInterface::ListKernels, request, {});
+  return unary(&v1::MatrixService::StubInterface::ListKernels,
+               &v1::MatrixService::StubInterface::PrepareAsyncListKernels, request, {});
 }
 
 absl::StatusOr<std::string> Client::health(const std::string& service) {
@@ -180,7 +186,15 @@ absl::StatusOr<std::string> Client::health(const std::string& service) {
   health::HealthCheckResponse reply;
   if (absl::Status s = router_->run({},
                                     [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
-                                      return r.health->Check(&context, request, &reply);
+                                      if (!options_.poll_replies) {
+                                        return r.health->Check(&context, request, &reply);
+                                      }
+                                      return call_polling(
+                                          [&](grpc::CompletionQueue* cq) {
+                                            return r.health->PrepareAsyncCheck(&context, request,
+                                                                               cq);
+                                          },
+                                          &reply);
                                     });
       !s.ok()) {
     return s;
@@ -190,7 +204,8 @@ absl::StatusOr<std::string> Client::health(const std::string& service) {
 
 absl::StatusOr<v1::GetServerInfoReply> Client::get_server_info() {
   const v1::GetServerInfoRequest request;
-  return unary(&v1::MatrixService::StubInterface::GetServerInfo, request, {});
+  return unary(&v1::MatrixService::StubInterface::GetServerInfo,
+               &v1::MatrixService::StubInterface::PrepareAsyncGetServerInfo, request, {});
 }
 
 absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::int64_t chunk_bytes,
@@ -201,8 +216,9 @@ absl::StatusOr<v1::ResidentInfo> Client::upload(const v1::Matrix& matrix, std::i
     v1::UploadRequest request;
     *request.mutable_matrix() = matrix;
     request.set_colocate_with(colocate_with);
-    absl::StatusOr<v1::UploadReply> reply =
-        unary(&v1::MatrixService::StubInterface::Upload, request, {.handle = colocate_with});
+    absl::StatusOr<v1::UploadReply> reply = unary(
+        &v1::MatrixService::StubInterface::Upload,
+        &v1::MatrixService::StubInterface::PrepareAsyncUpload, request, {.handle = colocate_with});
     if (!reply.ok()) return reply.status();
     return std::move(*reply->mutable_resident());
   }
@@ -256,7 +272,8 @@ absl::StatusOr<v1::Matrix> Client::download(const std::string& handle) {
   v1::DownloadRequest request;
   request.set_handle(handle);
   absl::StatusOr<v1::DownloadReply> reply =
-      unary(&v1::MatrixService::StubInterface::Download, request, {.handle = handle});
+      unary(&v1::MatrixService::StubInterface::Download,
+            &v1::MatrixService::StubInterface::PrepareAsyncDownload, request, {.handle = handle});
   if (!reply.ok()) return reply.status();
   return std::move(*reply->mutable_matrix());
 }
@@ -292,7 +309,8 @@ absl::StatusOr<v1::Matrix> Client::download_stream(const std::string& handle,
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::string& handle) {
   v1::ReleaseRequest request;
   request.set_handle(handle);
-  return unary(&v1::MatrixService::StubInterface::Release, request, {.handle = handle});
+  return unary(&v1::MatrixService::StubInterface::Release,
+               &v1::MatrixService::StubInterface::PrepareAsyncRelease, request, {.handle = handle});
 }
 
 absl::StatusOr<v1::ReleaseReply> Client::release(const std::vector<std::string>& handles) {
@@ -313,7 +331,8 @@ absl::StatusOr<v1::ReleaseReply> Client::release(const std::vector<std::string>&
   v1::ReleaseReply total;
   for (const auto& [key, request] : groups) {
     absl::StatusOr<v1::ReleaseReply> reply =
-        unary(&v1::MatrixService::StubInterface::Release, request,
+        unary(&v1::MatrixService::StubInterface::Release,
+              &v1::MatrixService::StubInterface::PrepareAsyncRelease, request,
               {.handle = router_->routed() ? request.handles(0) : std::string()});
     if (!reply.ok()) return reply.status();
     total.set_bytes_freed(total.bytes_freed() + reply->bytes_freed());
@@ -326,7 +345,14 @@ absl::StatusOr<v1::ListResidentReply> Client::list_resident() {
   const v1::ListResidentRequest request;
   if (absl::Status s = router_->each([&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
         v1::ListResidentReply reply;
-        grpc::Status status = r.stub->ListResident(&context, request, &reply);
+        grpc::Status status =
+            options_.poll_replies
+                ? call_polling(
+                      [&](grpc::CompletionQueue* cq) {
+                        return r.stub->PrepareAsyncListResident(&context, request, cq);
+                      },
+                      &reply)
+                : r.stub->ListResident(&context, request, &reply);
         all.MergeFrom(reply);
         return status;
       });

@@ -94,7 +94,8 @@ absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
   }
   for (std::size_t i = 0; i < targets.size(); ++i) *targets[i] = made[i];
   absl::StatusOr<v1::MultiplyReply> called =
-      unary(&v1::MatrixService::StubInterface::Multiply, r, {});
+      unary(&v1::MatrixService::StubInterface::Multiply,
+            &v1::MatrixService::StubInterface::PrepareAsyncMultiply, r, {});
   if (!called.ok()) return called.status();
   v1::MultiplyReply& reply = *called;
   if (request.keep_result()) return std::move(reply);  // the caller keeps it; the operands go
@@ -124,7 +125,8 @@ absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
   }
   r.set_a_handle(made.front());
   absl::StatusOr<v1::TransposeReply> called =
-      unary(&v1::MatrixService::StubInterface::Transpose, r, {});
+      unary(&v1::MatrixService::StubInterface::Transpose,
+            &v1::MatrixService::StubInterface::PrepareAsyncTranspose, r, {});
   if (!called.ok()) return called.status();
   v1::TransposeReply& reply = *called;
   if (request.keep_result()) return std::move(reply);

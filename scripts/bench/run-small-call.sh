@@ -6,11 +6,16 @@
 # multiply of the shape (default 256^3 fp32; result kept and released between calls, outside
 # the timed call), and stops the server. The report gives each run's client p50 and the server's
 # own total.
-# Writes small-call.{txt,json} and server.log to $OUT (default /tmp/matserve-small-call).
+# With WAITS="block poll" and ROUNDS=N the client runs once per round and wait mode (matserve-bench
+# --wait: asleep in gRPC, or polling for its replies so that no idle CPU of the client has to
+# wake), alternating, against the same server.
+# Writes small-call.md (a table: per round and wait mode, the health check's, the echo's and the
+# multiply's client p50, the server's total and kernel p50, and multiply - (echo + total)),
+# small-call[-WAIT-ROUND].{txt,json} and server.log to $OUT (default /tmp/matserve-small-call).
 #
 # usage: scripts/bench/run-small-call.sh [BUNDLE_DIR] [MATSERVE-BENCH ARGS...]  (default build/device)
 # Environment: MATSERVE_BACKEND [cuda], SERVER_ARGS (extra server flags), SHAPES [256],
-#   COMPUTE [fp32], DURATION [5] (seconds per run).
+#   COMPUTE [fp32], DURATION [5] (seconds per run), WAITS [block], ROUNDS [1].
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -32,10 +37,44 @@ fi
   --backend="${MATSERVE_BACKEND:-cuda}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
 port=$(wait_for_server_port "$out/server.log" $server run-small-call 300) || exit 1
-"${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,echo,resident --shapes "${SHAPES:-256}" \
-  --compute "${COMPUTE:-fp32}" --concurrency 1 --duration "${DURATION:-5}" --warmup 50 \
-  --release inline --json "$out/small-call.json" "$@" 2>&1 | tee "$out/small-call.txt"
-rc=${PIPESTATUS[0]}
+read -r -a waits <<<"${WAITS:-block}"
+rounds=${ROUNDS:-1}
+rc=0
+for round in $(seq 1 "$rounds"); do
+  for wait in "${waits[@]}"; do
+    name=small-call
+    [ "${#waits[@]}" -gt 1 ] || [ "$rounds" -gt 1 ] && name=small-call-$wait-$round
+    echo "run-small-call: round $round, --wait $wait" >&2
+    "${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,echo,resident \
+      --shapes "${SHAPES:-256}" --compute "${COMPUTE:-fp32}" --concurrency 1 \
+      --duration "${DURATION:-5}" --warmup 50 --release inline --wait "$wait" \
+      --json "$out/$name.json" "$@" 2>&1 | tee "$out/$name.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  done
+done
+/usr/bin/env python3 - "$out" >"$out/small-call.md" <<'PY'
+import glob, json, os, re, sys
+out = sys.argv[1]
+print("| round | wait | health check p50 us | echo p50 us | multiply p50 us |"
+      " server total p50 us (kernel) | multiply - (echo + total) us |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+def key(path):
+    m = re.search(r"small-call-(\w+)-(\d+)\.json$", path)
+    return (int(m.group(2)), m.group(1)) if m else (1, "block")
+for path in sorted(glob.glob(os.path.join(out, "small-call*.json")), key=key):
+    rnd, wait = key(path)
+    runs = {r["mode"]: r for r in json.load(open(path))["runs"]}
+    if not {"ping", "echo", "resident"} <= runs.keys():
+        print(f"| {rnd} | {wait} | (incomplete) | | | | |")
+        continue
+    ping, echo = runs["ping"]["client_us"]["p50"], runs["echo"]["client_us"]["p50"]
+    mul = runs["resident"]["client_us"]["p50"]
+    total = runs["resident"]["server_total_us"]["p50"]
+    kernel = runs["resident"]["kernel_us"]["p50"]
+    print(f"| {rnd} | {wait} | {ping:.1f} | {echo:.1f} | {mul:.1f} | {total:.1f} ({kernel:.1f}) |"
+          f" {mul - echo - total:.1f} |")
+PY
+cat "$out/small-call.md"
 kill -TERM $server
 wait $server || rc=1
 exit $rc

@@ -230,6 +230,11 @@ TEST(Options, MixAndStopConditions) {
     EXPECT_FALSE(parse_options({"--rate", bad}).ok()) << bad;
   }
   EXPECT_FALSE(parse_options({"--arrivals", "bursty"}).ok());
+  EXPECT_FALSE(parse_options({})->client.poll_replies);  // replies waited for asleep
+  EXPECT_TRUE(parse_options({"--wait", "poll"})->client.poll_replies);
+  EXPECT_FALSE(parse_options({"--wait", "block"})->client.poll_replies);
+  EXPECT_EQ(parse_options({"--wait", "spin"}).status().message(),
+            "--wait: 'spin' is not block or poll");
   auto secured = parse_options({"--token-file", "/t", "--tls-ca", "/ca.pem", "--tls-cert", "/c.pem",
                                 "--tls-key", "/c.key", "--tls-server-name", "matserve.example"});
   ASSERT_TRUE(secured.ok()) << secured.status();
