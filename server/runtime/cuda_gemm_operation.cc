@@ -3,7 +3,9 @@
 // on narrower operands, the kernel replayed as a CUDA graph once its launch repeats, the result
 // staged out (or copied into the caller's CUDA memory, or kept resident). A product large enough
 // is spread over the server's other free devices (cuda_split_gemm.h): the home device computes its
-// band, the helpers theirs, within the same kernel events.
+// band, the helpers theirs, within the same kernel events. fp8 products on resident e4m3
+// operands that are not K-major read the matrix's kept transposed copy, made by the first such
+// product (ResidentMatrix::transposed), instead of repacking the operand every time.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cublaslt/fp8_quantize.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/precision.h"
@@ -50,6 +53,7 @@ class CudaGemm : public CudaOperation {
     result_ = plan.add(job_.out_bytes(), job_.keep_result);
     converted_a_ = plan.add_if(convert_, na_ * kernels::dtype_size(operand_));
     converted_b_ = plan.add_if(convert_, nb_ * kernels::dtype_size(operand_));
+    plan_transposed_copies(plan);
   }
 
   absl::Status choose(AdmittedMemory& memory) {
@@ -102,6 +106,7 @@ class CudaGemm : public CudaOperation {
   // interval (docs/api.md).
   absl::Status launch(Outcome& outcome) {
     const auto work = [this]() -> absl::Status {
+      if (absl::Status s = make_transposed_copies(); !s.ok()) return s;
       if (convert_) {
         if (absl::Status s = convert(a_, job_.a.dtype, kernel_a_, na_, "convert A"); !s.ok()) {
           return s;
@@ -121,8 +126,9 @@ class CudaGemm : public CudaOperation {
       }
       return variant_->launch(problem_, slot_->resources.context());
     };
-    // Work on several devices is enqueued directly: a graph captures one device's stream.
-    if (!variant_->can_capture(problem_) || split_) {
+    // Work on several devices is enqueued directly: a graph captures one device's stream. So is
+    // a product that makes a transposed copy: later ones read the copy, with another graph.
+    if (!variant_->can_capture(problem_) || split_ || makes_copies()) {
       return launch_device_work(/*graph_key=*/nullptr, work, outcome);
     }
     kernels::LaunchKey key;
@@ -153,6 +159,9 @@ class CudaGemm : public CudaOperation {
   }
 
   void keep(AdmittedMemory& memory, Outcome& outcome) {
+    for (TransposedCopy* copy : {&copy_a_, &copy_b_}) {
+      if (copy->made_data != nullptr) copy->matrix->keep_transposed(memory.take(*copy->made));
+    }
     if (!job_.keep_result) return;
     outcome.result = make_resident(memory.take(result_), job_.m(), job_.n(), job_.out_dtype,
                                    job_.out_layout, job_.owner, device_->index, device_->label);
@@ -169,6 +178,97 @@ class CudaGemm : public CudaOperation {
     kernel_a_ = converted_a_ ? memory.data(*converted_a_) : a_;
     kernel_b_ = converted_b_ ? memory.data(*converted_b_) : b_;
     problem_ = gemm_problem(job_, operand_, kernel_a_, kernel_b_, c_);
+    use_transposed_copy(copy_a_, memory, problem_.a, problem_.lda, problem_.a_trans, false);
+    use_transposed_copy(copy_b_, memory, problem_.b, problem_.ldb, problem_.b_trans, true);
+    return absl::OkStatus();
+  }
+
+  // A resident e4m3 matrix that an fp8 product reads as a canonical operand which is not
+  // K-major (A' with a_trans, B' without b_trans; the whole matrix, dense, every side a multiple
+  // of 16): its transposed copy, kept or to be made in an if-room block (without room, the fp8
+  // kernel repacks the operand itself, as before).
+  struct TransposedCopy {
+    ResidentMatrix* matrix = nullptr;
+    std::optional<BlockId> made;   // the block this product makes the copy in
+    void* made_data = nullptr;     // set once the product reads the copy it makes
+    const void* source = nullptr;  // the operand as stored (the copy's source)
+    std::int64_t rows = 0;         // the operand's m (A) or n (B); its k is the problem's
+    std::int64_t ld = 0;           // the source's leading dimension
+  };
+
+  void plan_transposed_copies(BlockPlan& plan) {
+    if (job_.precision != kernels::Precision::kF8 || operand_ != kernels::DType::kF8E4M3) return;
+    const auto whole = [](const Operand& o) -> const void* {
+      return o.is_resident() && !in_host_memory(o) && o.offset == 0 ? o.resident->block.data()
+                                                                    : nullptr;
+    };
+    const void* ra = whole(job_.a);
+    const void* rb = whole(job_.b);
+    if (ra == nullptr && rb == nullptr) return;
+    const kernels::GemmProblem probe = gemm_problem(job_, operand_, ra, rb, nullptr);
+    if (probe.batch.count > 1 || probe.m % 16 != 0 || probe.n % 16 != 0 || probe.k % 16 != 0) {
+      return;
+    }
+    const auto matrix_of = [&](const void* p) -> ResidentMatrix* {
+      if (p == nullptr) return nullptr;
+      return p == ra ? job_.a.resident.get() : job_.b.resident.get();
+    };
+    if (probe.a_trans && probe.lda == probe.m) plan_copy(copy_a_, matrix_of(probe.a), plan);
+    if (!probe.b_trans && probe.ldb == probe.n) plan_copy(copy_b_, matrix_of(probe.b), plan);
+  }
+
+  void plan_copy(TransposedCopy& copy, ResidentMatrix* matrix, BlockPlan& plan) {
+    if (matrix == nullptr) return;
+    copy.matrix = matrix;
+    if (matrix->transposed_data() != nullptr) return;
+    if (&copy == &copy_b_ && copy_a_.matrix == matrix) return;  // A x A^T: A's copy serves both
+    copy.made = plan.add_if_room(true, matrix->bytes(), /*long_lived=*/true);
+  }
+
+  // Points the problem's operand at its transposed copy (K-major) when there is one to read.
+  void use_transposed_copy(TransposedCopy& copy, AdmittedMemory& memory, const void*& operand,
+                           std::int64_t& ld, bool& trans, bool b) {
+    if (copy.matrix == nullptr) return;
+    const void* data = copy.matrix->transposed_data();
+    if (data == nullptr && copy.made && memory.has(*copy.made)) {
+      copy.made_data = memory.data(*copy.made);
+      data = copy.made_data;
+    }
+    if (data == nullptr && b && copy_a_.matrix == copy.matrix) data = copy_a_.made_data;
+    if (data == nullptr) {
+      if (copy.made) memory.release(*copy.made);
+      copy.made.reset();
+      return;
+    }
+    copy.source = operand;
+    copy.rows = b ? problem_.n : problem_.m;
+    copy.ld = ld;
+    operand = data;
+    ld = problem_.k;
+    trans = b;
+  }
+
+  bool makes_copies() const { return copy_a_.made_data != nullptr || copy_b_.made_data != nullptr; }
+
+  // The copies this product makes, on its stream before the kernel (inside its kernel events).
+  absl::Status make_transposed_copies() {
+    for (const TransposedCopy* copy : {&copy_a_, &copy_b_}) {
+      if (copy->made_data == nullptr) continue;
+      kernels::Fp8QuantizeArgs pack;
+      pack.src = copy->source;
+      pack.src_type = kernels::DType::kF8E4M3;
+      pack.rows = copy->rows;
+      pack.cols = problem_.k;
+      pack.ld = copy->ld;
+      pack.k_major = false;  // the source holds the operand's transpose
+      pack.dst = copy->made_data;
+      pack.ld_dst = problem_.k;
+      if (absl::Status s = cuda_status(kernels::launch_fp8_quantize(pack, stream_),
+                                       "transposed copy of an fp8 operand");
+          !s.ok()) {
+        return s;
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -176,7 +276,8 @@ class CudaGemm : public CudaOperation {
   // allow it, it is one product large enough, and every other device is free to take a share now.
   absl::Status maybe_split() {
     const SplitSettings* settings = context_.split;
-    if (settings == nullptr || !settings->enabled || job_.split == SplitChoice::kNever) {
+    if (settings == nullptr || !settings->enabled || job_.split == SplitChoice::kNever ||
+        makes_copies()) {
       return absl::OkStatus();
     }
     if (problem_.batch.count != 1 || problem_.k < 1 || std::max(problem_.m, problem_.n) < 2) {
@@ -232,6 +333,8 @@ class CudaGemm : public CudaOperation {
   const kernels::GemmVariant* variant_ = nullptr;
   bool copies_in_ = false;
   std::optional<GemmSplit> split_;  // set when other devices compute part of the product
+  TransposedCopy copy_a_;           // the canonical A's and B's transposed copies (fp8)
+  TransposedCopy copy_b_;
 };
 
 }  // namespace

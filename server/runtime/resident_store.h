@@ -51,8 +51,33 @@ struct ResidentMatrix {
   // operation may use it until every byte has arrived. Null for matrices made whole.
   std::unique_ptr<RangeFill> fill;
 
+  // The fp8 kernels read K-major operands only. The first fp8 product that reads this e4m3
+  // matrix the other way round keeps a transposed copy of it here (of its row-major view: cols x
+  // rows, made on the device in that product's timing), and later products read the copy instead
+  // of repacking the matrix. Same device and pool; freed with the matrix or by an in-place
+  // transpose.
+  mutable absl::Mutex transposed_mu;
+  MemoryPool::Block transposed ABSL_GUARDED_BY(transposed_mu);
+
   std::size_t bytes() const { return block.size(); }
   bool usable() const { return fill == nullptr || fill->complete(); }
+  // The transposed copy's bytes, or null when there is none.
+  const void* transposed_data() const {
+    absl::MutexLock lock(&transposed_mu);
+    return transposed.data();
+  }
+  // Keeps `copy` as the transposed copy, unless another product kept one first (then `copy` goes
+  // back to the pool).
+  void keep_transposed(MemoryPool::Block copy) {
+    absl::MutexLock lock(&transposed_mu);
+    if (transposed.data() == nullptr) transposed = std::move(copy);
+  }
+  // The matrix's bytes changed (an in-place transpose): the copy no longer matches.
+  void drop_transposed() {
+    MemoryPool::Block gone;
+    absl::MutexLock lock(&transposed_mu);
+    std::swap(gone, transposed);
+  }
 };
 
 struct ResidentStats {

@@ -167,6 +167,7 @@ absl::Status Runtime::transpose(const TransposeJob& job, std::string_view varian
   if (absl::Status s = backend_->transpose(job, choose, out, waiter, outcome); !s.ok()) return s;
   if (job.in_place) {
     ResidentMatrix& m = *job.a.resident;  // exclusively locked by the job
+    m.drop_transposed();
     m.rows = job.a.cols;
     m.cols = job.a.rows;
     if (outcome.replacement_block) residents_.replace_block(m, outcome.replacement_block);

@@ -163,6 +163,57 @@ class GpuServiceTest(unittest.TestCase):
                 failures.append(f"ta={ta} tb={tb}: {msg}")
         self.assertEqual(failures, [])
 
+    def test_fp8_resident_operands_not_k_major_read_a_kept_transposed_copy(self):
+        # Resident e4m3 operands in an order the fp8 kernels cannot read (A given as A^T, B as
+        # k x n): the first product keeps a transposed copy of each, later ones read it; the
+        # same matrix as both operands shares one copy; an in-place transpose (which changes the
+        # bytes: scale 2, twice, back to the first shape) drops it, so the next product sees the
+        # new values, where the backend transposes e4m3 in place (the CUDA one refuses to). Every
+        # result against float64.
+        from matserve_client.dtypes import fp8_e4m3_bits_to_float32
+        rng = np.random.default_rng(10)
+        m, n, k = 48, 32, 64
+        sa = rng.integers(0, 0x50, size=(k, m), dtype=np.uint8)  # |values| <= 8: x4 stays finite
+        sb = rng.integers(0, 0x50, size=(k, n), dtype=np.uint8) | 0x80
+        a = fp8_e4m3_bits_to_float32(sa).astype(np.float64).T
+        b = fp8_e4m3_bits_to_float32(sb).astype(np.float64)
+
+        def upload(bits):
+            return self.stub.Upload(pb.UploadRequest(matrix=pb.Matrix(
+                rows=bits.shape[0], cols=bits.shape[1], dtype=pb.FP8_E4M3,
+                data=bits.tobytes()))).resident.handle
+
+        ha, hb = upload(sa), upload(sb)
+        try:
+            def product(variant, a_handle, b_handle, want, aa, bb):
+                r = self.stub.Multiply(pb.MultiplyRequest(
+                    a_handle=a_handle, b_handle=b_handle, transpose_a=True, compute=pb.COMPUTE_FP8,
+                    output_dtype=pb.FP32, variant=variant), timeout=60)
+                limit = gemm_bound.bound(aa, bb, "fp8", "fp8_e4m3", "fp32")
+                return gemm_bound.check(decode(r.c), want, limit)
+
+            failures = []
+            for variant in ["auto", "auto", "wgmma_fp8", "cublaslt_fp8_fast", "auto"]:
+                msg = product(variant, ha, hb, a @ b, a, b)
+                if msg is not None:
+                    failures.append(f"{variant}: {msg}")
+            at = a.T  # the stored A as a k x m matrix: A^T A through one shared copy
+            msg = product("auto", ha, ha, a @ at, a, at)
+            if msg is not None:
+                failures.append(f"A^T A: {msg}")
+            self.assertEqual(failures, [])
+            try:
+                for _ in range(2):
+                    self.stub.Transpose(pb.TransposeRequest(a_handle=ha, in_place=True, scale=2.0))
+            except grpc.RpcError as e:  # no CUDA transpose of e4m3: its bytes cannot change
+                self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+                self.assertIn("fp8_e4m3", e.details())
+                return
+            msg = product("auto", ha, hb, 4.0 * (a @ b), 4.0 * a, b)
+            self.assertIsNone(msg, f"after the in-place transposes: {msg}")
+        finally:
+            self.stub.Release(pb.ReleaseRequest(handles=[ha, hb]))
+
     def test_fp32_data_computed_in_16_bit_on_the_device(self):
         a, b = rand(128, 64), rand(64, 96)
         want = a.astype(np.float64) @ b
