@@ -222,6 +222,10 @@ class CudaGemm : public CudaOperation {
     copy.matrix = matrix;
     if (matrix->transposed_data() != nullptr) return;
     if (&copy == &copy_b_ && copy_a_.matrix == matrix) return;  // A x A^T: A's copy serves both
+    // The copy counts against its owner's quota: none when the quota has no room for it.
+    const auto counted = static_cast<std::int64_t>(MemoryPool::size_class(matrix->bytes()));
+    if (counted > copy_room_) return;
+    copy_room_ -= counted;
     copy.made = plan.add_if_room(true, matrix->bytes(), /*long_lived=*/true);
   }
 
@@ -335,6 +339,7 @@ class CudaGemm : public CudaOperation {
   std::optional<GemmSplit> split_;  // set when other devices compute part of the product
   TransposedCopy copy_a_;           // the canonical A's and B's transposed copies (fp8)
   TransposedCopy copy_b_;
+  std::int64_t copy_room_ = job_.copy_room;  // quota left for the copies this product makes
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -106,6 +107,9 @@ struct GemmJob : GemmOptions {
   Operand a;
   Operand b;
   std::optional<Operand> c;  // in out_dtype / out_layout; read when beta != 0
+  // Bytes of the owner's --max_resident_bytes_per_owner left for kept transposed copies of its
+  // fp8 operands (ResidentMatrix::transposed), which count against it; max: no limit.
+  std::int64_t copy_room = std::numeric_limits<std::int64_t>::max();
 
   std::int64_t m() const { return GemmOptions::m(a); }
   std::int64_t k() const { return GemmOptions::k(a); }

@@ -3,8 +3,10 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -184,7 +186,9 @@ ResidentStats ResidentStore::stats() const {
   absl::MutexLock lock(&mu_);
   ResidentStats s;
   s.count = static_cast<std::int64_t>(by_handle_.size());
-  for (const auto& [handle, m] : by_handle_) s.bytes += static_cast<std::int64_t>(m->bytes());
+  for (const auto& [handle, m] : by_handle_) {
+    s.bytes += static_cast<std::int64_t>(m->bytes() + m->transposed_capacity());
+  }
   s.expired_total = expired_total_;
   return s;
 }
@@ -197,9 +201,19 @@ std::int64_t ResidentStore::bytes_of(const std::string& owner) const {
 std::int64_t ResidentStore::bytes_of_locked(const std::string& owner) const {
   std::int64_t total = 0;
   for (const auto& [handle, m] : by_handle_) {
-    if (m->owner == owner) total += static_cast<std::int64_t>(m->block.capacity());
+    if (m->owner == owner) {
+      total += static_cast<std::int64_t>(m->block.capacity() + m->transposed_capacity());
+    }
   }
   return total;
+}
+
+std::int64_t ResidentStore::room_of(const std::string& owner, std::int64_t limit) const {
+  if (limit <= 0) return std::numeric_limits<std::int64_t>::max();
+  absl::MutexLock lock(&mu_);
+  auto it = reserved_.find(owner);
+  const std::int64_t pending = it == reserved_.end() ? 0 : it->second;
+  return std::max<std::int64_t>(0, limit - bytes_of_locked(owner) - pending);
 }
 
 absl::StatusOr<QuotaReservation> ResidentStore::reserve(const std::string& owner,

@@ -61,6 +61,11 @@ struct ResidentMatrix {
 
   std::size_t bytes() const { return block.size(); }
   bool usable() const { return fill == nullptr || fill->complete(); }
+  // The pool capacity the transposed copy takes (0 when there is none).
+  std::size_t transposed_capacity() const {
+    absl::MutexLock lock(&transposed_mu);
+    return transposed.capacity();
+  }
   // The transposed copy's bytes, or null when there is none.
   const void* transposed_data() const {
     absl::MutexLock lock(&transposed_mu);
@@ -149,8 +154,12 @@ class ResidentStore {
   void clear();
 
   ResidentStats stats() const;
-  // Bytes of the resident matrices `owner` holds (published ones).
+  // Bytes of the resident matrices `owner` holds (published ones, their kept transposed copies
+  // included).
   std::int64_t bytes_of(const std::string& owner) const;
+  // What `owner` may still take under `limit` (held and reserved bytes subtracted, at least 0);
+  // max when `limit` <= 0 (no limit).
+  std::int64_t room_of(const std::string& owner, std::int64_t limit) const;
   // Reserves a new matrix of `bytes` (counted as its pool size class, as published ones are)
   // against `owner`'s `limit`, atomically with every other reservation: RESOURCE_EXHAUSTED naming
   // --max_resident_bytes_per_owner when held + reserved + this would pass it. `limit` <= 0 or

@@ -36,6 +36,10 @@ absl::StatusOr<QuotaReservation> CallGate::reserve_quota(const std::string& owne
                                       limits_.max_resident_bytes_per_owner);
 }
 
+std::int64_t CallGate::quota_room(const std::string& owner) const {
+  return runtime_.residents().room_of(owner, limits_.max_resident_bytes_per_owner);
+}
+
 // Both resolvers hold `owner` by reference: small enough for std::function's inline storage, so
 // building them on every request allocates nothing.
 HandleResolver CallGate::handles(const std::string& owner) const {

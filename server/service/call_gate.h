@@ -45,6 +45,8 @@ class CallGate {
   // publish (RESOURCE_EXHAUSTED when it would pass the limit); hold it until the call ends.
   absl::StatusOr<QuotaReservation> reserve_quota(const std::string& owner,
                                                  std::size_t more_bytes) const;
+  // What `owner` may still take of --max_resident_bytes_per_owner (max: no limit).
+  std::int64_t quota_room(const std::string& owner) const;
   // `owner`'s resident matrices by handle (NOT_FOUND for every other). Refers to `owner`, which
   // must outlive it.
   HandleResolver handles(const std::string& owner) const;

@@ -71,6 +71,7 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
           },
           /*run=*/
           [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
+            job.copy_room = gate_.quota_room(job.owner);
             return runtime_.multiply(job, request->variant(), out, waiter_of(*context), outcome);
           },
           /*keep=*/

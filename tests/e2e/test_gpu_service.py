@@ -298,6 +298,43 @@ def launches(server, path):
                if line.startswith("matserve_launches_total{") and f'path="{path}"' in line)
 
 
+class Fp8TransposedCopyQuotaTest(unittest.TestCase):
+    def test_a_kept_copy_counts_against_its_owners_quota(self):
+        # Three 4 KiB blocks per caller: A and B (both read in an order the fp8 tensor cores
+        # cannot) hold two, so only A's copy fits; once it is kept the caller's quota is full
+        # (another matrix is refused, naming the limit), and releasing A gives both back.
+        from matserve_client.dtypes import fp8_e4m3_bits_to_float32
+        rng = np.random.default_rng(11)
+        m, n, k = 48, 32, 64
+        sa = rng.integers(0, 0x50, size=(k, m), dtype=np.uint8)
+        sb = rng.integers(0, 0x50, size=(k, n), dtype=np.uint8)
+        a = fp8_e4m3_bits_to_float32(sa).astype(np.float64).T
+        b = fp8_e4m3_bits_to_float32(sb).astype(np.float64)
+        with cuda_server_or_skip(f"--max_resident_bytes_per_owner={3 * 4096}") as server:
+            stub = server.stub
+
+            def upload(bits):
+                return stub.Upload(pb.UploadRequest(matrix=pb.Matrix(
+                    rows=bits.shape[0], cols=bits.shape[1], dtype=pb.FP8_E4M3,
+                    data=bits.tobytes()))).resident.handle
+
+            ha, hb = upload(sa), upload(sb)
+            for _ in range(2):
+                r = stub.Multiply(pb.MultiplyRequest(
+                    a_handle=ha, b_handle=hb, transpose_a=True, compute=pb.COMPUTE_FP8,
+                    output_dtype=pb.FP32), timeout=60)
+                gemm_bound.assert_within(self, decode(r.c), a @ b,
+                                         gemm_bound.bound(a, b, "fp8", "fp8_e4m3", "fp32"), "fp8")
+            one = np.zeros((1, 1), dtype=np.uint8)
+            with self.assertRaises(grpc.RpcError) as refused:
+                upload(one)
+            self.assertEqual(refused.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("--max_resident_bytes_per_owner", refused.exception.details())
+            stub.Release(pb.ReleaseRequest(handle=ha))
+            hx = upload(one)  # A's block and its copy are both free again
+            stub.Release(pb.ReleaseRequest(handles=[hb, hx]))
+
+
 class LaunchGraphReplayTest(unittest.TestCase):
     """A request that repeats a launch (same shape, buffers, scalars, variant) on a stream is
     captured as a CUDA graph on its second call and replayed from the third. One stream, and operand sizes in distinct pool size classes, so

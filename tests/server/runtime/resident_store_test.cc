@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 namespace matserve::server {
@@ -119,6 +120,35 @@ TEST(ResidentStore, QuotaReservationsAddUpWithPublishedMatrices) {
   EXPECT_EQ(store.bytes_of("alice"), 0);
   EXPECT_TRUE(store.reserve("alice", 4096, limit).ok());
   EXPECT_TRUE(store.reserve("alice", 1 << 30, 0).ok());  // no limit: nothing reserved
+}
+
+// A matrix's kept transposed copy (fp8) counts against its owner's quota and in the resident
+// bytes; room_of says what is left; an in-place transpose's drop gives it back.
+TEST(ResidentStore, AKeptTransposedCopyCountsAgainstTheQuota) {
+  MemoryPool pool(heap_allocator(), 1 << 30);
+  ResidentStore store(absl::Minutes(1));
+  const std::int64_t limit = 4 * 4096;
+  auto m = matrix("alice");
+  m->block = *pool.allocate(3000, true);
+  store.add(m);
+  EXPECT_EQ(store.room_of("alice", limit), 3 * 4096);
+  absl::StatusOr<QuotaReservation> pending = store.reserve("alice", 4096, limit);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(store.room_of("alice", limit), 2 * 4096);
+  m->keep_transposed(*pool.allocate(3000, true));
+  EXPECT_NE(m->transposed_data(), nullptr);
+  EXPECT_EQ(store.bytes_of("alice"), 2 * 4096);
+  EXPECT_EQ(store.stats().bytes, 3000 + 4096);
+  EXPECT_EQ(store.room_of("alice", limit), 4096);
+  m->keep_transposed(*pool.allocate(3000, true));  // a second copy is not kept
+  EXPECT_EQ(store.bytes_of("alice"), 2 * 4096);
+  EXPECT_EQ(store.room_of("bob", limit), limit);
+  EXPECT_EQ(store.room_of("alice", 0), std::numeric_limits<std::int64_t>::max());
+  m->drop_transposed();
+  EXPECT_EQ(m->transposed_data(), nullptr);
+  EXPECT_EQ(store.bytes_of("alice"), 4096);
+  EXPECT_EQ(store.room_of("alice", 2 * 4096), 0);  // held 4096 + reserved 4096
+  EXPECT_EQ(pool.stats().long_lived_bytes, 4096);  // both copies went back to the pool
 }
 
 TEST(ResidentStore, ReleaseForgetsTheHandle) {
