@@ -58,6 +58,10 @@ struct GemmProblem {
   double beta = 0.0;
   // More than one product (count > 1): only variants marked `batched` in the registry take it.
   GemmBatch batch;
+  // fp8 of fp32/fp16/bf16 data (quantized per tensor): where the per-tensor dequant scales the
+  // product used go, A's then B's, product z's at [2z] and [2z + 1] (device or pinned host
+  // memory, written on the stream). Null: not written. Untouched for e4m3 data.
+  float* fp8_scales_out = nullptr;
 };
 
 // One stored operand of a user's request, before canonicalization.
@@ -148,6 +152,7 @@ inline GemmProblem host_product(const GemmProblem& p, std::int64_t z) {
     q.b = static_cast<const char*>(p.b) + z * p.batch.stride_b * elem;
     q.c = static_cast<char*>(p.c) + z * p.batch.stride_c * out_elem;
   }
+  if (p.fp8_scales_out != nullptr) q.fp8_scales_out = p.fp8_scales_out + 2 * z;
   return q;
 }
 

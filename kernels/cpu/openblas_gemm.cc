@@ -21,8 +21,10 @@ CBLAS_TRANSPOSE trans(bool t) {
 // The elements of a stored operand (`count` of them, leading-dimension layout unchanged) as fp32,
 // rounded to the precision the request computes in. fp8 of wider data is quantized as the GPU
 // does it: one scale per tensor (448 / amax), e4m3 rounding, then the scale undone; e4m3 data is
-// taken as it is.
-std::vector<float> operand_as_f32(const void* data, DType t, std::int64_t count, Precision p) {
+// taken as it is. `dequant_scale`, when not null, receives the scale a quantized operand's e4m3
+// values are multiplied by to mean the data (amax / 448; 1 when amax is 0).
+std::vector<float> operand_as_f32(const void* data, DType t, std::int64_t count, Precision p,
+                                  float* dequant_scale = nullptr) {
   std::vector<float> out(static_cast<std::size_t>(count));
   float amax = 0.0f;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -37,6 +39,7 @@ std::vector<float> operand_as_f32(const void* data, DType t, std::int64_t count,
     const float scale = 448.0f / amax;
     for (float& v : out) v = e4m3_to_float(float_to_e4m3(v * scale)) / scale;
   }
+  if (dequant_scale != nullptr) *dequant_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
   return out;
 }
 
@@ -79,8 +82,13 @@ absl::Status one_product(const GemmProblem& p) {
   // Reduced precisions and 16-bit data: fp32 copies, fp32 accumulation, then the output type.
   const std::int64_t a_span = p.a_trans ? span(p.k, p.lda, p.m) : span(p.m, p.lda, p.k);
   const std::int64_t b_span = p.b_trans ? span(p.n, p.ldb, p.k) : span(p.k, p.ldb, p.n);
-  const std::vector<float> a = operand_as_f32(p.a, p.in_type, a_span, p.precision);
-  const std::vector<float> b = operand_as_f32(p.b, p.in_type, b_span, p.precision);
+  // fp8 of wider data: the dequant scales go where the problem says (as the GPU variants do).
+  const bool scales =
+      p.fp8_scales_out != nullptr && p.precision == Precision::kF8 && p.in_type != DType::kF8E4M3;
+  const std::vector<float> a =
+      operand_as_f32(p.a, p.in_type, a_span, p.precision, scales ? p.fp8_scales_out : nullptr);
+  const std::vector<float> b =
+      operand_as_f32(p.b, p.in_type, b_span, p.precision, scales ? p.fp8_scales_out + 1 : nullptr);
   const std::int64_t c_span = span(p.m, p.ldc, p.n);
   std::vector<float> c(static_cast<std::size_t>(c_span), 0.0f);
   if (p.beta != 0.0) {

@@ -104,6 +104,14 @@ absl::StatusOr<Fp8Operands> Fp8Operands::prepare(const GemmProblem& p, const Fp8
   if (quantize) {
     out.a_scale_ = scales;
     out.b_scale_ = scales + 1;
+    if (p.fp8_scales_out != nullptr) {
+      if (absl::Status s = cuda_status(cudaMemcpyAsync(p.fp8_scales_out, scales, 2 * sizeof(float),
+                                                       cudaMemcpyDefault, stream),
+                                       "fp8 scales out");
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return out;
 }
@@ -135,6 +143,7 @@ absl::Status for_each_product(const GemmProblem& p,
     GemmProblem each = p;
     each.batch = GemmBatch{};
     const auto at = static_cast<std::size_t>(z);
+    if (p.fp8_scales_out != nullptr) each.fp8_scales_out = p.fp8_scales_out + 2 * at;
     if (p.batch.has_arrays()) {  // separate matrices: the host's copy of the pointers
       each.a = p.batch.host_a_array[at];
       each.b = p.batch.host_b_array[at];

@@ -29,7 +29,7 @@ LaunchKey& LaunchKey::add(const GemmProblem& p) {
   add(p.b).add(p.ldb).add(p.b_trans);
   add(p.c).add(p.ldc);
   add(p.in_type).add(p.out_type).add(p.precision);
-  add(p.alpha).add(p.beta);
+  add(p.alpha).add(p.beta).add(p.fp8_scales_out);
   // A batch: its count and strides, or where its pointer arrays are (their contents are staged
   // on the device before each launch and read by the kernels, so a replay reads the new ones).
   const GemmBatch& batch = p.batch;

@@ -43,6 +43,10 @@ absl::StatusOr<StreamResources> StreamResources::create(std::size_t workspace_by
   absl::StatusOr<DeviceBuffer> ws = allocate_device(workspace_bytes);
   if (!ws.ok()) return ws.status();
   r.workspace_ = *std::move(ws);
+  absl::StatusOr<PinnedBuffer> scales =
+      allocate_pinned(2 * static_cast<std::size_t>(kFp8ScaleProducts) * sizeof(float));
+  if (!scales.ok()) return scales.status();
+  r.fp8_scales_ = *std::move(scales);
   if (absl::Status s =
           cublas_status(cublasSetStream(r.cublas_.get(), r.stream_.get()), "cublasSetStream");
       !s.ok()) {

@@ -1,9 +1,12 @@
 // The CPU operations through the execution plan: see cpu_operations.h.
 #include "server/runtime/cpu_operations.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -30,6 +33,15 @@ class CpuOperation {
   absl::StatusOr<DeviceScheduler*> pick() { return &scheduler_; }
   absl::Status stage_in() { return absl::OkStatus(); }
   absl::Status launch(Outcome& outcome) {
+    if constexpr (std::is_same_v<Problem, kernels::GemmProblem>) {
+      // fp8 of wider data: the dequant scales the product quantizes with, into the outcome.
+      if (problem_.precision == kernels::Precision::kF8 &&
+          problem_.in_type != kernels::DType::kF8E4M3) {
+        outcome.fp8_scales.assign(
+            2 * static_cast<std::size_t>(std::max<std::int64_t>(problem_.batch.count, 1)), 1.0f);
+        problem_.fp8_scales_out = outcome.fp8_scales.data();
+      }
+    }
     const absl::Time start = absl::Now();
     if (absl::Status s = variant_->launch(problem_, kernels::ExecContext{}); !s.ok()) return s;
     outcome.times.kernel_us = micros_since(start);

@@ -89,6 +89,7 @@ class CudaGemmBatch : public CudaOperation {
 
   absl::Status choose(AdmittedMemory& memory) {
     if (absl::Status s = bind(memory); !s.ok()) return s;
+    ask_fp8_scales(problem_);
     absl::StatusOr<const kernels::GemmVariant*> v = choose_(problem_);
     if (!v.ok()) return v.status();
     variant_ = *v;
@@ -182,6 +183,7 @@ class CudaGemmBatch : public CudaOperation {
     outcome.variant = std::string(variant_->name);
     outcome.device = device_->display_name;
     outcome.work = kernels::gemm_flops(problem_);
+    read_fp8_scales(problem_, outcome);
   }
 
   void keep(AdmittedMemory& memory, Outcome& outcome) {

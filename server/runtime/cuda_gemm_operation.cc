@@ -59,6 +59,7 @@ class CudaGemm : public CudaOperation {
   absl::Status choose(AdmittedMemory& memory) {
     if (absl::Status s = bind(memory); !s.ok()) return s;
     if (absl::Status s = maybe_split(); !s.ok()) return s;
+    if (!split_) ask_fp8_scales(problem_);  // split bands quantize each with their own
     absl::StatusOr<const kernels::GemmVariant*> v =
         choose_(split_ ? split_->home_problem() : problem_);
     if (!v.ok()) return v.status();
@@ -150,6 +151,7 @@ class CudaGemm : public CudaOperation {
     outcome.device = split_ ? absl::StrCat(split_->labels(), " ", device_->description.name)
                             : device_->display_name;
     outcome.work = kernels::gemm_flops(problem_);
+    read_fp8_scales(problem_, outcome);
   }
 
   // After a failed step: the helpers may still be copying into this operation's C.

@@ -7,12 +7,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <span>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/launch_graphs.h"
+#include "kernels/cuda/stream_resources.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/cuda_device.h"
 #include "server/runtime/cuda_split_gemm.h"
@@ -96,6 +99,20 @@ class CudaOperation {
   absl::Status finish();
   // The copies-in and kernel intervals from the slot's events (copies in: when they ran).
   void record_device_times(bool copied_in, Outcome& outcome) const;
+  // fp8 of data the server quantizes: points `p` at the stream's scale buffer, so the product
+  // writes the dequant scales it computes there (when they fit it).
+  void ask_fp8_scales(kernels::GemmProblem& p) const {
+    if (p.precision == kernels::Precision::kF8 && p.in_type != kernels::DType::kF8E4M3 &&
+        std::max<std::int64_t>(p.batch.count, 1) <= kernels::kFp8ScaleProducts) {
+      p.fp8_scales_out = slot_->resources.fp8_scales();
+    }
+  }
+  // After the kernel: the scales `p` asked for, A's and B's per product, into the outcome.
+  static void read_fp8_scales(const kernels::GemmProblem& p, Outcome& outcome) {
+    if (p.fp8_scales_out == nullptr) return;
+    const std::int64_t products = std::max<std::int64_t>(p.batch.count, 1);
+    outcome.fp8_scales.assign(p.fp8_scales_out, p.fp8_scales_out + 2 * products);
+  }
 
   ParallelCopier& copier() const { return context_.copier; }
   StageEvents& events() const { return slot_->events; }

@@ -165,6 +165,10 @@ void DynamicBatcher::execute(std::span<Pending* const> batch) {
     o.work = together.work;
     o.launch_path = together.launch_path;
     if (i < together.results.size()) o.result = together.results[i];
+    if (2 * i + 1 < together.fp8_scales.size()) {
+      o.fp8_scales.assign(together.fp8_scales.begin() + static_cast<std::ptrdiff_t>(2 * i),
+                          together.fp8_scales.begin() + static_cast<std::ptrdiff_t>(2 * i + 2));
+    }
     p.status = absl::OkStatus();
     finish(p, static_cast<int>(batch.size()));
   }

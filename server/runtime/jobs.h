@@ -240,6 +240,9 @@ struct Outcome {
   std::vector<std::shared_ptr<ResidentMatrix>> results;
   // Dynamic batching: requests computed by this request's launch (1: it ran alone).
   int merged_requests = 1;
+  // fp8 of data the server quantized: the per-tensor dequant scales each product used, A's and
+  // B's, product i's at [2i] and [2i + 1]. Empty otherwise.
+  std::vector<float> fp8_scales;
   // In-place transpose done out of place: the block holding the result, to replace the matrix's
   // own (the device work on it is finished). Empty otherwise.
   MemoryPool::Block replacement_block;

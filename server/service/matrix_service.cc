@@ -42,6 +42,26 @@ MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
       keep_awake_(keep_awake),
       gate_(runtime_, limits_, auth) {}
 
+namespace {
+
+// The dequant scales product `i` used: the request's for e4m3 data (default 1), else the ones the
+// server quantized with (the outcome's; left unset where the launch could not report them).
+template <typename Request>
+void fill_fp8_scales(kernels::DType data, const Request& request, const Outcome& outcome,
+                     std::int64_t i, v1::Fp8Scales* out) {
+  if (data == kernels::DType::kF8E4M3) {
+    out->set_a_scale(request.has_a_scale() ? request.a_scale() : 1.0);
+    out->set_b_scale(request.has_b_scale() ? request.b_scale() : 1.0);
+    return;
+  }
+  const auto at = static_cast<std::size_t>(2 * i);
+  if (at + 1 >= outcome.fp8_scales.size()) return;
+  out->set_a_scale(outcome.fp8_scales[at]);
+  out->set_b_scale(outcome.fp8_scales[at + 1]);
+}
+
+}  // namespace
+
 grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
                                          const v1::MultiplyRequest* request,
                                          v1::MultiplyReply* reply) {
@@ -83,9 +103,12 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
             return absl::OkStatus();
           },
           /*fill=*/
-          [&](const GemmJob&, const Outcome& outcome, RequestRecord& rec) {
+          [&](const GemmJob& job, const Outcome& outcome, RequestRecord& rec) {
             reply->set_precision(rec.precision);
             reply->set_gflops(outcome.rate());
+            if (job.precision == kernels::Precision::kF8) {
+              fill_fp8_scales(job.a.dtype, *request, outcome, 0, reply->mutable_fp8_scales());
+            }
             rec.merged_requests = outcome.merged_requests;
             rec.batch_wait_us = outcome.times.batch_wait_us;
           },
@@ -140,6 +163,11 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
           [&](const GemmBatchJob& batch, const Outcome& outcome, RequestRecord& rec) {
             reply->set_precision(rec.precision);
             reply->set_gflops(outcome.rate());
+            if (batch.shape.precision == kernels::Precision::kF8) {
+              for (std::int64_t i = 0; i < batch.count; ++i) {
+                fill_fp8_scales(batch.shape.a.dtype, *request, outcome, i, reply->add_fp8_scales());
+              }
+            }
             rec.products = batch.count;
           },
       });

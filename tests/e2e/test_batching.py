@@ -548,6 +548,25 @@ class DynamicBatchingTest(unittest.TestCase):
                 break
         self.assertGreater(max(merged), 1, f"no fp8 request was merged in {attempt + 1} rounds")
 
+    def test_merged_fp8_requests_each_state_their_own_scales(self):
+        # fp32 data quantized by the server: requests merged into one launch are each quantized
+        # with their own operands' scales, and each reply states its own (amax / 448).
+        pairs = [(rand(24, 40) * (i + 1), rand(40, 16) * 0.5 ** i) for i in range(8)]
+        merged = []
+        for attempt in range(3):  # merging needs them to meet within 20 ms: retried, not assumed
+            blocking = self.blocker.start(self.server, self.pool, seconds=1.5)
+            futures = self.concurrently([
+                lambda p=p: self.client.multiply(p[0], p[1], compute="fp8") for p in pairs])
+            results = [f.result() for f in futures]
+            Blocker.finish(blocking)
+            for (a, b), r in zip(pairs, results):
+                np.testing.assert_allclose(r.fp8_scales, (np.abs(a).max() / 448,
+                                                          np.abs(b).max() / 448), rtol=1e-6)
+            merged += [r.timing.merged_requests for r in results]
+            if max(merged) > 1:
+                break
+        self.assertGreater(max(merged), 1, f"no fp8 request was merged in {attempt + 1} rounds")
+
     def test_a_lone_request_runs_at_once(self):
         # A server that holds a request up to 1 s (the longest it allows) for company: a lone
         # request that waited for it would report a wait of at least that. The median of three

@@ -163,6 +163,36 @@ class GpuServiceTest(unittest.TestCase):
                 failures.append(f"ta={ta} tb={tb}: {msg}")
         self.assertEqual(failures, [])
 
+    def test_fp8_replies_state_the_scales_the_device_computed(self):
+        # Data the server quantizes: each reply's scales are amax / 448 of its own operands, also
+        # when the launch is a replayed graph (the same shape again with other values), for
+        # every fp8 variant and for each product of a batch.
+        rng = np.random.default_rng(13)
+        failures = []
+        for variant in ["auto", "wgmma_fp8", "cublaslt_fp8", "wgmma_fp8_fast"]:
+            for call in range(4):
+                a = (rng.standard_normal((96, 64)) * (call + 1)).astype(np.float32)
+                b = (rng.standard_normal((64, 80)) * 0.5 ** call).astype(np.float32)
+                r = self.stub.Multiply(pb.MultiplyRequest(a=matrix(a), b=matrix(b),
+                                                          compute=pb.COMPUTE_FP8, variant=variant),
+                                       timeout=60)
+                want = (np.abs(a).max() / 448, np.abs(b).max() / 448)
+                got = (r.fp8_scales.a_scale, r.fp8_scales.b_scale)
+                if not np.allclose(got, want, rtol=1e-6):
+                    failures.append(f"{variant} call {call}: {got} != {want}")
+        stack_a = np.stack([rng.standard_normal((32, 48)) * (i + 1) for i in range(5)]).astype(np.float32)
+        stack_b = np.stack([rng.standard_normal((48, 16)) * 0.5 ** i for i in range(5)]).astype(np.float32)
+        batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=5, a=pb.Matrix(rows=32, cols=48, batch=5, dtype=pb.FP32, data=stack_a.tobytes()),
+            b=pb.Matrix(rows=48, cols=16, batch=5, dtype=pb.FP32, data=stack_b.tobytes()),
+            compute=pb.COMPUTE_FP8), timeout=60)
+        self.assertEqual(len(batched.fp8_scales), 5)
+        for i, sc in enumerate(batched.fp8_scales):
+            want = (np.abs(stack_a[i]).max() / 448, np.abs(stack_b[i]).max() / 448)
+            if not np.allclose((sc.a_scale, sc.b_scale), want, rtol=1e-6):
+                failures.append(f"batched product {i}: {(sc.a_scale, sc.b_scale)} != {want}")
+        self.assertEqual(failures, [])
+
     def test_fp8_resident_operands_not_k_major_read_a_kept_transposed_copy(self):
         # Resident e4m3 operands in an order the fp8 kernels cannot read (A given as A^T, B as
         # k x n): the first product keeps a transposed copy of each, later ones read it; the

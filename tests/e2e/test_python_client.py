@@ -131,6 +131,11 @@ class ClientTest(ClientServerTest):
             self.assertEqual(r.c.dtype, np.float32)
             self.assertLess(rel_l2(r.c.astype(np.float64), want), tol, compute)
             self.assertLess(r.verification.rel_l2_error, tol, compute)
+            if compute == "fp8":  # the scales the server quantized with: amax / 448
+                np.testing.assert_allclose(r.fp8_scales, (np.abs(a).max() / 448,
+                                                          np.abs(b).max() / 448), rtol=1e-6)
+            else:
+                self.assertIsNone(r.fp8_scales)
         r = self.client.multiply(rand(200, 300), rand(300, 100), variant="auto", verify=True)
         self.assertTrue(r.variant and r.device)
         t = r.timing

@@ -395,6 +395,34 @@ class ServiceTest(unittest.TestCase):
         r = self.multiply(a=matrix(big), b=matrix(big))
         self.assertLess(rel_l2(decode(r.c), big.astype(np.float64) @ big), 1e-5)
 
+    def test_fp8_replies_state_the_scales_they_used(self):
+        """COMPUTE_FP8 replies carry the dequantization scales: amax / 448 of each operand the
+        server quantized (each product its own in a batch; 1 for an all-zero operand), the
+        caller's for e4m3 data (1 when not given); other computations carry none."""
+        rng = np.random.default_rng(12)
+        a, b = rand(7, 5) * 3.0, rand(5, 9) * 0.25
+        r = self.multiply(a=matrix(a), b=matrix(b), compute=pb.COMPUTE_FP8)
+        self.assertTrue(r.HasField("fp8_scales"))
+        self.assertAlmostEqual(r.fp8_scales.a_scale, np.abs(a).max() / 448, delta=1e-6 * np.abs(a).max())
+        self.assertAlmostEqual(r.fp8_scales.b_scale, np.abs(b).max() / 448, delta=1e-6 * np.abs(b).max())
+        zero = self.multiply(a=matrix(np.zeros((2, 3), np.float32)), b=matrix(b[:3]), compute=pb.COMPUTE_FP8)
+        self.assertEqual(zero.fp8_scales.a_scale, 1.0)
+        self.assertFalse(self.multiply(a=matrix(a), b=matrix(b)).HasField("fp8_scales"))
+        bits = rng.integers(0, 0x7E, size=(4, 4), dtype=np.uint8).tobytes()
+        e4m3 = pb.Matrix(rows=4, cols=4, dtype=pb.FP8_E4M3, data=bits)
+        given = self.multiply(a=e4m3, b=e4m3, output_dtype=pb.FP32, a_scale=0.03)
+        self.assertEqual((given.fp8_scales.a_scale, given.fp8_scales.b_scale), (0.03, 1.0))
+        stack_a = np.stack([rand(6, 4) * (i + 1) for i in range(3)]).astype(np.float32)
+        stack_b = np.stack([rand(4, 2) * 0.5 ** i for i in range(3)]).astype(np.float32)
+        batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=3, a=pb.Matrix(rows=6, cols=4, batch=3, dtype=pb.FP32, data=stack_a.tobytes()),
+            b=pb.Matrix(rows=4, cols=2, batch=3, dtype=pb.FP32, data=stack_b.tobytes()),
+            compute=pb.COMPUTE_FP8), timeout=60)
+        self.assertEqual(len(batched.fp8_scales), 3)
+        for i, s in enumerate(batched.fp8_scales):
+            self.assertAlmostEqual(s.a_scale, np.abs(stack_a[i]).max() / 448, delta=1e-6 * (i + 1))
+            self.assertAlmostEqual(s.b_scale, np.abs(stack_b[i]).max() / 448, delta=1e-6)
+
     def test_fp8_scales_of_the_caller_scale_the_product(self):
         rng = np.random.default_rng(5)
         # Finite e4m3 codes only (0x7F and 0xFF are NaN).

@@ -33,7 +33,7 @@ from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_
 from .encoding import Prepared, assemble, decode, memory_order, prepare
 from .errors import NotFound, PermissionDenied, Unimplemented, from_rpc_error
 from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
-                      TransposeResult, Verification)
+                      TransposeResult, Verification, fp8_scales_of)
 
 
 class AsyncResidentMatrix:
@@ -234,7 +234,7 @@ class AsyncClient:
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
                               precision=reply.precision, timing=Timing.from_proto(reply.timing),
                               gflops=reply.gflops, verification=Verification.from_reply(reply),
-                              resident=resident)
+                              resident=resident, fp8_scales=fp8_scales_of(reply))
 
     async def transpose(self, a: AsyncOperand, *, scale: float = 1.0, variant: str = "auto",
                         verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,

@@ -255,7 +255,8 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     return MultiplyBatchedResult(c=matrices, variant=reply.variant, device=reply.device,
                                  precision=reply.precision, timing=Timing.from_proto(reply.timing),
                                  gflops=reply.gflops, verification=Verification.from_reply(reply),
-                                 residents=residents, stacked=stacked)
+                                 residents=residents, stacked=stacked,
+                                 fp8_scales=[(s.a_scale, s.b_scale) for s in reply.fp8_scales])
 
 
 def _read_stacked_striped(client: "Client", stacked: ResidentMatrix, batch: int, m: int,

@@ -22,7 +22,8 @@ from .errors import (MatserveError, NotFound, PermissionDenied, Unimplemented, e
                      from_rpc_error)
 from .resident import ResidentMatrix
 from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
-                      ServerInfo, SharedMemoryInfo, Timing, TransposeResult, Verification)
+                      ServerInfo, SharedMemoryInfo, Timing, TransposeResult, Verification,
+                      fp8_scales_of)
 from . import cuda_memory
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
@@ -372,7 +373,7 @@ class Client:
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
                               precision=reply.precision, timing=Timing.from_proto(reply.timing),
                               gflops=reply.gflops, verification=Verification.from_reply(reply),
-                              resident=resident)
+                              resident=resident, fp8_scales=fp8_scales_of(reply))
 
     def multiply_batched(self, a: batched.BatchOperand, b: batched.BatchOperand, *,
                          c: Optional[batched.BatchOperand] = None, alpha: float = 1.0,

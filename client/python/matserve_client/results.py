@@ -5,7 +5,7 @@ Plain dataclasses built from the reply messages, so callers never touch protobuf
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -58,6 +58,13 @@ class Verification:
         return cls(v.max_abs_error, v.rel_l2_error)
 
 
+def fp8_scales_of(reply) -> Optional[Tuple[float, float]]:
+    """A MultiplyReply's fp8_scales as (a_scale, b_scale), or None when it has none."""
+    if not reply.HasField("fp8_scales"):
+        return None
+    return (reply.fp8_scales.a_scale, reply.fp8_scales.b_scale)
+
+
 @dataclass
 class MultiplyResult:
     """C = alpha * op(A) @ op(B) + beta * C, with what ran and how fast.
@@ -73,6 +80,9 @@ class MultiplyResult:
     gflops: float
     verification: Optional[Verification] = None
     resident: "Optional[ResidentMatrix]" = None
+    # compute="fp8": the (a_scale, b_scale) dequantization scales the product used (the caller's
+    # for e4m3 data, amax / 448 of each operand the server quantized); None otherwise.
+    fp8_scales: Optional[Tuple[float, float]] = None
 
     @property
     def kernel_ms(self) -> float:
@@ -99,6 +109,8 @@ class MultiplyBatchedResult:
     verification: Optional[Verification] = None
     residents: "List[ResidentMatrix]" = field(default_factory=list)
     stacked: "Optional[Stacked]" = None
+    # compute="fp8": product i's (a_scale, b_scale) at index i (as MultiplyResult.fp8_scales).
+    fp8_scales: List[Tuple[float, float]] = field(default_factory=list)
 
     @property
     def batch(self) -> int:
