@@ -374,6 +374,12 @@ void print_multiply(const v1::MultiplyReply& reply, const RunSummary& s, bool js
         .raw("timing_us", timing_json(reply.timing(), s.rpc_us, true))
         .add("merged_requests", reply.timing().merged_requests())
         .add("gflops", reply.gflops());
+    if (reply.has_fp8_scales()) {
+      o.raw("fp8_scales", JsonObject()
+                              .add("a_scale", reply.fp8_scales().a_scale())
+                              .add("b_scale", reply.fp8_scales().b_scale())
+                              .str());
+    }
     add_run_tail(o, reply, s);
     out << o.str() << '\n';
     return;
@@ -393,6 +399,11 @@ void print_multiply(const v1::MultiplyReply& reply, const RunSummary& s, bool js
   runs_line(out, s);
   timing_lines(out, reply.timing(), s.rpc_us, true);
   line(out, "gflops", fixed(reply.gflops()));
+  if (reply.has_fp8_scales()) {
+    line(
+        out, "fp8_scales",
+        absl::StrCat("A x ", reply.fp8_scales().a_scale(), ", B x ", reply.fp8_scales().b_scale()));
+  }
   check_and_result_lines(out, reply, s);
 }
 

@@ -110,6 +110,18 @@ TEST_F(CliRun, MultiplyRandomWithServerVerifyAndClientCheck) {
   EXPECT_EQ(server_.service().last_multiply().a().cols(), 29);
 }
 
+TEST_F(CliRun, Fp8ScalesAreReported) {
+  const Result json = run({"multiply", "--random", "8x8x8", "--compute", "fp8", "--json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"gflops\": 123.5, \"fp8_scales\": {\"a_scale\": 0.25, "
+                                  "\"b_scale\": 0.5}"));
+  const Result human = run({"multiply", "--random", "8x8x8", "--compute", "fp8"});
+  ASSERT_EQ(human.code, kExitOk) << human.err;
+  EXPECT_THAT(human.out, HasSubstr("\nfp8_scales            A x 0.25, B x 0.5\n"));
+  const Result fp32 = run({"multiply", "--random", "8x8x8", "--json"});
+  EXPECT_THAT(fp32.out, Not(HasSubstr("fp8_scales")));
+}
+
 TEST_F(CliRun, MultiplyHumanOutput) {
   const Result r = run({"multiply", "--random", "8x8x8", "--check"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

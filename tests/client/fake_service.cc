@@ -280,6 +280,10 @@ grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
   reply->set_precision(std::string(kernels::dtype_name(*in_type)));
   fill_timing(reply->mutable_timing());
   reply->set_gflops(123.5);
+  if (request.compute() == v1::COMPUTE_FP8) {  // as if quantized with these scales
+    reply->mutable_fp8_scales()->set_a_scale(0.25);
+    reply->mutable_fp8_scales()->set_b_scale(0.5);
+  }
   if (request.verify()) reply->mutable_verification()->set_rel_l2_error(variant == "broken");
   if (request.keep_result()) {
     *reply->mutable_result() = keep(reply->c());
