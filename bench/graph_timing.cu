@@ -35,9 +35,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>

@@ -136,6 +136,12 @@ inline GemmProblem canonicalize_gemm(const GemmRequestDesc& r) {
   return p;
 }
 
+// fp8 of fp32/fp16/bf16 data: the product quantizes its operands per tensor (and writes the
+// scales to fp8_scales_out when set).
+inline bool quantizes_to_fp8(const GemmProblem& p) {
+  return p.precision == Precision::kF8 && p.in_type != DType::kF8E4M3;
+}
+
 // Product z of a batched problem whose pointers (and pointer arrays) are host memory, as a
 // problem of one product: what the CPU backend and the references compute.
 inline GemmProblem host_product(const GemmProblem& p, std::int64_t z) {

@@ -184,18 +184,16 @@ absl::StatusOr<std::string> Client::health(const std::string& service) {
   health::HealthCheckRequest request;
   request.set_service(service);
   health::HealthCheckResponse reply;
-  if (absl::Status s = router_->run({},
-                                    [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
-                                      if (!options_.poll_replies) {
-                                        return r.health->Check(&context, request, &reply);
-                                      }
-                                      return call_polling(
-                                          [&](grpc::CompletionQueue* cq) {
-                                            return r.health->PrepareAsyncCheck(&context, request,
-                                                                               cq);
-                                          },
-                                          &reply);
-                                    });
+  if (absl::Status s = router_->run(
+          {},
+          [&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
+            return call_unary(
+                options_.poll_replies, [&] { return r.health->Check(&context, request, &reply); },
+                [&](grpc::CompletionQueue* cq) {
+                  return r.health->PrepareAsyncCheck(&context, request, cq);
+                },
+                &reply);
+          });
       !s.ok()) {
     return s;
   }
@@ -345,14 +343,12 @@ absl::StatusOr<v1::ListResidentReply> Client::list_resident() {
   const v1::ListResidentRequest request;
   if (absl::Status s = router_->each([&](ReplicaRouter::Replica& r, grpc::ClientContext& context) {
         v1::ListResidentReply reply;
-        grpc::Status status =
-            options_.poll_replies
-                ? call_polling(
-                      [&](grpc::CompletionQueue* cq) {
-                        return r.stub->PrepareAsyncListResident(&context, request, cq);
-                      },
-                      &reply)
-                : r.stub->ListResident(&context, request, &reply);
+        grpc::Status status = call_unary(
+            options_.poll_replies, [&] { return r.stub->ListResident(&context, request, &reply); },
+            [&](grpc::CompletionQueue* cq) {
+              return r.stub->PrepareAsyncListResident(&context, request, cq);
+            },
+            &reply);
         all.MergeFrom(reply);
         return status;
       });

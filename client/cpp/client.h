@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/cpp/polled_call.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "matserve/v1/matrix_service.grpc.pb.h"
-#include "polled_call.h"
 
 namespace grpc {
 class Channel;
@@ -173,10 +173,8 @@ class Client {
     if (absl::Status s = run_routed(
             route,
             [&](v1::MatrixService::StubInterface& stub, grpc::ClientContext& c) {
-              if (!options_.poll_replies) {
-                return (stub.*rpc)(&c, request, &reply);
-              }
-              return call_polling(
+              return call_unary(
+                  options_.poll_replies, [&] { return (stub.*rpc)(&c, request, &reply); },
                   [&](grpc::CompletionQueue* cq) { return (stub.*prepared)(&c, request, cq); },
                   &reply);
             });

@@ -40,4 +40,11 @@ grpc::Status call_polling(const Prepare& prepare, Reply* reply) {
   return status;
 }
 
+// One unary call, waited for as the client's options say: `blocking()` (the stub's synchronous
+// call) when `poll` is false, else `prepare` polled as above.
+template <typename Reply, typename Blocking, typename Prepare>
+grpc::Status call_unary(bool poll, const Blocking& blocking, const Prepare& prepare, Reply* reply) {
+  return poll ? call_polling(prepare, reply) : blocking();
+}
+
 }  // namespace matserve::client

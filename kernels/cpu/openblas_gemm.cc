@@ -83,8 +83,7 @@ absl::Status one_product(const GemmProblem& p) {
   const std::int64_t a_span = p.a_trans ? span(p.k, p.lda, p.m) : span(p.m, p.lda, p.k);
   const std::int64_t b_span = p.b_trans ? span(p.n, p.ldb, p.k) : span(p.k, p.ldb, p.n);
   // fp8 of wider data: the dequant scales go where the problem says (as the GPU variants do).
-  const bool scales =
-      p.fp8_scales_out != nullptr && p.precision == Precision::kF8 && p.in_type != DType::kF8E4M3;
+  const bool scales = p.fp8_scales_out != nullptr && quantizes_to_fp8(p);
   const std::vector<float> a =
       operand_as_f32(p.a, p.in_type, a_span, p.precision, scales ? p.fp8_scales_out : nullptr);
   const std::vector<float> b =

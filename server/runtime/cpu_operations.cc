@@ -1,8 +1,6 @@
 // The CPU operations through the execution plan: see cpu_operations.h.
 #include "server/runtime/cpu_operations.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -35,10 +33,8 @@ class CpuOperation {
   absl::Status launch(Outcome& outcome) {
     if constexpr (std::is_same_v<Problem, kernels::GemmProblem>) {
       // fp8 of wider data: the dequant scales the product quantizes with, into the outcome.
-      if (problem_.precision == kernels::Precision::kF8 &&
-          problem_.in_type != kernels::DType::kF8E4M3) {
-        outcome.fp8_scales.assign(
-            2 * static_cast<std::size_t>(std::max<std::int64_t>(problem_.batch.count, 1)), 1.0f);
+      if (kernels::quantizes_to_fp8(problem_)) {
+        outcome.fp8_scales.assign(2 * static_cast<std::size_t>(problem_.batch.count), 1.0f);
         problem_.fp8_scales_out = outcome.fp8_scales.data();
       }
     }

@@ -7,8 +7,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <span>
 
 #include "absl/functional/function_ref.h"
@@ -102,16 +100,14 @@ class CudaOperation {
   // fp8 of data the server quantizes: points `p` at the stream's scale buffer, so the product
   // writes the dequant scales it computes there (when they fit it).
   void ask_fp8_scales(kernels::GemmProblem& p) const {
-    if (p.precision == kernels::Precision::kF8 && p.in_type != kernels::DType::kF8E4M3 &&
-        std::max<std::int64_t>(p.batch.count, 1) <= kernels::kFp8ScaleProducts) {
+    if (kernels::quantizes_to_fp8(p) && p.batch.count <= kernels::kFp8ScaleProducts) {
       p.fp8_scales_out = slot_->resources.fp8_scales();
     }
   }
   // After the kernel: the scales `p` asked for, A's and B's per product, into the outcome.
   static void read_fp8_scales(const kernels::GemmProblem& p, Outcome& outcome) {
     if (p.fp8_scales_out == nullptr) return;
-    const std::int64_t products = std::max<std::int64_t>(p.batch.count, 1);
-    outcome.fp8_scales.assign(p.fp8_scales_out, p.fp8_scales_out + 2 * products);
+    outcome.fp8_scales.assign(p.fp8_scales_out, p.fp8_scales_out + 2 * p.batch.count);
   }
 
   ParallelCopier& copier() const { return context_.copier; }

@@ -208,12 +208,15 @@ std::int64_t ResidentStore::bytes_of_locked(const std::string& owner) const {
   return total;
 }
 
+std::int64_t ResidentStore::reserved_locked(const std::string& owner) const {
+  auto it = reserved_.find(owner);
+  return it == reserved_.end() ? 0 : it->second;
+}
+
 std::int64_t ResidentStore::room_of(const std::string& owner, std::int64_t limit) const {
   if (limit <= 0) return std::numeric_limits<std::int64_t>::max();
   absl::MutexLock lock(&mu_);
-  auto it = reserved_.find(owner);
-  const std::int64_t pending = it == reserved_.end() ? 0 : it->second;
-  return std::max<std::int64_t>(0, limit - bytes_of_locked(owner) - pending);
+  return std::max<std::int64_t>(0, limit - bytes_of_locked(owner) - reserved_locked(owner));
 }
 
 absl::StatusOr<QuotaReservation> ResidentStore::reserve(const std::string& owner,
@@ -223,8 +226,7 @@ absl::StatusOr<QuotaReservation> ResidentStore::reserve(const std::string& owner
       static_cast<std::int64_t>(MemoryPool::size_class(static_cast<std::size_t>(bytes)));
   absl::MutexLock lock(&mu_);
   const std::int64_t held = bytes_of_locked(owner);
-  auto it = reserved_.find(owner);
-  const std::int64_t pending = it == reserved_.end() ? 0 : it->second;
+  const std::int64_t pending = reserved_locked(owner);
   if (held + pending + counted > limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "resident matrices of this caller would take ", held + pending + counted,

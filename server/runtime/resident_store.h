@@ -184,6 +184,8 @@ class ResidentStore {
   absl::Status not_found(const std::string& field, const std::string& handle) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::int64_t bytes_of_locked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes reserved for `owner` by requests in progress.
+  std::int64_t reserved_locked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The idle time after which `m` is released: the TTL, or the fill timeout while it fills.
   std::int64_t idle_limit_ms(const ResidentMatrix& m) const;
 };

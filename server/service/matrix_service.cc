@@ -91,7 +91,11 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
           },
           /*run=*/
           [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
-            job.copy_room = gate_.quota_room(job.owner);
+            // Only fp8 products of e4m3 data may keep transposed copies (and need the room).
+            if (job.precision == kernels::Precision::kF8 &&
+                job.a.dtype == kernels::DType::kF8E4M3) {
+              job.copy_room = gate_.quota_room(job.owner);
+            }
             return runtime_.multiply(job, request->variant(), out, waiter_of(*context), outcome);
           },
           /*keep=*/

@@ -143,12 +143,17 @@ def reflection_services(channel):
 
 
 def matrix(array, dtype=None, layout=pb.ROW_MAJOR):
-    """A Matrix message from a 2-D NumPy array (fp64/fp32/fp16, or uint16 bf16 bits with dtype)."""
+    """A Matrix message from a 2-D NumPy array (fp64/fp32/fp16, or uint16 bf16 bits with dtype);
+    a 3-D (batch, rows, cols) array becomes that many row-major matrices stacked batch-major."""
     import numpy as np
     kinds = {np.dtype(np.float64): pb.FP64, np.dtype(np.float32): pb.FP32,
              np.dtype(np.float16): pb.FP16}
     if dtype is None:
         dtype = kinds[array.dtype]
+    if array.ndim == 3:
+        assert layout == pb.ROW_MAJOR, "stacks are sent row-major"
+        return pb.Matrix(rows=array.shape[1], cols=array.shape[2], batch=array.shape[0],
+                         dtype=dtype, data=np.ascontiguousarray(array).tobytes())
     data = np.asfortranarray(array) if layout == pb.COL_MAJOR else np.ascontiguousarray(array)
     raw = data.tobytes(order="F" if layout == pb.COL_MAJOR else "C")
     return pb.Matrix(rows=array.shape[0], cols=array.shape[1], dtype=dtype, layout=layout,

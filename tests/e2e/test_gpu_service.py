@@ -183,9 +183,7 @@ class GpuServiceTest(unittest.TestCase):
         stack_a = np.stack([rng.standard_normal((32, 48)) * (i + 1) for i in range(5)]).astype(np.float32)
         stack_b = np.stack([rng.standard_normal((48, 16)) * 0.5 ** i for i in range(5)]).astype(np.float32)
         batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
-            batch=5, a=pb.Matrix(rows=32, cols=48, batch=5, dtype=pb.FP32, data=stack_a.tobytes()),
-            b=pb.Matrix(rows=48, cols=16, batch=5, dtype=pb.FP32, data=stack_b.tobytes()),
-            compute=pb.COMPUTE_FP8), timeout=60)
+            batch=5, a=matrix(stack_a), b=matrix(stack_b), compute=pb.COMPUTE_FP8), timeout=60)
         self.assertEqual(len(batched.fp8_scales), 5)
         for i, sc in enumerate(batched.fp8_scales):
             want = (np.abs(stack_a[i]).max() / 448, np.abs(stack_b[i]).max() / 448)

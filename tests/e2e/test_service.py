@@ -415,9 +415,7 @@ class ServiceTest(unittest.TestCase):
         stack_a = np.stack([rand(6, 4) * (i + 1) for i in range(3)]).astype(np.float32)
         stack_b = np.stack([rand(4, 2) * 0.5 ** i for i in range(3)]).astype(np.float32)
         batched = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
-            batch=3, a=pb.Matrix(rows=6, cols=4, batch=3, dtype=pb.FP32, data=stack_a.tobytes()),
-            b=pb.Matrix(rows=4, cols=2, batch=3, dtype=pb.FP32, data=stack_b.tobytes()),
-            compute=pb.COMPUTE_FP8), timeout=60)
+            batch=3, a=matrix(stack_a), b=matrix(stack_b), compute=pb.COMPUTE_FP8), timeout=60)
         self.assertEqual(len(batched.fp8_scales), 3)
         for i, s in enumerate(batched.fp8_scales):
             self.assertAlmostEqual(s.a_scale, np.abs(stack_a[i]).max() / 448, delta=1e-6 * (i + 1))
