@@ -10,7 +10,12 @@
 #   a CPU build: MATSERVE_BACKEND=cpu MATSERVE_SERVER=build-cpu/server/matserve \
 #     MATSERVE_PYTHON_STUBS=build-cpu/python scripts/bench/run-transport-bench.sh \
 #     --shapes 256,512 --transports inline,striped,shm --reps 5
-# Environment: MATSERVE_BACKEND [cuda], PYTHON [python3], SERVER_ARGS (extra server flags).
+# Environment: MATSERVE_BACKEND [cuda], PYTHON [python3], SERVER_ARGS (extra server flags),
+#   ROUNDS [1] (runs of the script against the one server; round N writes to $OUT/roundN when
+#   ROUNDS > 1), OTHER_CLIENT (a directory holding another matserve_client package, e.g. a
+#   checkout of an earlier commit's client/python: each round then also runs the script with
+#   that client, right after this tree's, into the same directory with "-other" appended;
+#   compare within a round).
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -33,9 +38,25 @@ fi
   --backend="${MATSERVE_BACKEND:-cuda}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
 port=$(wait_for_server_port "$out/server.log" $server run-transport-bench 300) || exit 1
-PYTHONPATH="$stubs:$here/../../client/python${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" \
-  "$here/transport_latency.py" --target "127.0.0.1:$port" --out "$out" "$@"
-rc=$?
+rounds=${ROUNDS:-1}
+rc=0
+run_client() {  # client directory, output directory, script args
+  local client=$1 dir=$2
+  shift 2
+  mkdir -p "$dir"
+  PYTHONPATH="$stubs:$client${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" \
+    "$here/transport_latency.py" --target "127.0.0.1:$port" --out "$dir" "$@" || rc=1
+}
+for ((round = 1; round <= rounds; round++)); do
+  dir=$out
+  [ "$rounds" -gt 1 ] && dir="$out/round$round"
+  [ "$rounds" -gt 1 ] && echo "== round $round: this tree's client"
+  run_client "$here/../../client/python" "$dir" "$@"
+  if [ -n "${OTHER_CLIENT:-}" ]; then
+    echo "== round $round: the client in $OTHER_CLIENT"
+    run_client "$OTHER_CLIENT" "$dir-other" "$@"
+  fi
+done
 kill -TERM $server
 wait $server || rc=1
 exit $rc

@@ -346,6 +346,22 @@ class PythonClientStripingTest(unittest.TestCase):
                     self.assertTrue(np.array_equal(t_got, t_want))
                     self.assert_nothing_left()
 
+    def test_a_striped_call_releases_everything_it_made_in_one_call(self):
+        a = RNG.uniform(-1, 1, (300, 200)).astype(np.float32)
+        b = RNG.uniform(-1, 1, (200, 100)).astype(np.float32)
+        rpcs = ["CreateResident", "Release", "Multiply", "Transpose", "MultiplyBatched"]
+        for what, run in [("multiply", lambda: self.striped.multiply(a, b)),
+                           ("transpose", lambda: self.striped.transpose(a)),
+                           ("batched", lambda: self.striped.multiply_batched(
+                               np.stack([a, a]), np.stack([b, b])))]:
+            with self.subTest(what):
+                before = {r: ranged_calls(self.server, r) for r in rpcs}
+                run()
+                made = {r: ranged_calls(self.server, r) - before[r] for r in rpcs}
+                self.assertEqual(made["Release"], 1, made)
+                self.assertEqual(made["CreateResident"], 1 if what == "transpose" else 2, made)
+                self.assert_nothing_left()
+
     def test_small_calls_stay_inline(self):
         a, b = RNG.uniform(-1, 1, (64, 64)), RNG.uniform(-1, 1, (64, 64))
         writes = ranged_calls(self.server, "WriteRange")
@@ -506,6 +522,13 @@ class WireCodecTest(unittest.TestCase):
             msg = pb.WriteRangeRequest.FromString(wire)
             self.assertEqual((msg.handle, msg.offset), ("ab" * 16, offset))
             self.assertEqual(msg.data, data[5:70005].tobytes())
+
+    def test_matrices_created_apart_are_found(self):
+        from matserve_client import striped
+        infos = [pb.ResidentInfo(handle=h, device=d)
+                 for h, d in [("a", "cuda:0"), ("b", "cuda:1"), ("c", "cuda:0")]]
+        self.assertEqual(striped._misplaced(infos), [1])
+        self.assertEqual(striped._misplaced(infos[:1]), [])
 
     def test_read_range_reply_lands_in_its_slice(self):
         from matserve_client import striped

@@ -240,16 +240,13 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
             if keep_stacked:
                 stacked, residents = Stacked(residents[0], batch), []
             elif not keep_result:  # kept by this client (striped, or too large for the reply)
-                try:
-                    if striped_call:
-                        matrices = _read_stacked_striped(client, residents[0], batch, m, n, order,
-                                                         timeout, bf16_bits)
-                    else:
-                        matrices = _download_stacked(residents[0], batch, m, n, order, timeout,
+                temporaries.extend(residents)  # released with the operands, in one call
+                stack, residents = residents[0], []
+                if striped_call:
+                    matrices = _read_stacked_striped(client, stack, batch, m, n, order, timeout,
                                                      bf16_bits)
-                finally:
-                    client._release_quietly(residents)
-                residents = []
+                else:
+                    matrices = _download_stacked(stack, batch, m, n, order, timeout, bf16_bits)
     finally:
         client._release_quietly(temporaries)
     return MultiplyBatchedResult(c=matrices, variant=reply.variant, device=reply.device,

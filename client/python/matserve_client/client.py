@@ -367,7 +367,8 @@ class Client:
                 matrix, resident = _out_view(out, reply.c), None
             else:
                 matrix, resident = self._result(reply.c, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout, striped_call)
+                                                keep_result, bf16_bits, timeout, striped_call,
+                                                temporaries)
         finally:
             self._release_quietly(temporaries)
         return MultiplyResult(c=matrix, variant=reply.variant, device=reply.device,
@@ -464,7 +465,8 @@ class Client:
                 matrix, resident = None, a
             else:
                 matrix, resident = self._result(reply.b, reply.result if kept else None,
-                                                keep_result, bf16_bits, timeout, striped_call)
+                                                keep_result, bf16_bits, timeout, striped_call,
+                                                temporaries)
         finally:
             self._release_quietly(temporaries)
         return TransposeResult(b=matrix, variant=reply.variant, device=reply.device,
@@ -719,22 +721,23 @@ class Client:
         return keep, striped_call
 
     def _result(self, matrix, kept, keep_result: bool, bf16_bits: bool, timeout,
-                striped_call: bool = False):
-        """(array or None, ResidentMatrix or None) from a reply's matrix and kept result."""
+                striped_call: bool, temporaries: List[ResidentMatrix]):
+        """(array or None, ResidentMatrix or None) from a reply's matrix and kept result. A
+        result kept only to be read back joins `temporaries` (released with the operands, in
+        one call)."""
         if kept is None:
             return decode(matrix, bf16_bits=bf16_bits), None
         resident = ResidentMatrix(self, ResidentInfo.from_proto(kept))
         if keep_result:
             return None, resident
-        try:  # kept by this client (striped, or too large for the reply): read it back
-            if striped_call:
-                buf = np.empty(resident.nbytes, dtype=np.uint8)
-                self._get_striped([resident.handle], [buf], timeout)
-                return assemble(resident.shape[0], resident.shape[1], resident.dtype,
-                                resident.order, buf, bf16_bits=bf16_bits), None
-            return resident.download(bf16_bits=bf16_bits, timeout=timeout), None
-        finally:
-            self._release_quietly([resident])
+        temporaries.append(resident)
+        # Kept by this client (striped, or too large for the reply): read it back.
+        if striped_call:
+            buf = np.empty(resident.nbytes, dtype=np.uint8)
+            self._get_striped([resident.handle], [buf], timeout)
+            return assemble(resident.shape[0], resident.shape[1], resident.dtype,
+                            resident.order, buf, bf16_bits=bf16_bits), None
+        return resident.download(bf16_bits=bf16_bits, timeout=timeout), None
 
     # --- striped transfer -------------------------------------------------------------------------
     def _stripes_for(self, inline_bytes: int, ops) -> bool:

@@ -69,6 +69,16 @@ def _ranges(sizes: Sequence[int], chunk: int) -> List[Tuple[int, int, int]]:
             for off in range(0, size, chunk)]
 
 
+def _create_request(prepared, colocate_with: str) -> "pb.CreateResidentRequest":
+    return pb.CreateResidentRequest(header=_header(prepared), colocate_with=colocate_with)
+
+
+def _misplaced(infos: Sequence["pb.ResidentInfo"]) -> List[int]:
+    """Indexes of the matrices not on the first one's device (created concurrently, a
+    multi-GPU server may have placed them apart)."""
+    return [i for i, info in enumerate(infos) if i and info.device != infos[0].device]
+
+
 def _header(prepared) -> "pb.Matrix":
     return pb.Matrix(rows=prepared.rows, cols=prepared.cols, dtype=prepared.header().dtype,
                      layout=prepared.header().layout)
@@ -101,7 +111,9 @@ class Stripes:
                 calls.unary_unary(WRITE, request_serializer=_identity,
                                   response_deserializer=pb.WriteRangeReply.FromString),
                 calls.unary_unary(READ, request_serializer=pb.ReadRangeRequest.SerializeToString,
-                                  response_deserializer=_identity)))
+                                  response_deserializer=_identity),
+                calls.unary_unary(RELEASE, request_serializer=pb.ReleaseRequest.SerializeToString,
+                                  response_deserializer=pb.ReleaseReply.FromString)))
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="matserve-stripe")
 
     def close(self) -> None:
@@ -130,26 +142,52 @@ class Stripes:
         if failed:
             raise failed[0]
 
+    def _create(self, stripe: int, request, timeout: Optional[float]) -> "pb.ResidentInfo":
+        try:
+            return self._calls[stripe][0](request, timeout=timeout).resident
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def _create_all(self, prepared: Sequence[Any], timeout: Optional[float], made: List[str],
+                    colocate_with: str) -> List["pb.ResidentInfo"]:
+        """Creates one resident matrix per Prepared, all at once over the stripes' connections
+        (one round trip, not one each), appending each handle to `made` as it arrives. A matrix
+        a multi-GPU server placed off the first one's device is released and made again beside
+        it."""
+        requests = [_create_request(p, colocate_with) for p in prepared]
+        futures = [self._pool.submit(self._create, i % len(self._calls), r, timeout)
+                   for i, r in enumerate(requests[1:], start=1)]
+        infos = []
+        failed = None
+        for f in [None, *futures]:  # every handle made is recorded, also when a create failed
+            try:
+                infos.append(self._create(0, requests[0], timeout) if f is None else f.result())
+                made.append(infos[-1].handle)
+            except BaseException as e:  # noqa: B902 - the first one is raised below
+                failed = failed or e
+        if failed is not None:
+            raise failed
+        for i in _misplaced(infos):
+            self._release(infos[i].handle, timeout)
+            made.remove(infos[i].handle)
+            infos[i] = self._create(0, _create_request(prepared[i], infos[0].handle), timeout)
+            made.append(infos[i].handle)
+        return infos
+
+    def _release(self, handle: str, timeout: Optional[float]) -> None:
+        try:
+            self._calls[0][3](pb.ReleaseRequest(handles=[handle]), timeout=timeout)
+        except grpc.RpcError:
+            pass  # best effort: the server's idle TTL frees what a failed release leaves
+
     def put(self, prepared: Sequence[Any], timeout: Optional[float], made: List[str],
             colocate_with: str = "") -> List["pb.ResidentInfo"]:
-        """Creates one resident matrix per Prepared (the first beside `colocate_with`, the others
-        beside the first) and writes all their ranges; returns their ResidentInfos. Handles are
-        appended to `made` as they are created (the caller releases them, also after a
-        failure)."""
-        create = self._calls[0][0]
-        handles: List[str] = []
-        infos = []
-        for p in prepared:
-            try:
-                info = create(pb.CreateResidentRequest(
-                    header=_header(p), colocate_with=handles[0] if handles else colocate_with),
-                    timeout=timeout).resident
-            except grpc.RpcError as e:
-                raise from_rpc_error(e) from None
-            infos.append(info)
-            handles.append(info.handle)
-            made.append(info.handle)
-        keys = [h.encode() for h in handles]
+        """Creates one resident matrix per Prepared (all on one device, beside `colocate_with`
+        when that names a handle) and writes all their ranges; returns their ResidentInfos.
+        Handles are appended to `made` as they are created (the caller releases them, also
+        after a failure)."""
+        infos = self._create_all(prepared, timeout, made, colocate_with)
+        keys = [info.handle.encode() for info in infos]
         views = [memoryview(p.flat) for p in prepared]
 
         def one(stripe: int, r) -> None:
@@ -201,7 +239,10 @@ class AsyncStripes:
                 channel.unary_unary(WRITE, request_serializer=_identity,
                                     response_deserializer=pb.WriteRangeReply.FromString),
                 channel.unary_unary(READ, request_serializer=pb.ReadRangeRequest.SerializeToString,
-                                    response_deserializer=_identity)))
+                                    response_deserializer=_identity),
+                channel.unary_unary(RELEASE,
+                                    request_serializer=pb.ReleaseRequest.SerializeToString,
+                                    response_deserializer=pb.ReleaseReply.FromString)))
 
     async def close(self) -> None:
         for c in self._channels:
@@ -222,21 +263,36 @@ class AsyncStripes:
             for t in tasks:
                 t.cancel()
 
+    async def _create(self, stripe: int, request, timeout, metadata) -> "pb.ResidentInfo":
+        try:
+            return (await self._calls[stripe][0](request, timeout=timeout,
+                                                 metadata=metadata)).resident
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None
+
     async def put(self, prepared, timeout, metadata, made: List[str],
                   colocate_with: str = "") -> List["pb.ResidentInfo"]:
-        handles: List[str] = []
-        infos = []
-        for p in prepared:
+        """As Stripes.put: every matrix created at once, then every range written."""
+        got = await asyncio.gather(
+            *(self._create(i % len(self._calls), _create_request(p, colocate_with), timeout,
+                           metadata) for i, p in enumerate(prepared)),
+            return_exceptions=True)
+        made.extend(g.handle for g in got if not isinstance(g, BaseException))
+        failed = next((g for g in got if isinstance(g, BaseException)), None)
+        if failed is not None:
+            raise failed
+        infos = list(got)
+        for i in _misplaced(infos):
             try:
-                info = (await self._calls[0][0](pb.CreateResidentRequest(
-                    header=_header(p), colocate_with=handles[0] if handles else colocate_with),
-                    timeout=timeout, metadata=metadata)).resident
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e) from None
-            infos.append(info)
-            handles.append(info.handle)
-            made.append(info.handle)
-        keys = [h.encode() for h in handles]
+                await self._calls[0][3](pb.ReleaseRequest(handles=[infos[i].handle]),
+                                        timeout=timeout, metadata=metadata)
+            except grpc.aio.AioRpcError:
+                pass  # best effort: the server's idle TTL frees what a failed release leaves
+            made.remove(infos[i].handle)
+            infos[i] = await self._create(0, _create_request(prepared[i], infos[0].handle),
+                                          timeout, metadata)
+            made.append(infos[i].handle)
+        keys = [info.handle.encode() for info in infos]
         views = [memoryview(p.flat) for p in prepared]
 
         async def one(stripe: int, r) -> None:
