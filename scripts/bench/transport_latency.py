@@ -12,6 +12,11 @@ client's round trip (time.perf_counter around the call, Python included), the by
 and C) per second of it, and the reply's timing, as medians. Every last result is checked
 against float64.
 
+--phases also times the steps of each call made through the client (the operands created and
+written as ranges, the operation's own RPC, the result read as ranges, the release; per call,
+medians) and an empty unary call (`Client.health`), and writes phases.md: where a striped call's
+time goes on the client.
+
 --batched adds MultiplyBatched stacks (BATCHxN:DTYPE, fp32 or bf16, e.g. 1000x64:fp32,8x2048:bf16)
 through `Client.multiply_batched` from host arrays to a host array, for the transports `inline`,
 `default` and `torch` (`torch.bmm` locally from and to the same host arrays; bf16 data and
@@ -20,8 +25,9 @@ results as 16-bit patterns on both sides: the client's `bf16_bits=True`).
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
        inline,striped,default,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
        [--stripe-chunk-bytes N[,N...]] [--batched SPEC[,SPEC...]] [--reps 30] [--warmup 5]
-       [--tls-ca PEM] [--out DIR]
-       (writes transport.{json,md}); --tls-ca: the server runs TLS, trust this root
+       [--tls-ca PEM] [--phases] [--out DIR]
+       (writes transport.{json,md}, and phases.md with --phases); --tls-ca: the server runs TLS,
+       trust this root
 """
 import argparse
 import json
@@ -68,16 +74,56 @@ def torch_call(a, b):
     return _torch_local(lambda t: (t.from_numpy(a).cuda() @ t.from_numpy(b).cuda()).cpu().numpy())
 
 
-def _timed(call, reps, warmup):
+# The client's steps of a call that --phases times: its (private) method, and the step's name.
+PHASES = (("_put_striped", "create + write ranges"), ("_call", "operation RPC"),
+          ("_get_striped", "read ranges"), ("_release_quietly", "release"))
+
+
+class PhaseClock:
+    """Times the steps of the calls a Client makes (PHASES), per call: its methods are wrapped
+    on the instance for as long as the clock is on."""
+
+    def __init__(self, client):
+        self.calls = []
+        self._now = None
+        for name, _ in PHASES:
+            setattr(client, name, self._wrap(name, getattr(client, name)))
+
+    def _wrap(self, name, method):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if self._now is not None:
+                    self._now[name] += (time.perf_counter() - t0) * 1e6
+        return timed
+
+    def start(self):
+        self._now = {name: 0.0 for name, _ in PHASES}
+
+    def stop(self):
+        self.calls.append(self._now)
+        self._now = None
+
+    def medians(self):
+        return {name: median([c[name] for c in self.calls]) for name, _ in PHASES}
+
+
+def _timed(call, reps, warmup, clock=None):
     """`warmup` calls, then `reps` timed ones: the client's median round trip (us), the last
-    result, and every reply's timing."""
+    result, and every reply's timing (with a PhaseClock, its steps of the timed calls too)."""
     for _ in range(warmup):
         call()
     rows = []
     for _ in range(reps):
+        if clock is not None:
+            clock.start()
         t0 = time.perf_counter()
         r = call()
         rows.append(((time.perf_counter() - t0) * 1e6, r.timing))
+        if clock is not None:
+            clock.stop()
     return median([x[0] for x in rows]), r, [x[1] for x in rows]
 
 
@@ -94,7 +140,7 @@ def _row(shape, transport, client, striped, reps, client_us, moved_bytes, timing
             "rel_l2": err, "check": "ok" if err < tol else "FAILED"}
 
 
-def run(client, shape, transport, reps, warmup):
+def run(client, shape, transport, reps, warmup, phases=False):
     n = shape
     rng = np.random.default_rng(n)
     a = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
@@ -118,8 +164,9 @@ def run(client, shape, transport, reps, warmup):
         ca, cb, co = (client.cuda_matrix(t) for t in (ta, tb, to))
         closers += [ca, cb, co]
         call = lambda: client.multiply(ca, cb, out=co, compute="fp32")  # noqa: E731
+    clock = PhaseClock(client) if phases and transport in ("striped", "default") else None
     try:
-        client_us, r, timings = _timed(call, reps, warmup)
+        client_us, r, timings = _timed(call, reps, warmup, clock)
         c = r.c
         if transport == "cuda-ipc":
             import torch
@@ -130,8 +177,11 @@ def run(client, shape, transport, reps, warmup):
     finally:
         for x in closers:
             x.close()
-    return _row(f"{n}^3 fp32", transport, client, transport in ("striped", "default"), reps,
-                client_us, 3 * a.nbytes, timings, err, 1e-5)
+    row = _row(f"{n}^3 fp32", transport, client, transport in ("striped", "default"), reps,
+               client_us, 3 * a.nbytes, timings, err, 1e-5)
+    if clock is not None:
+        row["phases_us"] = clock.medians()
+    return row
 
 
 def torch_bmm_call(a, b, bf16):
@@ -145,7 +195,7 @@ def torch_bmm_call(a, b, bf16):
     return _torch_local(bmm)
 
 
-def run_batched(client, spec, transport, reps, warmup):
+def run_batched(client, spec, transport, reps, warmup, phases=False):
     """One MultiplyBatched stack (BATCHxN:DTYPE) through `transport` (inline, default, torch)."""
     dims, _, dtype = spec.partition(":")
     batch, n = (int(x) for x in dims.split("x"))
@@ -169,14 +219,49 @@ def run_batched(client, spec, transport, reps, warmup):
                                                bf16_bits=True)
     else:
         call = lambda: client.multiply_batched(a, b, compute="fp32")  # noqa: E731
-    client_us, r, timings = _timed(call, reps, warmup)
+    clock = PhaseClock(client) if phases and transport == "default" else None
+    client_us, r, timings = _timed(call, reps, warmup, clock)
     c = r.c.bits if isinstance(r.c, Bfloat16) else np.asarray(r.c)
     if bf16 and c.dtype == np.uint16:
         c = bf16_bits_to_float32(c)
     want = np.matmul(a64, b64)
     err = float(np.linalg.norm(c.astype(np.float64) - want) / np.linalg.norm(want))
-    return _row(f"{batch} x {n}^3 {dtype}", transport, client, transport == "default", reps,
-                client_us, 3 * a.nbytes, timings, err, 2e-2 if bf16 else 1e-5)
+    row = _row(f"{batch} x {n}^3 {dtype}", transport, client, transport == "default", reps,
+               client_us, 3 * a.nbytes, timings, err, 2e-2 if bf16 else 1e-5)
+    if clock is not None:
+        row["phases_us"] = clock.medians()
+    return row
+
+
+def empty_call_us(client, reps, warmup):
+    """The median of an empty unary call (Client.health) from this client, in us."""
+    for _ in range(warmup):
+        client.health()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        client.health()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return median(times)
+
+
+def phases_table(doc, results, empty_us):
+    """phases.md: each call's steps on the client, per call (medians over the timed calls)."""
+    lines = [f"# Where a call's time goes on the Python client ({doc['date']}, "
+             f"{doc['server']['device']}, server {doc['server']['git_sha'][:7]})", "",
+             f"An empty unary call (`Client.health`) from this client: {empty_us:,.0f} us "
+             "(median).", "",
+             "| shape | transport | stripes | range MiB | client p50 us | " +
+             " | ".join(f"{label} us" for _, label in PHASES) + " | server total p50 us |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(PHASES) + "---:|"]
+    for r in results:
+        if "phases_us" not in r:
+            continue
+        mib = f"{r['chunk_bytes'] / 2**20:g}" if r["chunk_bytes"] else "-"
+        steps = " | ".join(f"{r['phases_us'][name]:,.0f}" for name, _ in PHASES)
+        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | {mib} | "
+                     f"{r['client_us']:,.0f} | {steps} | {r['server_total_us']:,.0f} |")
+    return lines
 
 
 def main():
@@ -193,6 +278,8 @@ def main():
                    help="MultiplyBatched stacks BATCHxN:DTYPE (fp32, bf16), comma-separated; "
                         "run for the transports inline, default and torch")
     p.add_argument("--tls-ca", help="PEM root the server's certificate chains to (TLS)")
+    p.add_argument("--phases", action="store_true",
+                   help="also time each client call's steps and an empty call (phases.md)")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=".")
@@ -209,6 +296,7 @@ def main():
     chunks = [int(c) for c in args.stripe_chunk_bytes.split(",") if c] or [None]
     with Client(args.target, timeout=600, stripes=0, **tls) as client:
         info = client.server_info()
+        empty_us = empty_call_us(client, 50, 10) if args.phases else 0.0
         for shape in [int(s) for s in args.shapes.split(",") if s]:
             for transport in args.transports.split(","):
                 runs = ([(int(c), chunk) for c in args.stripes.split(",") for chunk in chunks]
@@ -218,10 +306,12 @@ def main():
                         sized = {} if chunk is None else {"stripe_chunk_bytes": chunk}
                         with Client(args.target, timeout=600, stripes=count,
                                     stripe_threshold_bytes=0, **sized, **tls) as striped:
-                            r = run(striped, shape, transport, args.reps, args.warmup)
+                            r = run(striped, shape, transport, args.reps, args.warmup,
+                                    args.phases)
                     elif transport == "default":
                         with Client(args.target, timeout=600, **tls) as default:
-                            r = run(default, shape, transport, args.reps, args.warmup)
+                            r = run(default, shape, transport, args.reps, args.warmup,
+                                    args.phases)
                     else:
                         r = run(client, shape, transport, args.reps, args.warmup)
                     if r is None:
@@ -238,7 +328,8 @@ def main():
                               if t in ("inline", "default", "torch")]:
                 if transport == "default":
                     with Client(args.target, timeout=600, **tls) as default:
-                        r = run_batched(default, spec, transport, args.reps, args.warmup)
+                        r = run_batched(default, spec, transport, args.reps, args.warmup,
+                                        args.phases)
                 else:
                     r = run_batched(client, spec, transport, args.reps, args.warmup)
                 if r is None:
@@ -251,6 +342,8 @@ def main():
            "server": {"version": info.version, "git_sha": info.git_sha,
                       "device": info.devices[0].name if info.devices else ""},
            "args": vars(args), "results": results}
+    if args.phases:
+        doc["empty_call_us"] = empty_us
     with open(os.path.join(args.out, "transport.json"), "w") as f:
         json.dump(doc, f, indent=1)
     lines = [f"# Transports through the Python client ({doc['date']}, {doc['server']['device']}, "
@@ -270,6 +363,11 @@ def main():
     with open(os.path.join(args.out, "transport.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.phases:
+        steps = phases_table(doc, results, empty_us)
+        with open(os.path.join(args.out, "phases.md"), "w") as f:
+            f.write("\n".join(steps) + "\n")
+        print("\n".join(steps))
     return 0 if all(r["check"] == "ok" for r in results) else 1
 
 
