@@ -81,21 +81,25 @@ PHASES = (("_put_striped", "create + write ranges"), ("_call", "operation RPC"),
 
 class PhaseClock:
     """Times the steps of the calls a Client makes (PHASES), per call: its methods are wrapped
-    on the instance for as long as the clock is on."""
+    on the instance. A step made within another (the server's limits fetched by `_call` while
+    the operands are written) counts in the outer one only."""
 
     def __init__(self, client):
         self.calls = []
         self._now = None
+        self._depth = 0
         for name, _ in PHASES:
             setattr(client, name, self._wrap(name, getattr(client, name)))
 
     def _wrap(self, name, method):
         def timed(*args, **kwargs):
             t0 = time.perf_counter()
+            self._depth += 1
             try:
                 return method(*args, **kwargs)
             finally:
-                if self._now is not None:
+                self._depth -= 1
+                if self._now is not None and self._depth == 0:
                     self._now[name] += (time.perf_counter() - t0) * 1e6
         return timed
 
