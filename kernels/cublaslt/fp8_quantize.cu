@@ -6,7 +6,8 @@
 // Repacking column-stored e4m3 data moves 16 bytes a thread each way through a 64 x 64-byte tile.
 // Both quantize passes read the stored rows 16 bytes per thread where the rows are 16-byte aligned
 // (amax: one warp-and-block reduction and one atomic per block; quantizing K-major data: 8 elements
-// in, 8 bytes out per thread), so they run near copy bandwidth. Quantizing a column-stored operand
+// in, 8 bytes out per thread, the first thread also writing the scale, which takes no launch of its
+// own), so they run near copy bandwidth. Quantizing a column-stored operand
 // (and repacking one whose K-major rows are not 16-byte aligned) goes through a 32 x 32 tile in
 // shared memory, so both the read (along the stored rows) and the write (along K) are coalesced;
 // a plain per-element loop would read it with a stride of ld elements per thread.
@@ -158,15 +159,20 @@ __device__ __forceinline__ float dequant_scale(const unsigned int* amax_bits) {
   return amax > 0.0f ? amax / 448.0f : 1.0f;
 }
 
-__global__ void write_scale(const unsigned int* amax_bits, float* scale) {
-  *scale = dequant_scale(amax_bits);
+// The quantize kernels' first thread also states the scale (no launch of its own for it).
+__device__ __forceinline__ void state_scale(const unsigned int* amax_bits, float* scale) {
+  if (scale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
+      threadIdx.y == 0) {
+    *scale = dequant_scale(amax_bits);
+  }
 }
 
 template <typename T>
 __global__ void pack_quantized_kernel(const T* __restrict__ src, long long rows, long long cols,
                                       long long ld, bool k_major, const unsigned int* amax_bits,
-                                      unsigned char* __restrict__ dst, long long ld_dst,
-                                      long long rows_dst) {
+                                      float* scale, unsigned char* __restrict__ dst,
+                                      long long ld_dst, long long rows_dst) {
+  state_scale(amax_bits, scale);
   const float inv = 1.0f / dequant_scale(amax_bits);
   pack_tiles<T, Quantized<T>>(src, rows, cols, ld, k_major, dst, ld_dst, rows_dst,
                               Quantized<T>{inv});
@@ -177,8 +183,9 @@ __global__ void pack_quantized_kernel(const T* __restrict__ src, long long rows,
 template <typename T, bool kVector>
 __global__ void __launch_bounds__(kRowThreads)
     quantize_rows_kernel(const T* __restrict__ src, long long rows, long long cols, long long ld,
-                         const unsigned int* amax_bits, unsigned char* __restrict__ dst,
-                         long long ld_dst, long long rows_dst) {
+                         const unsigned int* amax_bits, float* scale,
+                         unsigned char* __restrict__ dst, long long ld_dst, long long rows_dst) {
+  state_scale(amax_bits, scale);
   const Quantized<T> convert{1.0f / dequant_scale(amax_bits)};
   const long long step = static_cast<long long>(gridDim.x) * kRowThreads * kPerThread;
   for (long long r = blockIdx.y; r < rows_dst; r += gridDim.y) {
@@ -291,22 +298,21 @@ cudaError_t quantize(const Fp8QuantizeArgs& a, long long rows_dst, cudaStream_t 
     amax_kernel<T, false>
         <<<grid, kRowThreads, 0, stream>>>(src, stored_rows, stored_cols, a.ld, a.amax_bits);
   }
-  write_scale<<<1, 1, 0, stream>>>(a.amax_bits, a.scale);
   if (a.k_major && a.ld_dst % kPerThread == 0 && reinterpret_cast<std::uintptr_t>(a.dst) % 8 == 0) {
     const dim3 qgrid = row_grid(rows_dst, a.ld_dst);
     auto* dst = static_cast<unsigned char*>(a.dst);
     if (vector) {
       quantize_rows_kernel<T, true><<<qgrid, kRowThreads, 0, stream>>>(
-          src, a.rows, a.cols, a.ld, a.amax_bits, dst, a.ld_dst, rows_dst);
+          src, a.rows, a.cols, a.ld, a.amax_bits, a.scale, dst, a.ld_dst, rows_dst);
     } else {
       quantize_rows_kernel<T, false><<<qgrid, kRowThreads, 0, stream>>>(
-          src, a.rows, a.cols, a.ld, a.amax_bits, dst, a.ld_dst, rows_dst);
+          src, a.rows, a.cols, a.ld, a.amax_bits, a.scale, dst, a.ld_dst, rows_dst);
     }
     return cudaGetLastError();
   }
   pack_quantized_kernel<T><<<pack_grid(a, rows_dst), dim3(kTile, kRowsPerPass), 0, stream>>>(
-      src, a.rows, a.cols, a.ld, a.k_major, a.amax_bits, static_cast<unsigned char*>(a.dst),
-      a.ld_dst, rows_dst);
+      src, a.rows, a.cols, a.ld, a.k_major, a.amax_bits, a.scale,
+      static_cast<unsigned char*>(a.dst), a.ld_dst, rows_dst);
   return cudaGetLastError();
 }
 
