@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "client/cpp/client.h"
 #include "client/cpp/range_wire.h"
@@ -95,33 +97,93 @@ absl::Status StripedTransfer::run(const std::vector<Range>& ranges,
   return first_error;
 }
 
+// One CreateResident in flight: its request, reply and status once done.
+struct StripedTransfer::Creation {
+  grpc::ClientContext context;
+  v1::CreateResidentRequest request;
+  v1::UploadReply reply;
+  grpc::Status status;
+};
+
+void StripedTransfer::start_create(Stripe& stripe, Creation& c, const v1::Matrix& header,
+                                   const std::string& colocate_with,
+                                   absl::BlockingCounter& pending) {
+  v1::Matrix* h = c.request.mutable_header();
+  h->set_rows(header.rows());
+  h->set_cols(header.cols());
+  h->set_dtype(header.dtype());
+  h->set_layout(header.layout());
+  c.request.set_colocate_with(colocate_with);
+  prepare_(c.context);
+  stripe.stub->async()->CreateResident(&c.context, &c.request, &c.reply,
+                                       [&c, &pending](grpc::Status status) {
+                                         c.status = std::move(status);
+                                         pending.DecrementCount();
+                                       });
+}
+
+absl::Status StripedTransfer::release(const std::string& handle) {
+  grpc::ClientContext context;
+  prepare_(context);
+  v1::ReleaseRequest request;
+  request.add_handles(handle);
+  v1::ReleaseReply reply;
+  return from_grpc_status(stripes_[0].stub->Release(&context, request, &reply));
+}
+
+absl::Status StripedTransfer::create_all(std::span<const Source> sources,
+                                         std::vector<v1::ResidentInfo>& infos,
+                                         std::vector<std::string>& made) {
+  // Every matrix at once, on the stripes in turn: one round trip, not one per matrix.
+  std::deque<Creation> creations(sources.size());
+  {
+    absl::BlockingCounter pending(static_cast<int>(sources.size()));
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      start_create(stripes_[i % stripes_.size()], creations[i], *sources[i].header, "", pending);
+    }
+    pending.Wait();
+  }
+  const std::size_t base = made.size();
+  absl::Status first_error;
+  for (Creation& c : creations) {
+    if (c.status.ok()) {
+      made.push_back(c.reply.resident().handle());
+    } else if (first_error.ok()) {
+      first_error = from_grpc_status(c.status);
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    infos.push_back(creations[i].reply.resident());
+    // A multi-GPU server may place them apart: one off the first one's device is made again
+    // beside it and takes its place in `made`; the misplaced one is released now (or, should that
+    // fail, with the rest of `made`).
+    if (i == 0 || infos[i].device() == infos[0].device()) continue;
+    Creation again;
+    absl::BlockingCounter pending(1);
+    start_create(stripes_[0], again, *sources[i].header, infos[0].handle(), pending);
+    pending.Wait();
+    if (!again.status.ok()) return from_grpc_status(again.status);
+    made[base + i] = again.reply.resident().handle();
+    if (!release(infos[i].handle()).ok()) made.push_back(infos[i].handle());
+    infos[i] = again.reply.resident();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StripedTransfer::put(std::span<const Source> sources, std::vector<std::string>& made) {
+  std::vector<v1::ResidentInfo> infos;
+  if (absl::Status s = create_all(sources, infos, made); !s.ok()) return s;
   std::vector<std::string> handles;
   std::vector<std::int64_t> sizes;
-  for (const Source& src : sources) {
-    v1::CreateResidentRequest request;
-    v1::Matrix* h = request.mutable_header();
-    h->set_rows(src.header->rows());
-    h->set_cols(src.header->cols());
-    h->set_dtype(src.header->dtype());
-    h->set_layout(src.header->layout());
-    if (!handles.empty()) request.set_colocate_with(handles.front());
-    grpc::ClientContext context;
-    prepare_(context);
-    v1::UploadReply reply;
-    if (absl::Status s =
-            from_grpc_status(stripes_[0].stub->CreateResident(&context, request, &reply));
-        !s.ok())
-      return s;
-    if (reply.resident().bytes() != static_cast<std::int64_t>(src.bytes.size())) {
-      made.push_back(reply.resident().handle());
-      return absl::InvalidArgumentError(absl::StrCat("the operand's data holds ", src.bytes.size(),
-                                                     " bytes; its shape needs ",
-                                                     reply.resident().bytes()));
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (infos[i].bytes() != static_cast<std::int64_t>(sources[i].bytes.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("the operand's data holds ",
+                                                     sources[i].bytes.size(),
+                                                     " bytes; its shape needs ", infos[i].bytes()));
     }
-    handles.push_back(reply.resident().handle());
-    made.push_back(handles.back());
-    sizes.push_back(static_cast<std::int64_t>(src.bytes.size()));
+    handles.push_back(infos[i].handle());
+    sizes.push_back(static_cast<std::int64_t>(sources[i].bytes.size()));
   }
   return run(split(sizes), [&](Stripe& stripe, const Range& r) {
     // The range is sent from the source's own bytes (range_wire.h); they outlive the call.

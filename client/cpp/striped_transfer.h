@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "matserve/v1/matrix_service.grpc.pb.h"
@@ -51,9 +52,11 @@ class StripedTransfer {
   StripedTransfer(std::vector<std::shared_ptr<grpc::Channel>> channels,
                   std::function<void(grpc::ClientContext&)> prepare, std::int64_t chunk_bytes);
 
-  // Creates one resident matrix per source (every one beside the first placed with it), then
-  // writes every range of them all over the stripes. Handles of matrices created are appended to
-  // `made` as they are created, also when a later step fails (the caller releases them).
+  // Creates one resident matrix per source, all at once over the stripes (one that a multi-GPU
+  // server places on another device than the first is made again beside it), then writes every
+  // range of them all over the stripes. The sources' handles are appended to `made` in their
+  // order (then any other handle still to release), also when a later step fails (the caller
+  // releases them all).
   absl::Status put(std::span<const Source> sources, std::vector<std::string>& made);
   absl::Status get(std::span<const Sink> sinks);
 
@@ -77,6 +80,17 @@ class StripedTransfer {
   absl::Status run(const std::vector<Range>& ranges,
                    const std::function<absl::Status(Stripe&, const Range&)>& one);
   std::vector<Range> split(std::span<const std::int64_t> sizes) const;
+  struct Creation;
+  // Starts one CreateResident of `header`'s shape on the stripe; `pending` counts it down once
+  // done.
+  void start_create(Stripe& stripe, Creation& c, const v1::Matrix& header,
+                    const std::string& colocate_with, absl::BlockingCounter& pending);
+  // Releases one resident matrix.
+  absl::Status release(const std::string& handle);
+  // Every source's matrix, created at once; their ResidentInfos into `infos`, their handles into
+  // `made` in the sources' order (and any other handle still to release after them).
+  absl::Status create_all(std::span<const Source> sources, std::vector<v1::ResidentInfo>& infos,
+                          std::vector<std::string>& made);
   // One unary call of `method` on the stripe's generic stub, waited for.
   absl::Status call(Stripe& stripe, const char* method, const grpc::ByteBuffer& request,
                     grpc::ByteBuffer* reply);

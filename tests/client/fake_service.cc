@@ -409,15 +409,29 @@ grpc::Status FakeMatrixService::Release(grpc::ServerContext*, const v1::ReleaseR
 grpc::Status FakeMatrixService::CreateResident(grpc::ServerContext*,
                                                const v1::CreateResidentRequest* request,
                                                v1::UploadReply* reply) {
+  std::string device = "cpu";
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ranged_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no ranged transfer");
+    const int n = create_resident_calls_++;
+    if (!request->colocate_with().empty()) {
+      auto it = devices_.find(request->colocate_with());
+      if (it == devices_.end()) {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "colocate_with: no such handle");
+      }
+      device = it->second;
+    } else if (!create_devices_.empty()) {
+      device = create_devices_[static_cast<std::size_t>(n) % create_devices_.size()];
+    }
   }
   v1::Matrix m = request->header();
   const v1::DataType t = m.dtype();
   const std::int64_t size = t == v1::FP64 ? 8 : t == v1::FP32 ? 4 : t == v1::FP8_E4M3 ? 1 : 2;
   m.mutable_data()->assign(static_cast<std::size_t>(m.rows() * m.cols() * size), '\0');
   *reply->mutable_resident() = keep(std::move(m));
+  reply->mutable_resident()->set_device(device);
+  std::lock_guard<std::mutex> lock(mu_);
+  devices_[reply->resident().handle()] = device;
   return grpc::Status::OK;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "grpcpp/server.h"
 #include "matserve/v1/matrix_service.grpc.pb.h"
@@ -69,6 +70,22 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return write_range_calls_;
   }
+  // CreateResident places a matrix beside its colocate_with handle, else on these devices in turn
+  // (as a multi-GPU server may); by default every matrix is on "cpu".
+  void set_create_devices(std::vector<std::string> devices) {
+    std::lock_guard<std::mutex> lock(mu_);
+    create_devices_ = std::move(devices);
+  }
+  int create_resident_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return create_resident_calls_;
+  }
+  // The device a resident matrix was created on ("" when unknown).
+  std::string device_of(const std::string& handle) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = devices_.find(handle);
+    return it == devices_.end() ? "" : it->second;
+  }
 
   int upload_stream_chunks() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -128,6 +145,9 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
   std::string replica_id_;
   int upload_calls_ = 0;
   int write_range_calls_ = 0;
+  int create_resident_calls_ = 0;
+  std::vector<std::string> create_devices_;
+  std::map<std::string, std::string> devices_;  // where CreateResident placed each matrix
 };
 
 // The fake service listening on 127.0.0.1 at a free port, with 1 GiB message limits.

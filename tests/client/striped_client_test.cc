@@ -32,6 +32,26 @@ std::unique_ptr<Client> connect(const std::string& target, int stripes, std::int
   return c.ok() ? *std::move(c) : nullptr;
 }
 
+TEST(StripedClient, OperandsAreCreatedAtOnceAndOnePlacedApartIsMadeAgainBesideTheFirst) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  server.service().set_create_devices({"cuda:0", "cuda:1"});
+  const std::unique_ptr<Client> striped = connect(server.target(), 2, 1);
+  const std::unique_ptr<Client> inline_client = connect(server.target(), 0, 1);
+  const v1::MultiplyRequest request = request_of(17, 31, 23);
+  absl::StatusOr<v1::MultiplyReply> got = striped->multiply(request);
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Two at once, one on each device; the second made again beside the first.
+  EXPECT_EQ(server.service().create_resident_calls(), 3);
+  const v1::MultiplyRequest& sent = server.service().last_multiply();
+  EXPECT_EQ(server.service().device_of(sent.a_handle()),
+            server.service().device_of(sent.b_handle()));
+  EXPECT_EQ(server.service().resident_count(), 0u);
+  absl::StatusOr<v1::MultiplyReply> want = inline_client->multiply(request);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(got->c().data(), want->c().data());
+}
+
 TEST(StripedClient, StripedResultsEqualInlineOnesAndNothingStays) {
   testing::FakeServer server;
   server.service().set_ranged(true);
