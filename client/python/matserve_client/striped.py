@@ -168,17 +168,19 @@ class Stripes:
         if failed is not None:
             raise failed
         for i in _misplaced(infos):
-            self._release(infos[i].handle, timeout)
-            made.remove(infos[i].handle)
+            # Released now; should that fail, it stays in `made` for the caller to release.
+            if self._release(infos[i].handle, timeout):
+                made.remove(infos[i].handle)
             infos[i] = self._create(0, _create_request(prepared[i], infos[0].handle), timeout)
             made.append(infos[i].handle)
         return infos
 
-    def _release(self, handle: str, timeout: Optional[float]) -> None:
+    def _release(self, handle: str, timeout: Optional[float]) -> bool:
         try:
             self._calls[0][3](pb.ReleaseRequest(handles=[handle]), timeout=timeout)
+            return True
         except grpc.RpcError:
-            pass  # best effort: the server's idle TTL frees what a failed release leaves
+            return False
 
     def put(self, prepared: Sequence[Any], timeout: Optional[float], made: List[str],
             colocate_with: str = "") -> List["pb.ResidentInfo"]:
@@ -283,12 +285,13 @@ class AsyncStripes:
             raise failed
         infos = list(got)
         for i in _misplaced(infos):
+            # Released now; should that fail, it stays in `made` for the caller to release.
             try:
                 await self._calls[0][3](pb.ReleaseRequest(handles=[infos[i].handle]),
                                         timeout=timeout, metadata=metadata)
+                made.remove(infos[i].handle)
             except grpc.aio.AioRpcError:
-                pass  # best effort: the server's idle TTL frees what a failed release leaves
-            made.remove(infos[i].handle)
+                pass
             infos[i] = await self._create(0, _create_request(prepared[i], infos[0].handle),
                                           timeout, metadata)
             made.append(infos[i].handle)

@@ -20,9 +20,10 @@ class FakeServer:
     `colocate_with`, else to the device `placements` gives its row count (the operands have
     different ones). Handles name the operand and the how-manieth matrix made for it."""
 
-    def __init__(self, placements, refuse=()):
+    def __init__(self, placements, refuse=(), release_fails=False):
         self.placements = placements
         self.refuse = set(refuse)  # row counts whose creation is refused as out of memory
+        self.release_fails = release_fails  # every Release fails (the connection dropped)
         self.devices = {}
         self.made = {}
         self.released = []
@@ -41,9 +42,15 @@ class FakeServer:
         return pb.UploadReply(resident=pb.ResidentInfo(handle=handle, device=device))
 
     def release(self, request):
+        if self.release_fails:
+            raise Unreachable()
         with self.lock:
             self.released.extend(request.handles)
         return pb.ReleaseReply()
+
+
+class Unreachable(grpc.RpcError):
+    """A call that failed in transport, as grpcio raises it."""
 
 
 def sync_stripes(server, count=2):
@@ -91,6 +98,15 @@ class CreateAllTest(unittest.TestCase):
                          [("r3.1", "cuda:0"), ("r4.2", "cuda:0")])
         self.assertEqual(server.released, ["r4.1"])
         self.assertEqual(sorted(made), ["r3.1", "r4.2"])
+
+    def test_a_misplaced_matrix_not_released_is_left_for_the_caller(self):
+        server = FakeServer({3: "cuda:0", 4: "cuda:1"}, release_fails=True)
+        stripes = sync_stripes(server)
+        self.addCleanup(stripes.close)
+        made = []
+        infos = stripes._create_all(OPERANDS, None, made, "")
+        self.assertEqual([i.handle for i in infos], ["r3.1", "r4.2"])
+        self.assertEqual(sorted(made), ["r3.1", "r4.1", "r4.2"])
 
     def test_every_handle_made_is_recorded_when_a_create_fails(self):
         server = FakeServer({3: "cuda:0", 4: "cuda:0"}, refuse={3})
