@@ -1,6 +1,7 @@
 // MatrixService handlers: see matrix_service.h.
 #include "server/service/matrix_service.h"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -44,20 +45,16 @@ MatrixServiceImpl::MatrixServiceImpl(Runtime& runtime, Metrics& metrics,
 
 namespace {
 
-// The dequant scales product `i` used: the request's for e4m3 data (default 1), else the ones the
-// server quantized with (the outcome's; left unset where the launch could not report them).
+// The scales a request gives its e4m3 data (1 where it gives none).
 template <typename Request>
-void fill_fp8_scales(kernels::DType data, const Request& request, const Outcome& outcome,
-                     std::int64_t i, v1::Fp8Scales* out) {
-  if (data == kernels::DType::kF8E4M3) {
-    out->set_a_scale(request.has_a_scale() ? request.a_scale() : 1.0);
-    out->set_b_scale(request.has_b_scale() ? request.b_scale() : 1.0);
-    return;
-  }
-  const auto at = static_cast<std::size_t>(2 * i);
-  if (at + 1 >= outcome.fp8_scales.size()) return;
-  out->set_a_scale(outcome.fp8_scales[at]);
-  out->set_b_scale(outcome.fp8_scales[at + 1]);
+Fp8ScalePair given_scales(const Request& request) {
+  return {request.has_a_scale() ? request.a_scale() : 1.0,
+          request.has_b_scale() ? request.b_scale() : 1.0};
+}
+
+void set_scales(const Fp8ScalePair& s, v1::Fp8Scales* out) {
+  out->set_a_scale(s.a);
+  out->set_b_scale(s.b);
 }
 
 }  // namespace
@@ -111,7 +108,10 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
             reply->set_precision(rec.precision);
             reply->set_gflops(outcome.rate());
             if (job.precision == kernels::Precision::kF8) {
-              fill_fp8_scales(job.a.dtype, *request, outcome, 0, reply->mutable_fp8_scales());
+              if (std::optional<Fp8ScalePair> used =
+                      fp8_scales_used(job.a.dtype, given_scales(*request), outcome, 0)) {
+                set_scales(*used, reply->mutable_fp8_scales());
+              }
             }
             rec.merged_requests = outcome.merged_requests;
             rec.batch_wait_us = outcome.times.batch_wait_us;
@@ -169,7 +169,10 @@ grpc::Status MatrixServiceImpl::MultiplyBatched(grpc::ServerContext* context,
             reply->set_gflops(outcome.rate());
             if (batch.shape.precision == kernels::Precision::kF8) {
               for (std::int64_t i = 0; i < batch.count; ++i) {
-                fill_fp8_scales(batch.shape.a.dtype, *request, outcome, i, reply->add_fp8_scales());
+                std::optional<Fp8ScalePair> used =
+                    fp8_scales_used(batch.shape.a.dtype, given_scales(*request), outcome, i);
+                if (!used) break;  // not reported: none stated
+                set_scales(*used, reply->add_fp8_scales());
               }
             }
             rec.products = batch.count;

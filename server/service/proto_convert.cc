@@ -1,6 +1,9 @@
 // API <-> internal type conversions: see proto_convert.h.
 #include "server/service/proto_convert.h"
 
+#include <cstddef>
+#include <cstdint>
+
 namespace matserve::server {
 
 std::optional<kernels::DType> from_proto(v1::DataType t) {
@@ -68,6 +71,14 @@ void fill_device(const DeviceDescription& d, v1::DeviceInfo* out) {
   out->set_memory_total_bytes(d.memory_total_bytes);
   out->set_memory_free_bytes(d.memory_free_bytes);
   out->set_multiprocessors(d.multiprocessors);
+}
+
+std::optional<Fp8ScalePair> fp8_scales_used(kernels::DType data, Fp8ScalePair given,
+                                            const Outcome& outcome, std::int64_t i) {
+  if (data == kernels::DType::kF8E4M3) return given;
+  const auto at = static_cast<std::size_t>(2 * i);
+  if (i < 0 || at + 1 >= outcome.fp8_scales.size()) return std::nullopt;
+  return Fp8ScalePair{outcome.fp8_scales[at], outcome.fp8_scales[at + 1]};
 }
 
 }  // namespace matserve::server

@@ -19,4 +19,15 @@ void fill_timing(const StageTimes& t, v1::Timing* out);
 void fill_verification(const kernels::ErrorStats& e, v1::Verification* out);
 void fill_device(const DeviceDescription& d, v1::DeviceInfo* out);
 
+// An fp8 product's dequant scales, A's and B's.
+struct Fp8ScalePair {
+  double a = 1.0;
+  double b = 1.0;
+};
+// The dequant scales fp8 product `i` used: `given` (the request's) for e4m3 data; for data the
+// server quantized, the ones the outcome reports, or nullopt where the launch could not report
+// them (a reply then states none rather than made-up ones).
+std::optional<Fp8ScalePair> fp8_scales_used(kernels::DType data, Fp8ScalePair given,
+                                            const Outcome& outcome, std::int64_t i);
+
 }  // namespace matserve::server
