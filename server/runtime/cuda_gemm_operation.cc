@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -225,9 +226,12 @@ class CudaGemm : public CudaOperation {
     if (matrix->transposed_data() != nullptr) return;
     if (&copy == &copy_b_ && copy_a_.matrix == matrix) return;  // A x A^T: A's copy serves both
     // The copy counts against its owner's quota: none when the quota has no room for it.
+    if (!copy_room_) {
+      copy_room_ = job_.copy_room ? job_.copy_room() : std::numeric_limits<std::int64_t>::max();
+    }
     const auto counted = static_cast<std::int64_t>(MemoryPool::size_class(matrix->bytes()));
-    if (counted > copy_room_) return;
-    copy_room_ -= counted;
+    if (counted > *copy_room_) return;
+    *copy_room_ -= counted;
     copy.made = plan.add_if_room(true, matrix->bytes(), /*long_lived=*/true);
   }
 
@@ -341,7 +345,7 @@ class CudaGemm : public CudaOperation {
   std::optional<GemmSplit> split_;  // set when other devices compute part of the product
   TransposedCopy copy_a_;           // the canonical A's and B's transposed copies (fp8)
   TransposedCopy copy_b_;
-  std::int64_t copy_room_ = job_.copy_room;  // quota left for the copies this product makes
+  std::optional<std::int64_t> copy_room_;  // quota left for its copies, once first needed
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -108,8 +108,9 @@ struct GemmJob : GemmOptions {
   Operand b;
   std::optional<Operand> c;  // in out_dtype / out_layout; read when beta != 0
   // Bytes of the owner's --max_resident_bytes_per_owner left for kept transposed copies of its
-  // fp8 operands (ResidentMatrix::transposed), which count against it; max: no limit.
-  std::int64_t copy_room = std::numeric_limits<std::int64_t>::max();
+  // fp8 operands (ResidentMatrix::transposed), which count against it. Asked only by a product
+  // that would make such a copy (it takes the resident store's lock); empty: no limit.
+  std::function<std::int64_t()> copy_room;
 
   std::int64_t m() const { return GemmOptions::m(a); }
   std::int64_t k() const { return GemmOptions::k(a); }

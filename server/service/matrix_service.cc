@@ -88,11 +88,9 @@ grpc::Status MatrixServiceImpl::Multiply(grpc::ServerContext* context,
           },
           /*run=*/
           [&](GemmJob& job, std::span<std::byte> out, Outcome& outcome) {
-            // Only fp8 products of e4m3 data may keep transposed copies (and need the room).
-            if (job.precision == kernels::Precision::kF8 &&
-                job.a.dtype == kernels::DType::kF8E4M3) {
-              job.copy_room = gate_.quota_room(job.owner);
-            }
+            // Looked up by the product only if it would keep a transposed copy (fp8, e4m3 data);
+            // the job, and its owner, outlive the call.
+            job.copy_room = [this, &owner = job.owner] { return gate_.quota_room(owner); };
             return runtime_.multiply(job, request->variant(), out, waiter_of(*context), outcome);
           },
           /*keep=*/
