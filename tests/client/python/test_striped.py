@@ -78,22 +78,24 @@ OPERANDS = [prepare(np.ones((3, 4), np.float32)), prepare(np.ones((4, 5), np.flo
 
 
 class CreateAllTest(unittest.TestCase):
-    def test_operands_on_one_device_are_kept(self):
-        server = FakeServer({3: "cuda:0", 4: "cuda:0"})
+    def create_all(self, server, made):
+        """The operands created through sync stripes on `server`; handles made into `made`."""
         stripes = sync_stripes(server)
         self.addCleanup(stripes.close)
+        return stripes._create_all(OPERANDS, None, made, "")
+
+    def test_operands_on_one_device_are_kept(self):
+        server = FakeServer({3: "cuda:0", 4: "cuda:0"})
         made = []
-        infos = stripes._create_all(OPERANDS, None, made, "")
+        infos = self.create_all(server, made)
         self.assertEqual([i.handle for i in infos], ["r3.1", "r4.1"])
         self.assertEqual(sorted(made), ["r3.1", "r4.1"])
         self.assertEqual(server.released, [])
 
     def test_an_operand_placed_apart_is_made_again_beside_the_first(self):
         server = FakeServer({3: "cuda:0", 4: "cuda:1"})
-        stripes = sync_stripes(server)
-        self.addCleanup(stripes.close)
         made = []
-        infos = stripes._create_all(OPERANDS, None, made, "")
+        infos = self.create_all(server, made)
         self.assertEqual([(i.handle, i.device) for i in infos],
                          [("r3.1", "cuda:0"), ("r4.2", "cuda:0")])
         self.assertEqual(server.released, ["r4.1"])
@@ -101,20 +103,16 @@ class CreateAllTest(unittest.TestCase):
 
     def test_a_misplaced_matrix_not_released_is_left_for_the_caller(self):
         server = FakeServer({3: "cuda:0", 4: "cuda:1"}, release_fails=True)
-        stripes = sync_stripes(server)
-        self.addCleanup(stripes.close)
         made = []
-        infos = stripes._create_all(OPERANDS, None, made, "")
+        infos = self.create_all(server, made)
         self.assertEqual([i.handle for i in infos], ["r3.1", "r4.2"])
         self.assertEqual(sorted(made), ["r3.1", "r4.1", "r4.2"])
 
     def test_every_handle_made_is_recorded_when_a_create_fails(self):
         server = FakeServer({3: "cuda:0", 4: "cuda:0"}, refuse={3})
-        stripes = sync_stripes(server)
-        self.addCleanup(stripes.close)
         made = []
         with self.assertRaises(ResourceExhausted):
-            stripes._create_all(OPERANDS, None, made, "")
+            self.create_all(server, made)
         self.assertEqual(made, ["r4.1"])  # the caller releases it
 
     def test_the_asyncio_stripes_do_the_same(self):
