@@ -75,19 +75,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(const std::string& targe
   // The stripes: channels like the main one (credentials, token, limits), each with a channel id
   // of its own and its own subchannel pool, so that each opens a TCP connection of its own.
   // Striping needs one replica: its temporaries must all land on the replica that computes.
-  std::vector<std::shared_ptr<grpc::Channel>> stripe_channels;
   if (options.stripes < 0 || options.stripe_chunk_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("stripes ", options.stripes,
                                                    " must be 0 or more and stripe_chunk_bytes ",
                                                    options.stripe_chunk_bytes, " positive"));
   }
   if (routed) options.stripes = 0;
-  for (int i = 0; i < options.stripes; ++i) {
-    grpc::ChannelArguments stripe_args = args;
-    stripe_args.SetInt("grpc.channel_id", i + 1);
-    stripe_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stripe_channels.push_back(grpc::CreateCustomChannel(target, credentials, stripe_args));
-  }
+  std::vector<std::shared_ptr<grpc::Channel>> stripe_channels =
+      StripedTransfer::open_channels(target, credentials, args, options.stripes);
   return std::make_unique<Client>(Key(), target, std::move(options), std::move(channels), routed,
                                   std::move(stripe_channels));
 }
