@@ -28,10 +28,13 @@ if [ -x "$bundle/with-env.sh" ] && [ -z "${MATSERVE_SERVER:-}" ]; then
   "$bundle/with-env.sh" true || exit 1
   server_cmd=("$bundle/with-env.sh" matserve)
   stubs=${MATSERVE_PYTHON_STUBS:-$bundle/python}
+  # The client too: the compiled data plane in the stubs' folder needs the bundle's libraries.
+  client_env=("$bundle/with-env.sh")
 else
   : "${MATSERVE_SERVER:?no bundle at $bundle: set MATSERVE_SERVER (and MATSERVE_PYTHON_STUBS)}"
   server_cmd=("$MATSERVE_SERVER")
   stubs=${MATSERVE_PYTHON_STUBS:?set MATSERVE_PYTHON_STUBS to <build>/python}
+  client_env=()
 fi
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 "${server_cmd[@]}" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
@@ -44,7 +47,7 @@ run_client() {  # client directory, output directory, script args
   local client=$1 dir=$2
   shift 2
   mkdir -p "$dir"
-  PYTHONPATH="$stubs:$client${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" \
+  PYTHONPATH="$stubs:$client${PYTHONPATH:+:$PYTHONPATH}" "${client_env[@]}" "${PYTHON:-python3}" \
     "$here/transport_latency.py" --target "127.0.0.1:$port" --out "$dir" "$@" || rc=1
 }
 for ((round = 1; round <= rounds; round++)); do

@@ -3,7 +3,9 @@
 time: operands and result as bytes in one message each (`inline`), as ranges over several
 connections at once (`striped`, once per stripe count of --stripes and range size of
 --stripe-chunk-bytes), what a client made with its defaults does (`default`: inline below the
-stripe threshold, striped above it), in a shared-memory region
+stripe threshold, striped above it, through the compiled data plane matserve_native when it
+imports), the same with the pure-Python data plane (`pure-python`: native=False), in a
+shared-memory region
 (`shm`), or in the client's GPU tensors shared by CUDA IPC (`cuda-ipc`, needs PyTorch on the
 server's GPU); and `torch`, the same product done locally by PyTorch from and to the same host
 arrays (`(torch.from_numpy(a).cuda() @ torch.from_numpy(b).cuda()).cpu().numpy()`; skipped
@@ -19,11 +21,11 @@ time goes on the client.
 
 --batched adds MultiplyBatched stacks (BATCHxN:DTYPE, fp32 or bf16, e.g. 1000x64:fp32,8x2048:bf16)
 through `Client.multiply_batched` from host arrays to a host array, for the transports `inline`,
-`default` and `torch` (`torch.bmm` locally from and to the same host arrays; bf16 data and
-results as 16-bit patterns on both sides: the client's `bf16_bits=True`).
+`default`, `pure-python` and `torch` (`torch.bmm` locally from and to the same host arrays; bf16
+data and results as 16-bit patterns on both sides: the client's `bf16_bits=True`).
 
 usage: transport_latency.py --target HOST:PORT [--shapes 1024,4096] [--transports
-       inline,striped,default,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
+       inline,striped,default,pure-python,shm,cuda-ipc,torch] [--stripes 1,2,4,8,16]
        [--stripe-chunk-bytes N[,N...]] [--batched SPEC[,SPEC...]] [--reps 30] [--warmup 5]
        [--tls-ca PEM] [--phases] [--out DIR]
        (writes transport.{json,md}, and phases.md with --phases); --tls-ca: the server runs TLS,
@@ -134,7 +136,8 @@ def _timed(call, reps, warmup, clock=None):
 def _row(shape, transport, client, striped, reps, client_us, moved_bytes, timings, err, tol):
     """One result row: the call, its client and server medians, its check."""
     stripes = client.stripes if striped else 0
-    return {"shape": shape, "transport": transport, "stripes": stripes,
+    plane = ("native" if getattr(client, "native", False) else "python") if striped else "-"
+    return {"shape": shape, "transport": transport, "stripes": stripes, "data_plane": plane,
             "chunk_bytes": client.stripe_chunk_bytes if stripes else 0, "reps": reps,
             "client_us": client_us, "wire_gb_per_s": moved_bytes / (client_us * 1e3),
             "server_total_us": median([x.total_us for x in timings]),
@@ -144,13 +147,23 @@ def _row(shape, transport, client, striped, reps, client_us, moved_bytes, timing
             "rel_l2": err, "check": "ok" if err < tol else "FAILED"}
 
 
+# The transports that go through the striped path (above the threshold).
+STRIPING = ("striped", "default", "pure-python")
+
+
+def plane(transport):
+    """The Client arguments of a transport's data plane: `pure-python` turns the compiled one
+    off; the others take the client's default (an older client has no `native` argument)."""
+    return {"native": False} if transport == "pure-python" else {}
+
+
 def run(client, shape, transport, reps, warmup, phases=False):
     n = shape
     rng = np.random.default_rng(n)
     a = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     b = rng.uniform(0.25, 1, (n, n)).astype(np.float32)
     closers = []
-    if transport in ("inline", "striped", "default"):
+    if transport in ("inline", "striped", "default", "pure-python"):
         call = lambda: client.multiply(a, b, compute="fp32")  # noqa: E731
     elif transport == "torch":
         call = torch_call(a, b)
@@ -168,7 +181,7 @@ def run(client, shape, transport, reps, warmup, phases=False):
         ca, cb, co = (client.cuda_matrix(t) for t in (ta, tb, to))
         closers += [ca, cb, co]
         call = lambda: client.multiply(ca, cb, out=co, compute="fp32")  # noqa: E731
-    clock = PhaseClock(client) if phases and transport in ("striped", "default") else None
+    clock = PhaseClock(client) if phases and transport in STRIPING else None
     try:
         client_us, r, timings = _timed(call, reps, warmup, clock)
         c = r.c
@@ -181,7 +194,7 @@ def run(client, shape, transport, reps, warmup, phases=False):
     finally:
         for x in closers:
             x.close()
-    row = _row(f"{n}^3 fp32", transport, client, transport in ("striped", "default"), reps,
+    row = _row(f"{n}^3 fp32", transport, client, transport in STRIPING, reps,
                client_us, 3 * a.nbytes, timings, err, 1e-5)
     if clock is not None:
         row["phases_us"] = clock.medians()
@@ -200,7 +213,8 @@ def torch_bmm_call(a, b, bf16):
 
 
 def run_batched(client, spec, transport, reps, warmup, phases=False):
-    """One MultiplyBatched stack (BATCHxN:DTYPE) through `transport` (inline, default, torch)."""
+    """One MultiplyBatched stack (BATCHxN:DTYPE) through `transport` (inline, default,
+    pure-python, torch)."""
     dims, _, dtype = spec.partition(":")
     batch, n = (int(x) for x in dims.split("x"))
     bf16 = dtype == "bf16"
@@ -223,14 +237,14 @@ def run_batched(client, spec, transport, reps, warmup, phases=False):
                                                bf16_bits=True)
     else:
         call = lambda: client.multiply_batched(a, b, compute="fp32")  # noqa: E731
-    clock = PhaseClock(client) if phases and transport == "default" else None
+    clock = PhaseClock(client) if phases and transport in STRIPING else None
     client_us, r, timings = _timed(call, reps, warmup, clock)
     c = r.c.bits if isinstance(r.c, Bfloat16) else np.asarray(r.c)
     if bf16 and c.dtype == np.uint16:
         c = bf16_bits_to_float32(c)
     want = np.matmul(a64, b64)
     err = float(np.linalg.norm(c.astype(np.float64) - want) / np.linalg.norm(want))
-    row = _row(f"{batch} x {n}^3 {dtype}", transport, client, transport == "default", reps,
+    row = _row(f"{batch} x {n}^3 {dtype}", transport, client, transport in STRIPING, reps,
                client_us, 3 * a.nbytes, timings, err, 2e-2 if bf16 else 1e-5)
     if clock is not None:
         row["phases_us"] = clock.medians()
@@ -249,6 +263,12 @@ def empty_call_us(client, reps, warmup):
     return median(times)
 
 
+def label(r):
+    """A row's transport as the tables show it: with its data plane when it went striped."""
+    plane = r.get("data_plane", "-")
+    return r["transport"] if plane == "-" else f"{r['transport']} ({plane})"
+
+
 def phases_table(doc, results, empty_us):
     """phases.md: each call's steps on the client, per call (medians over the timed calls)."""
     lines = [f"# Where a call's time goes on the Python client ({doc['date']}, "
@@ -263,7 +283,8 @@ def phases_table(doc, results, empty_us):
             continue
         mib = f"{r['chunk_bytes'] / 2**20:g}" if r["chunk_bytes"] else "-"
         steps = " | ".join(f"{r['phases_us'][name]:,.0f}" for name, _ in PHASES)
-        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | {mib} | "
+        name = label(r)
+        lines.append(f"| {r['shape']} | {name} | {r['stripes'] or '-'} | {mib} | "
                      f"{r['client_us']:,.0f} | {steps} | {r['server_total_us']:,.0f} |")
     return lines
 
@@ -312,8 +333,9 @@ def main():
                                     stripe_threshold_bytes=0, **sized, **tls) as striped:
                             r = run(striped, shape, transport, args.reps, args.warmup,
                                     args.phases)
-                    elif transport == "default":
-                        with Client(args.target, timeout=600, **tls) as default:
+                    elif transport in ("default", "pure-python"):
+                        with Client(args.target, timeout=600, **plane(transport),
+                                    **tls) as default:
                             r = run(default, shape, transport, args.reps, args.warmup,
                                     args.phases)
                     else:
@@ -329,9 +351,9 @@ def main():
                     results.append(r)
         for spec in [x for x in args.batched.split(",") if x]:
             for transport in [t for t in args.transports.split(",")
-                              if t in ("inline", "default", "torch")]:
-                if transport == "default":
-                    with Client(args.target, timeout=600, **tls) as default:
+                              if t in ("inline", "default", "pure-python", "torch")]:
+                if transport in ("default", "pure-python"):
+                    with Client(args.target, timeout=600, **plane(transport), **tls) as default:
                         r = run_batched(default, spec, transport, args.reps, args.warmup,
                                         args.phases)
                 else:
@@ -358,7 +380,8 @@ def main():
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         mib = f"{r['chunk_bytes'] / 2**20:g}" if r["chunk_bytes"] else "-"
-        lines.append(f"| {r['shape']} | {r['transport']} | {r['stripes'] or '-'} | {mib} | "
+        name = label(r)
+        lines.append(f"| {r['shape']} | {name} | {r['stripes'] or '-'} | {mib} | "
                      f"{r['client_us']:,.0f} | {r['wire_gb_per_s']:.2f} | "
                      f"{r['server_total_us']:,.0f} | "
                      f"{r['client_us'] - r['server_total_us']:,.0f} | "

@@ -11,7 +11,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib python3-yaml
+  python3 python3-dev python3-grpcio python3-protobuf python3-numpy python3-matplotlib python3-yaml
   python3-pip python3-setuptools python3-wheel
   prometheus
 )

@@ -305,16 +305,21 @@ def ranged_calls(server, rpc_name):
     return metric(server, "matserve_requests_total", rpc=rpc_name)
 
 
-class PythonClientStripingTest(unittest.TestCase):
+class PythonClientStriping:
     """matserve_client.Client and AsyncClient stripe by themselves above the threshold; results
-    are identical to the inline path's, small calls still go inline, nothing is left behind."""
+    are identical to the inline path's, small calls still go inline, nothing is left behind.
+    Run twice: through the compiled data plane (matserve_native) and the pure-Python one."""
+
+    NATIVE = None
 
     @classmethod
     def setUpClass(cls):
         from matserve_client import Client
         cls.server = ServerProcess("--max_matrix_bytes=268435456")
         cls.striped = Client(cls.server.target, timeout=60, stripes=4,
-                             stripe_threshold_bytes=64 << 10, stripe_chunk_bytes=40000)
+                             stripe_threshold_bytes=64 << 10, stripe_chunk_bytes=40000,
+                             native=cls.NATIVE)
+        assert cls.striped.native == cls.NATIVE
         cls.inline = Client(cls.server.target, timeout=60, stripes=0)
 
     @classmethod
@@ -361,6 +366,19 @@ class PythonClientStripingTest(unittest.TestCase):
                 self.assertEqual(made["Release"], 1, made)
                 self.assertEqual(made["CreateResident"], 1 if what == "transpose" else 2, made)
                 self.assert_nothing_left()
+
+    def test_a_refused_striped_call_raises_its_status_and_leaves_nothing(self):
+        from matserve_client.errors import MatserveError
+        a = RNG.uniform(-1, 1, (300, 200)).astype(np.float32)
+        b = RNG.uniform(-1, 1, (200, 100)).astype(np.float32)
+        with self.assertRaises(MatserveError) as inline:
+            self.inline.multiply(a, b, variant="no_such_variant")
+        with self.assertRaises(MatserveError) as striped:
+            self.striped.multiply(a, b, variant="no_such_variant")
+        self.assertIs(type(striped.exception), type(inline.exception))
+        self.assertEqual(striped.exception.code, inline.exception.code)
+        self.assertIn("no_such_variant", str(striped.exception))
+        self.assert_nothing_left()
 
     def test_small_calls_stay_inline(self):
         a, b = RNG.uniform(-1, 1, (64, 64)), RNG.uniform(-1, 1, (64, 64))
@@ -442,7 +460,7 @@ class PythonClientStripingTest(unittest.TestCase):
             f.write(f"{ALICE} alice compute,info\n")
         with ServerProcess(f"--auth_tokens_file={path}") as server:
             with Client(server.target, timeout=60, token=ALICE, stripes=2,
-                        stripe_threshold_bytes=1) as client:
+                        stripe_threshold_bytes=1, native=self.NATIVE) as client:
                 a = RNG.uniform(-1, 1, (40, 50))
                 self.assertTrue(np.array_equal(client.multiply(a, a.T).c,
                                                self.inline.multiply(a, a.T).c))
@@ -467,7 +485,7 @@ class PythonClientStripingTest(unittest.TestCase):
         async def run():
             async with AsyncClient(self.server.target, timeout=60, stripes=3,
                                    stripe_threshold_bytes=64 << 10,
-                                   stripe_chunk_bytes=50000) as client:
+                                   stripe_chunk_bytes=50000, native=self.NATIVE) as client:
                 h = await client.upload(a)
                 try:
                     return await h.download(), await h.read_bytes(4 * 257 * 299, 4 * 257)
@@ -493,7 +511,7 @@ class PythonClientStripingTest(unittest.TestCase):
         async def run():
             async with AsyncClient(self.server.target, timeout=60, stripes=3,
                                    stripe_threshold_bytes=64 << 10,
-                                   stripe_chunk_bytes=50000) as client:
+                                   stripe_chunk_bytes=50000, native=self.NATIVE) as client:
                 got = await asyncio.gather(client.multiply(a, b), client.multiply(a, b),
                                            client.transpose(a, dtype="fp16"))
                 before = ranged_calls(self.server, "WriteRange")
@@ -509,6 +527,26 @@ class PythonClientStripingTest(unittest.TestCase):
         self.assertTrue(np.array_equal(t.b, want_t))
         self.assertTrue(np.array_equal(tiny.c, small))
         self.assert_nothing_left()
+
+
+def native_module_missing():
+    """Why the compiled data plane cannot be tested here, or None. The build says whether it made
+    the module (MATSERVE_NATIVE_BUILT=1): then a module that does not import is a failure."""
+    from matserve_client import native
+    if native.available():
+        return None
+    if os.environ.get("MATSERVE_NATIVE_BUILT") == "1":
+        raise AssertionError("matserve_native was built but does not import")
+    return "matserve_native not built (no Python headers)"
+
+
+@unittest.skipIf(native_module_missing(), "matserve_native not built (no Python headers)")
+class PythonClientStripingNativeTest(PythonClientStriping, unittest.TestCase):
+    NATIVE = True
+
+
+class PythonClientStripingPurePythonTest(PythonClientStriping, unittest.TestCase):
+    NATIVE = False
 
 
 class WireCodecTest(unittest.TestCase):

@@ -29,7 +29,7 @@ class TransportBenchOnTheCpuBackend(unittest.TestCase):
         # 1024^3 fp32 carries 8 MiB of operands: the client's default stripes it.
         cls.proc = subprocess.run(
             [os.path.join(BENCH, "run-transport-bench.sh"), "--shapes", "1024",
-             "--transports", "default,striped,torch", "--stripes", "2",
+             "--transports", "default,pure-python,striped,torch", "--stripes", "2",
              "--stripe-chunk-bytes", "1048576", "--batched", "16x33:fp32", "--reps", "1",
              "--warmup", "0", "--phases"],
             env=env, cwd=ROOT, capture_output=True, text=True, timeout=400)
@@ -47,26 +47,32 @@ class TransportBenchOnTheCpuBackend(unittest.TestCase):
                          self.proc.stdout[-3000:] + self.proc.stderr[-3000:])
         for run in ("round1", "round1-other", "round2", "round2-other"):
             rows = self.doc(run)["results"]
-            # default and striped for 1024^3, default for the stack (no torch here).
+            # default, pure-python and striped for 1024^3, default and pure-python for the
+            # stack (no torch here).
             self.assertEqual([(r["shape"], r["transport"]) for r in rows],
-                             [("1024^3 fp32", "default"), ("1024^3 fp32", "striped"),
-                              ("16 x 33^3 fp32", "default")], run)
+                             [("1024^3 fp32", "default"), ("1024^3 fp32", "pure-python"),
+                              ("1024^3 fp32", "striped"), ("16 x 33^3 fp32", "default"),
+                              ("16 x 33^3 fp32", "pure-python")], run)
+            self.assertEqual(rows[1]["data_plane"], "python")
+            # The compiled data plane where the build made it (its tests need it there).
+            if os.environ.get("MATSERVE_NATIVE_BUILT") == "1":
+                self.assertEqual(rows[0]["data_plane"], "native")
             for r in rows:
                 self.assertEqual(r["check"], "ok", r)
 
     def test_phases_account_for_a_striped_call(self):
         doc = self.doc("round1")
         self.assertGreater(doc["empty_call_us"], 0)
-        striped = doc["results"][1]
+        striped = doc["results"][2]
         self.assertEqual((striped["stripes"], striped["chunk_bytes"]), (2, 1 << 20))
         steps = striped["phases_us"]
         for step in ("_put_striped", "_call", "_get_striped", "_release_quietly"):
             self.assertGreater(steps[step], 0, step)
         self.assertLessEqual(sum(steps.values()), striped["client_us"] * 1.01)
         # A stack this small goes in one message: nothing striped, nothing to read back.
-        self.assertEqual(doc["results"][2]["phases_us"]["_put_striped"], 0)
+        self.assertEqual(doc["results"][3]["phases_us"]["_put_striped"], 0)
         with open(os.path.join(self.out, "round1", "phases.md")) as f:
-            self.assertIn("| 1024^3 fp32 | striped | 2 | 1 |", f.read())
+            self.assertRegex(f.read(), r"\| 1024\^3 fp32 \| striped \((native|python)\) \| 2 \| 1 \|")
 
 
 if __name__ == "__main__":

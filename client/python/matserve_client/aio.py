@@ -25,6 +25,7 @@ import grpc.aio
 import numpy as np
 
 from . import dtypes, health, routing, striped
+from . import native as native_plane
 from .auth import bearer, check_pairs, current_call_metadata
 from ._stubs import pb, rpc
 from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_CHUNK_BYTES,
@@ -96,8 +97,8 @@ class AsyncClient:
     channel `options` (several replicas, "host:port,host:port" or dns:///, routed as in Client),
     `metadata` pairs
     sent with every call (and those of enclosing `call_metadata()` blocks), and the striped
-    transfer's `stripes`, `stripe_threshold_bytes` and `stripe_chunk_bytes`. Use it from one event
-    loop; `async with` closes it."""
+    transfer's `stripes`, `stripe_threshold_bytes`, `stripe_chunk_bytes` and `native` (the compiled
+    data plane). Use it from one event loop; `async with` closes it."""
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -107,7 +108,8 @@ class AsyncClient:
                  metadata: Sequence[Tuple[str, str]] = (),
                  stripes: int = DEFAULT_STRIPES,
                  stripe_threshold_bytes: int = DEFAULT_STRIPE_THRESHOLD_BYTES,
-                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES) -> None:
+                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES,
+                 native: Optional[bool] = None) -> None:
         if stripes < 0 or stripe_chunk_bytes <= 0:
             raise ValueError("stripes must be 0 or more and stripe_chunk_bytes positive")
         self.stripes = int(stripes)
@@ -123,6 +125,7 @@ class AsyncClient:
         self._fixed_metadata = ((bearer(token),) if token else ()) + fixed
         self._credentials = credentials
         self._stripes: Optional[striped.AsyncStripes] = None  # made on first use
+        self.native = native_plane.wanted(native, credentials is None, bool(options))
         self._no_ranges = False  # no ranged transfer on the server, or not for this token
         # Several replicas: a channel each, calls routed as in Client (routing.AsyncRoutingStub).
         self._table: Optional[routing.Table] = None
@@ -171,7 +174,11 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def _call(self, method: str, request, timeout: Optional[float]):
+    async def _call(self, method: str, request, timeout: Optional[float],
+                    striped_call: bool = False):
+        if striped_call and self.native:  # the striped call's own RPC, at the C++ client's cost
+            return await self._stripes.call(method, request, getattr(pb, method + "Reply"),
+                                            self._deadline(timeout))
         try:
             return await getattr(self._stub, method)(
                 request, timeout=self.timeout if timeout is None else timeout,
@@ -226,7 +233,7 @@ class AsyncClient:
         request.keep_result = keep_result
         made = await self._fill_striped(request, ops, timeout)
         try:
-            reply = await self._call("Multiply", request, timeout)
+            reply = await self._call("Multiply", request, timeout, made is not None)
             matrix, resident = await self._result(reply.c, reply.result, keep_result, bf16_bits,
                                                   made, timeout)
         finally:
@@ -258,7 +265,7 @@ class AsyncClient:
                                    verification=Verification.from_reply(reply), resident=a)
         made = await self._fill_striped(request, {"a": self._operand(a, dtype, "a")}, timeout)
         try:
-            reply = await self._call("Transpose", request, timeout)
+            reply = await self._call("Transpose", request, timeout, made is not None)
             matrix, resident = await self._result(reply.b, reply.result, keep_result, bf16_bits,
                                                   made, timeout)
         finally:
@@ -365,7 +372,11 @@ class AsyncClient:
             server = limits.max_message_bytes or self.max_message_bytes
             chunk = min(self.stripe_chunk_bytes,
                         max(min(self.max_message_bytes, server) - _HEADROOM_BYTES, 1))
-            if self._stripes is None:
+            if self._stripes is None and self.native:
+                self._stripes = native_plane.AsyncNativeStripes(
+                    self.target, self.stripes, chunk, self.max_message_bytes,
+                    lambda: self._fixed_metadata + current_call_metadata())
+            elif self._stripes is None:
                 self._stripes = striped.AsyncStripes(self.target, self.stripes, chunk,
                                                      self._channel_options, self._credentials)
         return self._stripes
@@ -378,6 +389,9 @@ class AsyncClient:
 
     async def _release_handles(self, handles: Optional[List[str]]) -> None:
         if not handles:
+            return
+        if isinstance(self._stripes, native_plane.AsyncNativeStripes):  # one server: its stripes
+            await self._stripes.release(handles, self.timeout)
             return
         try:
             await self._stub.Release(pb.ReleaseRequest(handles=handles), timeout=self.timeout,

@@ -63,6 +63,10 @@ class CallMetadata(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
     def __init__(self, fixed: Sequence[Pair] = ()) -> None:
         self._fixed = tuple(fixed)
 
+    def pairs(self) -> Tuple[Pair, ...]:
+        """The pairs a call made now gets: the fixed ones, then the enclosing blocks'."""
+        return self._fixed + current_call_metadata()
+
     def _with_metadata(self, d):
         block = current_call_metadata()
         if not self._fixed and not block:

@@ -226,7 +226,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     try:
         kept, striped_call = fill(client, request, ops, result_bytes, keep_result, keep_stacked,
                                   temporaries, timeout)
-        reply = client._call("MultiplyBatched", request, timeout)
+        reply = client._call("MultiplyBatched", request, timeout, striped_call)
         matrices, residents, stacked = None, [], None
         if not kept:
             matrices = decode_batch(reply.c, bf16_bits=bf16_bits)

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 
 from . import batched, dtypes, health, routing, shared_memory, striped, transfer
+from . import native as native_plane
 from .auth import CallMetadata, bearer, check_pairs
 from ._stubs import pb, rpc
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared, assemble,
@@ -138,6 +139,9 @@ class Client:
     result, as ranges of stripe_chunk_bytes over `stripes` more connections at once (through
     resident matrices the call makes and releases; the token needs the `resident` permission,
     else the call goes inline). stripes=0: every call inline, as one message.
+    native: whether striped calls go through the compiled data plane (matserve_native, built
+    with the C++ client; native.py): None (default) when it imports, the channel is plaintext and
+    no `options` were given; True always (ImportError when it cannot); False never.
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -149,7 +153,8 @@ class Client:
                  metadata: Sequence[Tuple[str, str]] = (),
                  stripes: int = DEFAULT_STRIPES,
                  stripe_threshold_bytes: int = DEFAULT_STRIPE_THRESHOLD_BYTES,
-                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES) -> None:
+                 stripe_chunk_bytes: int = DEFAULT_STRIPE_CHUNK_BYTES,
+                 native: Optional[bool] = None) -> None:
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
         if stripes < 0 or stripe_chunk_bytes <= 0:
@@ -171,6 +176,7 @@ class Client:
         self._interceptor = CallMetadata(fixed)
         self._credentials = credentials
         self._stripes: Optional[striped.Stripes] = None  # made on first use
+        self.native = native_plane.wanted(native, credentials is None, bool(options))
         self._no_ranges = False  # the server has no ranged transfer, or the token may not use it
         # Several replicas (docs/client.md): a channel each, calls routed by routing.RoutingStub.
         self._table: Optional[routing.Table] = None
@@ -251,7 +257,10 @@ class Client:
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self.timeout if timeout is None else timeout
 
-    def _call(self, method: str, request, timeout: Optional[float]):
+    def _call(self, method: str, request, timeout: Optional[float], striped_call: bool = False):
+        if striped_call and self.native:  # the striped call's own RPC, at the C++ client's cost
+            return self._striper().call(method, request, getattr(pb, method + "Reply"),
+                                        self._deadline(timeout))
         try:
             return getattr(self._stub, method)(request, timeout=self._deadline(timeout))
         except grpc.RpcError as e:
@@ -362,7 +371,7 @@ class Client:
             kept, striped_call = self._fill_operands(request, ops, result_bytes, keep_result,
                                                      temporaries,
                                        timeout)
-            reply = self._call("Multiply", request, timeout)
+            reply = self._call("Multiply", request, timeout, striped_call)
             if out is not None:
                 matrix, resident = _out_view(out, reply.c), None
             else:
@@ -457,7 +466,7 @@ class Client:
             kept, striped_call = self._fill_operands(request, {"a": op}, result_bytes,
                                                      keep_result,
                                        temporaries, timeout)
-            reply = self._call("Transpose", request, timeout)
+            reply = self._call("Transpose", request, timeout, striped_call)
             if out is not None:
                 matrix, resident = _out_view(out, reply.b), None
             elif in_place:
@@ -751,7 +760,11 @@ class Client:
         # A range fits one message of this client and of the server.
         chunk = min(self.stripe_chunk_bytes, self.unary_limit_bytes())
         with self._lock:
-            if self._stripes is None:
+            if self._stripes is None and self.native:
+                self._stripes = native_plane.NativeStripes(self.target, self.stripes, chunk,
+                                                           self.max_message_bytes,
+                                                           self._interceptor.pairs)
+            elif self._stripes is None:
                 self._stripes = striped.Stripes(self.target, self.stripes, chunk,
                                                 self._channel_options, self._credentials,
                                                 self._interceptor)
@@ -785,6 +798,9 @@ class Client:
 
     def _release_handles(self, handles: List[str]) -> None:
         if not handles:
+            return
+        if isinstance(self._stripes, native_plane.NativeStripes):  # one server: its stripes
+            self._stripes.release(handles, self.timeout)
             return
         try:
             self._stub.Release(pb.ReleaseRequest(handles=handles), timeout=self.timeout)
