@@ -317,7 +317,12 @@ def main():
     if args.tls_ca:
         import grpc
         with open(args.tls_ca, "rb") as f:
-            tls["credentials"] = grpc.ssl_channel_credentials(root_certificates=f.read())
+            roots = f.read()
+        try:  # credentials the compiled data plane can use too (an older client has none)
+            from matserve_client import tls_credentials
+            tls["credentials"] = tls_credentials(roots)
+        except ImportError:
+            tls["credentials"] = grpc.ssl_channel_credentials(root_certificates=roots)
     chunks = [int(c) for c in args.stripe_chunk_bytes.split(",") if c] or [None]
     with Client(args.target, timeout=600, stripes=0, **tls) as client:
         info = client.server_info()

@@ -458,6 +458,36 @@ class TlsTest(unittest.TestCase):
             self.assertEqual(mtls.stop(), 0)
 
 
+    def test_striped_calls_over_tls_on_both_data_planes(self):
+        import numpy as np
+        from matserve_client import Client, Unavailable, native, tls_credentials
+        a = np.arange(300 * 200, dtype=np.float32).reshape(300, 200) / 7e4
+        want = a @ a.T
+        mtls = ServerProcess(f"--tls_cert={self.path('server.pem')}", f"--tls_key={self.path('server.key')}",
+                             f"--tls_client_ca={self.path('ca.pem')}", start_channel=False)
+        try:
+            target = f"127.0.0.1:{mtls.port}"
+            creds = tls_credentials(self.pki["ca.pem"], self.pki["client.key"], self.pki["client.pem"])
+            planes = [False] + ([True] if native.available() else [])
+            for plane in planes:
+                with self.subTest(native=plane):
+                    with Client(target, timeout=30, credentials=creds, stripes=2,
+                                stripe_threshold_bytes=1, native=plane) as client:
+                        self.assertEqual(client.native, plane)
+                        np.testing.assert_allclose(client.multiply(a, a.T).c, want, rtol=1e-5)
+                        self.assertEqual(client.list_resident(), [])
+            # Without the client certificate the server refuses the stripes' connections too.
+            without = tls_credentials(self.pki["ca.pem"])
+            for plane in planes:
+                with self.subTest(native=plane, certificate=False):
+                    with Client(target, timeout=10, credentials=without, stripes=2,
+                                stripe_threshold_bytes=1, native=plane) as client:
+                        with self.assertRaises(Unavailable):
+                            client.multiply(a, a.T)
+        finally:
+            self.assertEqual(mtls.stop(), 0)
+
+
 class TlsStartupTest(unittest.TestCase):
     """A TLS misconfiguration stops the server at startup (exit 2) with a message naming the flag
     and the file; it never serves plaintext, or mutual TLS without a usable CA, instead."""

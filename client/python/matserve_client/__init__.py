@@ -25,12 +25,14 @@ from .results import (DeviceInfo, KernelInfo, MultiplyBatchedResult, MultiplyRes
                       ResidentInfo, ServerInfo, ServerLimits, SharedMemoryInfo, Timing,
                       TransposeResult, Verification)
 from .cuda_memory import CudaMatrix
+from .native import tls_credentials
 from .shared_memory import SharedMemoryRegion, ShmMatrix
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "call_metadata", "ResidentMatrix", "Stacked", "CudaMatrix", "SharedMemoryRegion", "ShmMatrix",
+    "Client", "call_metadata", "tls_credentials", "ResidentMatrix", "Stacked", "CudaMatrix",
+    "SharedMemoryRegion", "ShmMatrix",
     "Bfloat16", "Float8E4M3", "float_to_bf16_bits", "bf16_bits_to_float32",
     "fp8_e4m3_bits_to_float32", "MultiplyResult", "MultiplyBatchedResult", "TransposeResult",
     "Timing", "Verification", "KernelInfo", "ServerInfo", "ServerLimits", "DeviceInfo",

@@ -125,7 +125,7 @@ class AsyncClient:
         self._fixed_metadata = ((bearer(token),) if token else ()) + fixed
         self._credentials = credentials
         self._stripes: Optional[striped.AsyncStripes] = None  # made on first use
-        self.native = native_plane.wanted(native, credentials is None, bool(options))
+        self.native = native_plane.wanted(native, credentials, bool(options))
         self._no_ranges = False  # no ranged transfer on the server, or not for this token
         # Several replicas: a channel each, calls routed as in Client (routing.AsyncRoutingStub).
         self._table: Optional[routing.Table] = None
@@ -375,7 +375,7 @@ class AsyncClient:
             if self._stripes is None and self.native:
                 self._stripes = native_plane.AsyncNativeStripes(
                     self.target, self.stripes, chunk, self.max_message_bytes,
-                    lambda: self._fixed_metadata + current_call_metadata())
+                    lambda: self._fixed_metadata + current_call_metadata(), self._credentials)
             elif self._stripes is None:
                 self._stripes = striped.AsyncStripes(self.target, self.stripes, chunk,
                                                      self._channel_options, self._credentials)

@@ -140,8 +140,9 @@ class Client:
     resident matrices the call makes and releases; the token needs the `resident` permission,
     else the call goes inline). stripes=0: every call inline, as one message.
     native: whether striped calls go through the compiled data plane (matserve_native, built
-    with the C++ client; native.py): None (default) when it imports, the channel is plaintext and
-    no `options` were given; True always (ImportError when it cannot); False never.
+    with the C++ client; native.py): None (default) when it imports, the channel is plaintext or
+    made by `matserve_client.tls_credentials(...)`, and no `options` were given; True always
+    (ImportError when it cannot); False never.
     """
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
@@ -176,7 +177,7 @@ class Client:
         self._interceptor = CallMetadata(fixed)
         self._credentials = credentials
         self._stripes: Optional[striped.Stripes] = None  # made on first use
-        self.native = native_plane.wanted(native, credentials is None, bool(options))
+        self.native = native_plane.wanted(native, credentials, bool(options))
         self._no_ranges = False  # the server has no ranged transfer, or the token may not use it
         # Several replicas (docs/client.md): a channel each, calls routed by routing.RoutingStub.
         self._table: Optional[routing.Table] = None
@@ -763,7 +764,8 @@ class Client:
             if self._stripes is None and self.native:
                 self._stripes = native_plane.NativeStripes(self.target, self.stripes, chunk,
                                                            self.max_message_bytes,
-                                                           self._interceptor.pairs)
+                                                           self._interceptor.pairs,
+                                                           self._credentials)
             elif self._stripes is None:
                 self._stripes = striped.Stripes(self.target, self.stripes, chunk,
                                                 self._channel_options, self._credentials,

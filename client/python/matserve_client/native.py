@@ -5,9 +5,10 @@ one preallocated array, with no copy made in Python and the GIL released while b
 operation's own call and the final Release go through it too, at the C++ client's cost per RPC.
 
 Used by Client and AsyncClient for striped calls when the module imports, the channel is
-plaintext and no extra channel options were given (native=None, the default), or always
-(native=True: ImportError when it cannot be); native=False, or MATSERVE_NATIVE=0 in the
-environment, keeps the pure-Python path (striped.py).
+plaintext or made by `tls_credentials` (which keeps its PEMs for these connections) and no extra
+channel options were given (native=None, the default), or always (native=True: ImportError when
+it cannot be); native=False, or MATSERVE_NATIVE=0 in the environment, keeps the pure-Python path
+(striped.py).
 """
 from __future__ import annotations
 
@@ -36,18 +37,41 @@ def available() -> bool:
     return _module is not None
 
 
-def wanted(native: Optional[bool], plaintext: bool, extra_options: bool) -> bool:
+class TlsCredentials(grpc.ChannelCredentials):
+    """grpc.ssl_channel_credentials that also keep their PEMs, so that the compiled data plane's
+    own connections can use them (grpc's credentials do not give them back)."""
+
+    def __init__(self, root_certificates: Optional[bytes] = None,
+                 private_key: Optional[bytes] = None,
+                 certificate_chain: Optional[bytes] = None) -> None:
+        made = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+        super().__init__(made._credentials)
+        self.pems = (root_certificates, private_key, certificate_chain)
+
+
+def tls_credentials(root_certificates: Optional[bytes] = None,
+                    private_key: Optional[bytes] = None,
+                    certificate_chain: Optional[bytes] = None) -> TlsCredentials:
+    """TLS credentials for Client and AsyncClient (`credentials=`), as grpc.ssl_channel_credentials
+    takes them (PEM bytes; no roots: the system's); unlike grpc's own, striped calls can use them
+    on the compiled data plane."""
+    return TlsCredentials(root_certificates, private_key, certificate_chain)
+
+
+def wanted(native: Optional[bool], credentials: Optional[grpc.ChannelCredentials],
+           extra_options: bool) -> bool:
     """Whether a client asked with `native` uses the compiled data plane (see the module's
     docstring); ImportError when native=True and it cannot."""
+    usable = credentials is None or isinstance(credentials, TlsCredentials)
     if native is None:
         native = os.environ.get("MATSERVE_NATIVE", "1") != "0" and available()
-        return native and plaintext and not extra_options
+        return native and usable and not extra_options
     if native and not available():
         raise ImportError("matserve_native is not importable: build the C++ client with Python's "
                           "headers (python3-dev) and put the Python stubs' folder on sys.path")
-    if native and not plaintext:
-        raise ValueError("the compiled data plane speaks plaintext only; pass native=None or "
-                         "False with credentials")
+    if native and not usable:
+        raise ValueError("the compiled data plane needs plaintext or tls_credentials(...); "
+                         "pass native=None or False with other credentials")
     return bool(native)
 
 
@@ -61,10 +85,12 @@ class NativeStripes:
     Release. `pairs`: the metadata a call made now gets (token, call_metadata blocks)."""
 
     def __init__(self, target: str, count: int, chunk_bytes: int, max_message_bytes: int,
-                 pairs: Callable[[], Sequence[Tuple[str, str]]]) -> None:
+                 pairs: Callable[[], Sequence[Tuple[str, str]]],
+                 credentials: Optional[TlsCredentials] = None) -> None:
         self.chunk_bytes = int(chunk_bytes)
         self._pairs = pairs
-        self._handle = _module.open(target, int(count), self.chunk_bytes, int(max_message_bytes))
+        self._handle = _module.open(target, int(count), self.chunk_bytes, int(max_message_bytes),
+                                    None if credentials is None else credentials.pems)
 
     def close(self) -> None:
         self._handle = None  # the connections close with the last call holding them
@@ -114,8 +140,10 @@ class AsyncNativeStripes:
     The `metadata` arguments of AsyncStripes' methods are taken from `pairs` instead."""
 
     def __init__(self, target: str, count: int, chunk_bytes: int, max_message_bytes: int,
-                 pairs: Callable[[], Sequence[Tuple[str, str]]]) -> None:
-        self._sync = NativeStripes(target, count, chunk_bytes, max_message_bytes, pairs)
+                 pairs: Callable[[], Sequence[Tuple[str, str]]],
+                 credentials: Optional[TlsCredentials] = None) -> None:
+        self._sync = NativeStripes(target, count, chunk_bytes, max_message_bytes, pairs,
+                                   credentials)
         self.chunk_bytes = self._sync.chunk_bytes
 
     async def close(self) -> None:

@@ -5,7 +5,8 @@
 // (matserve_client/native.py); the pure-Python path stays the fallback.
 //
 // Built against Python's stable ABI (3.11 and later) as matserve_native.abi3.so. Functions:
-//   open(target, stripes, chunk_bytes, max_message_bytes) -> handle
+//   open(target, stripes, chunk_bytes, max_message_bytes[, tls]) -> handle; tls: None
+//     (plaintext) or (root_pem, key_pem, chain_pem), each bytes or None (roots: the system's)
 //   put(handle, headers, buffers, colocate_with, timeout, metadata, made) -> [ResidentInfo bytes]
 //   get(handle, handles, outs, timeout, metadata) -> None
 //   unary(handle, method, request, timeout, metadata) -> reply bytes
@@ -139,13 +140,35 @@ void free_transfer(PyObject* capsule) {
   std::unique_ptr<StripedTransfer> owned(transfer_of(capsule));
 }
 
+// A PEM given as bytes, or None: into `out`; false (a Python error set) for anything else.
+bool pem(PyObject* object, std::string& out) {
+  if (object == Py_None) return true;
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(object, &data, &size) != 0) return false;
+  out.assign(data, static_cast<std::size_t>(size));
+  return true;
+}
+
 PyObject* open_stripes(PyObject*, PyObject* args) {
   const char* target = nullptr;
   int stripes = 0;
   long long chunk_bytes = 0;
   long long max_message_bytes = 0;
-  if (PyArg_ParseTuple(args, "siLL", &target, &stripes, &chunk_bytes, &max_message_bytes) == 0) {
+  PyObject* tls_pems = Py_None;
+  if (PyArg_ParseTuple(args, "siLL|O", &target, &stripes, &chunk_bytes, &max_message_bytes,
+                       &tls_pems) == 0) {
     return nullptr;
+  }
+  grpc::SslCredentialsOptions tls;
+  const bool secure = tls_pems != Py_None;
+  if (secure) {
+    PyObject *roots, *key, *chain;
+    if (PyArg_ParseTuple(tls_pems, "OOO", &roots, &key, &chain) == 0 ||
+        !pem(roots, tls.pem_root_certs) || !pem(key, tls.pem_private_key) ||
+        !pem(chain, tls.pem_cert_chain)) {
+      return nullptr;
+    }
   }
   if (stripes <= 0 || chunk_bytes <= 0 || max_message_bytes <= 0) {
     PyErr_SetString(PyExc_ValueError,
@@ -157,8 +180,9 @@ PyObject* open_stripes(PyObject*, PyObject* args) {
   channel_args.SetMaxReceiveMessageSize(limit);
   channel_args.SetMaxSendMessageSize(limit);
   auto transfer = std::make_unique<StripedTransfer>(
-      StripedTransfer::open_channels(target, grpc::InsecureChannelCredentials(), channel_args,
-                                     stripes),
+      StripedTransfer::open_channels(
+          target, secure ? grpc::SslCredentials(tls) : grpc::InsecureChannelCredentials(),
+          channel_args, stripes),
       [](grpc::ClientContext&) {}, chunk_bytes);
   PyObject* capsule = PyCapsule_New(transfer.get(), kCapsuleName, free_transfer);
   if (capsule != nullptr) (void)transfer.release();  // the capsule owns it now
@@ -312,7 +336,8 @@ PyObject* release(PyObject*, PyObject* args) {
 
 PyMethodDef kMethods[] = {
     {"open", open_stripes, METH_VARARGS,
-     "open(target, stripes, chunk_bytes, max_message_bytes): the stripes' connections"},
+     "open(target, stripes, chunk_bytes, max_message_bytes[, tls]): the stripes' connections; "
+     "tls: None or (root_pem, key_pem, chain_pem)"},
     {"put", put, METH_VARARGS,
      "put(stripes, headers, buffers, colocate_with, timeout, metadata, made): creates one "
      "resident matrix per header and writes its buffer as ranges; their ResidentInfos"},
