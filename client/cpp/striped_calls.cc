@@ -46,6 +46,14 @@ absl::Status read_into(std::string& out, std::size_t bytes,
 #endif
 }
 
+// Reads the kept result `kept` over the stripes into `out` (sized to it here).
+absl::Status read_kept(StripedTransfer& striped, const v1::ResidentInfo& kept, std::string& out) {
+  return read_into(out, static_cast<std::size_t>(kept.bytes()), [&](std::span<char> bytes) {
+    const StripedTransfer::Sink sink{kept.handle(), bytes};
+    return striped.get({&sink, 1});
+  });
+}
+
 }  // namespace
 
 bool Client::stripes_call(std::initializer_list<std::int64_t> operand_bytes) const {
@@ -121,12 +129,7 @@ absl::StatusOr<std::optional<v1::MultiplyReply>> Client::multiply_striped(
   v1::MultiplyReply& reply = *called;
   if (request.keep_result()) return std::move(reply);  // the caller keeps it; the operands go
   made.push_back(reply.result().handle());
-  if (absl::Status s = read_into(*reply.mutable_c()->mutable_data(),
-                                 static_cast<std::size_t>(reply.result().bytes()),
-                                 [&](std::span<char> out) {
-                                   const StripedTransfer::Sink sink{reply.result().handle(), out};
-                                   return striped_->get({&sink, 1});
-                                 });
+  if (absl::Status s = read_kept(*striped_, reply.result(), *reply.mutable_c()->mutable_data());
       !s.ok()) {
     return s;
   }
@@ -157,12 +160,7 @@ absl::StatusOr<std::optional<v1::TransposeReply>> Client::transpose_striped(
   v1::TransposeReply& reply = *called;
   if (request.keep_result()) return std::move(reply);
   made.push_back(reply.result().handle());
-  if (absl::Status s = read_into(*reply.mutable_b()->mutable_data(),
-                                 static_cast<std::size_t>(reply.result().bytes()),
-                                 [&](std::span<char> out) {
-                                   const StripedTransfer::Sink sink{reply.result().handle(), out};
-                                   return striped_->get({&sink, 1});
-                                 });
+  if (absl::Status s = read_kept(*striped_, reply.result(), *reply.mutable_b()->mutable_data());
       !s.ok()) {
     return s;
   }
