@@ -19,6 +19,7 @@
 #define Py_LIMITED_API 0x030B0000
 #include <Python.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
