@@ -1,6 +1,7 @@
 // The C++ client's striped path against the fake service: operands above the threshold go as
 // ranges over the stripes and the result comes back the same as inline; nothing is left
-// resident; a server without ranged transfer gets the call inline; small calls stay inline.
+// resident; a server without ranged transfer gets the call inline; small calls stay inline; a
+// call's bytes are cut so that every stripe gets a range.
 #include <memory>
 #include <string>
 
@@ -164,6 +165,23 @@ TEST(StripedClient, CallsBelowTheThresholdStayInline) {
   EXPECT_FALSE(server.service().last_multiply().a().data().empty());
   ASSERT_TRUE(striped->multiply(request_of(40, 40, 40)).ok());  // 12800 bytes
   EXPECT_GT(server.service().write_range_calls(), 0);
+}
+
+TEST(StripedClient, ACallsBytesAreCutSoThatEveryStripeGetsARangeDownTo256KiB) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  ClientOptions options;
+  options.stripes = 4;
+  options.stripe_threshold_bytes = 1;  // ranges of at most the default 2 MiB
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::connect(server.target(), options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // 2 MiB of operands over 4 stripes: ranges of 512 KiB, two per operand (one each at 2 MiB).
+  ASSERT_TRUE((*c)->multiply(request_of(512, 512, 512)).ok());
+  EXPECT_EQ(server.service().write_range_calls(), 4);
+  // 32 KiB of operands: not cut below 256 KiB, one range per operand.
+  ASSERT_TRUE((*c)->multiply(request_of(64, 64, 64)).ok());
+  EXPECT_EQ(server.service().write_range_calls(), 6);
+  EXPECT_EQ(server.service().resident_count(), 0u);
 }
 
 }  // namespace
