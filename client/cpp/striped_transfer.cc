@@ -186,14 +186,11 @@ absl::StatusOr<std::string> StripedTransfer::unary(const std::string& method,
                                  });
   done.WaitForNotification();
   if (!status.ok()) return from_grpc_status(status);
-  std::vector<grpc::Slice> slices;
-  if (!reply.Dump(&slices).ok()) return absl::DataLossError("the reply could not be read");
-  std::string bytes;
-  bytes.reserve(reply.Length());
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  grpc::Slice whole;
+  if (!reply.DumpToSingleSlice(&whole).ok()) {
+    return absl::DataLossError("the reply could not be read");
   }
-  return bytes;
+  return std::string(reinterpret_cast<const char*>(whole.begin()), whole.size());
 }
 
 absl::Status StripedTransfer::create_all(std::span<const Source> sources,

@@ -136,6 +136,15 @@ StripedTransfer* transfer_of(PyObject* capsule) {
   return static_cast<StripedTransfer*>(PyCapsule_GetPointer(capsule, kCapsuleName));
 }
 
+// The transfer a call's capsule holds and the call's settings; null (a Python error set) when
+// either cannot be read.
+StripedTransfer* begin_call(PyObject* capsule, PyObject* timeout, PyObject* metadata,
+                            CallSettings& settings) {
+  StripedTransfer* transfer = transfer_of(capsule);
+  if (transfer == nullptr || !read_settings(timeout, metadata, settings)) return nullptr;
+  return transfer;
+}
+
 void free_transfer(PyObject* capsule) {
   // Owned by the capsule since open(); handed back to a unique_ptr to be destroyed.
   std::unique_ptr<StripedTransfer> owned(transfer_of(capsule));
@@ -197,9 +206,9 @@ PyObject* put(PyObject*, PyObject* args) {
                        &metadata, &made) == 0) {
     return nullptr;
   }
-  StripedTransfer* transfer = transfer_of(capsule);
   CallSettings settings;
-  if (transfer == nullptr || !read_settings(timeout, metadata, settings)) return nullptr;
+  StripedTransfer* transfer = begin_call(capsule, timeout, metadata, settings);
+  if (transfer == nullptr) return nullptr;
   const Py_ssize_t n = PySequence_Size(headers);
   if (n < 0 || PySequence_Size(buffers) != n) {
     PyErr_SetString(PyExc_ValueError, "one buffer per header");
@@ -258,9 +267,9 @@ PyObject* get(PyObject*, PyObject* args) {
   if (PyArg_ParseTuple(args, "OOOOO", &capsule, &handles, &outs, &timeout, &metadata) == 0) {
     return nullptr;
   }
-  StripedTransfer* transfer = transfer_of(capsule);
   CallSettings settings;
-  if (transfer == nullptr || !read_settings(timeout, metadata, settings)) return nullptr;
+  StripedTransfer* transfer = begin_call(capsule, timeout, metadata, settings);
+  if (transfer == nullptr) return nullptr;
   const Py_ssize_t n = PySequence_Size(handles);
   if (n < 0 || PySequence_Size(outs) != n) {
     PyErr_SetString(PyExc_ValueError, "one output buffer per handle");
@@ -294,13 +303,10 @@ PyObject* unary(PyObject*, PyObject* args) {
   if (PyArg_ParseTuple(args, "OsOOO", &capsule, &method, &request, &timeout, &metadata) == 0) {
     return nullptr;
   }
-  StripedTransfer* transfer = transfer_of(capsule);
   CallSettings settings;
+  StripedTransfer* transfer = begin_call(capsule, timeout, metadata, settings);
   HeldBuffer bytes;
-  if (transfer == nullptr || !read_settings(timeout, metadata, settings) ||
-      !bytes.get(request, false)) {
-    return nullptr;
-  }
+  if (transfer == nullptr || !bytes.get(request, false)) return nullptr;
   const std::string name(method);
   absl::StatusOr<std::string> reply;
   Py_BEGIN_ALLOW_THREADS;
@@ -315,9 +321,9 @@ PyObject* release(PyObject*, PyObject* args) {
   if (PyArg_ParseTuple(args, "OOOO", &capsule, &handles, &timeout, &metadata) == 0) {
     return nullptr;
   }
-  StripedTransfer* transfer = transfer_of(capsule);
   CallSettings settings;
-  if (transfer == nullptr || !read_settings(timeout, metadata, settings)) return nullptr;
+  StripedTransfer* transfer = begin_call(capsule, timeout, metadata, settings);
+  if (transfer == nullptr) return nullptr;
   std::vector<std::string> names;
   const Py_ssize_t n = PySequence_Size(handles);
   for (Py_ssize_t i = 0; i < n; ++i) {
