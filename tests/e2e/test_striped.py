@@ -544,6 +544,14 @@ def native_module_missing():
 class PythonClientStripingNativeTest(PythonClientStriping, unittest.TestCase):
     NATIVE = True
 
+    def test_a_status_without_a_message_comes_back_with_an_empty_one(self):
+        import matserve_native
+        stripes = matserve_native.open(self.server.target, 1, 1 << 20, 1 << 30)
+        with self.assertRaises(matserve_native.Error) as e:
+            matserve_native.unary(stripes, "/matserve.v1.MatrixService/NoSuchMethod", b"", 10.0,
+                                  [])
+        self.assertEqual(e.exception.args, (12, ""))  # UNIMPLEMENTED, and a str
+
 
 class PythonClientStripingPurePythonTest(PythonClientStriping, unittest.TestCase):
     NATIVE = False

@@ -123,8 +123,10 @@ bool read_settings(PyObject* timeout, PyObject* metadata, CallSettings& out) {
 }
 
 PyObject* raise(const absl::Status& s) {
-  PyObject* args = Py_BuildValue("(is#)", static_cast<int>(s.code()), s.message().data(),
-                                 static_cast<Py_ssize_t>(s.message().size()));
+  // An empty message's data() may be null, which "s#" would give as None.
+  const std::string message(s.message());
+  PyObject* args = Py_BuildValue("(is#)", static_cast<int>(s.code()), message.c_str(),
+                                 static_cast<Py_ssize_t>(message.size()));
   if (args != nullptr) {
     PyErr_SetObject(g_error, args);
     Py_DECREF(args);
