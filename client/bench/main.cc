@@ -21,6 +21,7 @@
 #include "client/bench/report.h"
 #include "client/bench/runner.h"
 #include "client/cpp/client.h"
+#include "client/cpp/process_settings.h"
 
 namespace matserve::client::bench {
 namespace {
@@ -178,5 +179,6 @@ int run_bench(int argc, char** argv) {
 }  // namespace matserve::client::bench
 
 int main(int argc, char** argv) {
+  matserve::client::turn_off_lock_order_checks();
   return matserve::client::bench::run_bench(argc, argv);
 }
