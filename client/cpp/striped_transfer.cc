@@ -48,6 +48,8 @@ StripedTransfer::StripedTransfer(std::vector<std::shared_ptr<grpc::Channel>> cha
     auto stub = v1::MatrixService::NewStub(c);
     stripes_.push_back({std::move(stub), std::make_unique<grpc::GenericStub>(std::move(c))});
   }
+  const std::size_t lanes = stripes_.size() * kRangesInFlightPerStripe;
+  starters_ = std::make_unique<CallStarters>(std::min(lanes > 0 ? lanes - 1 : 0, kMaxStarters));
 }
 
 void StripedTransfer::limit_chunk_bytes(std::int64_t limit) {
@@ -128,7 +130,13 @@ absl::Status StripedTransfer::run(const std::vector<Range>& ranges, const RangeC
   const std::size_t lanes = std::min(stripes_.size() * kRangesInFlightPerStripe, ranges.size());
   if (lanes == 0) return absl::OkStatus();
   Flight flight(ranges, calls, prepare, lanes);
-  for (std::size_t lane = 0; lane < lanes; ++lane) start_next(flight, lane);
+  // The first ranges start on the starter threads and this one at once, so that their bytes are
+  // written to the connections in parallel. `flight` outlives every task: its lanes are counted
+  // down only by start_next, which each task calls last.
+  for (std::size_t lane = 1; lane < lanes; ++lane) {
+    starters_->post([this, &flight, lane] { start_next(flight, lane); });
+  }
+  start_next(flight, 0);
   flight.going.Wait();
   std::lock_guard<std::mutex> lock(flight.mu);
   return flight.first_error;

@@ -2,8 +2,9 @@
 // channel per stripe, kept apart by distinct channel arguments so that each has its own TCP
 // connection). put() creates resident matrices empty and writes all their ranges, get() reads
 // ranges of resident matrices into the caller's buffers. The ranges are asynchronous calls, a few
-// in flight on every stripe at once, each next one started from the last one's completion (no
-// thread is made per call). Ranges go through the generic stub as hand-written messages
+// in flight on every stripe at once: the first ones started together by a few threads kept for
+// that (call_starters.h), each next one from the last one's completion (no thread is made per
+// call). Ranges go through the generic stub as hand-written messages
 // (range_wire.h): a range is sent from the caller's memory and read into the caller's buffer with
 // no protobuf copy.
 #pragma once
@@ -20,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "client/cpp/call_starters.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
@@ -135,10 +137,14 @@ class StripedTransfer {
                           const std::string& colocate_with);
   static constexpr std::size_t kRangesInFlightPerStripe = 2;
   static constexpr std::int64_t kMinRangeBytes = std::int64_t{256} << 10;
+  // The most threads that start a run's first ranges (besides the caller's own).
+  static constexpr std::size_t kMaxStarters = 15;
 
   std::vector<Stripe> stripes_;
   Prepare prepare_;
   std::atomic<std::int64_t> chunk_bytes_;
+  // Declared last: its threads are joined before the stripes go.
+  std::unique_ptr<CallStarters> starters_;
 };
 
 }  // namespace matserve::client
