@@ -15,7 +15,8 @@
 #   ROUNDS > 1), OTHER_CLIENT (a directory holding another matserve_client package, e.g. a
 #   checkout of an earlier commit's client/python: each round then also runs the script with
 #   that client, right after this tree's, into the same directory with "-other" appended;
-#   compare within a round).
+#   compare within a round), OTHER_STUBS (with OTHER_CLIENT: the other run's stubs folder, e.g.
+#   an earlier build's build/python with its compiled data plane; default: this bundle's).
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -43,9 +44,9 @@ server=$!
 port=$(wait_for_server_port "$out/server.log" $server run-transport-bench 300) || exit 1
 rounds=${ROUNDS:-1}
 rc=0
-run_client() {  # client directory, output directory, script args
-  local client=$1 dir=$2
-  shift 2
+run_client() {  # stubs directory, client directory, output directory, script args
+  local stubs=$1 client=$2 dir=$3
+  shift 3
   mkdir -p "$dir"
   PYTHONPATH="$stubs:$client${PYTHONPATH:+:$PYTHONPATH}" "${client_env[@]}" "${PYTHON:-python3}" \
     "$here/transport_latency.py" --target "127.0.0.1:$port" --out "$dir" "$@" || rc=1
@@ -54,10 +55,10 @@ for ((round = 1; round <= rounds; round++)); do
   dir=$out
   [ "$rounds" -gt 1 ] && dir="$out/round$round"
   [ "$rounds" -gt 1 ] && echo "== round $round: this tree's client"
-  run_client "$here/../../client/python" "$dir" "$@"
+  run_client "$stubs" "$here/../../client/python" "$dir" "$@"
   if [ -n "${OTHER_CLIENT:-}" ]; then
-    echo "== round $round: the client in $OTHER_CLIENT"
-    run_client "$OTHER_CLIENT" "$dir-other" "$@"
+    echo "== round $round: the client in $OTHER_CLIENT${OTHER_STUBS:+ with the stubs in $OTHER_STUBS}"
+    run_client "${OTHER_STUBS:-$stubs}" "$OTHER_CLIENT" "$dir-other" "$@"
   fi
 done
 kill -TERM $server
