@@ -5,25 +5,26 @@
 
 namespace matserve::client {
 
-CallStarters::CallStarters(std::size_t threads) {
-  threads_.reserve(threads);
-  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
-}
+CallStarters::CallStarters(std::size_t threads) : wanted_(threads) {}
 
 CallStarters::~CallStarters() {
+  std::vector<std::thread> threads;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    threads.swap(threads_);
   }
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads) t.join();
 }
 
 void CallStarters::post(std::function<void()> task) {
-  if (threads_.empty()) {
+  if (wanted_ == 0) {
     task();
     return;
   }
   absl::MutexLock lock(&mu_);
+  // The threads wait for mu_, which is held until the task is queued.
+  while (threads_.size() < wanted_) threads_.emplace_back([this] { work(); });
   tasks_.push_back(std::move(task));
 }
 

@@ -18,7 +18,8 @@ namespace matserve::client {
 
 class CallStarters {
  public:
-  // `threads` threads (none: post() runs each task on the caller's thread).
+  // Up to `threads` threads, made by the first post() (a client that never stripes has none);
+  // none: post() runs each task on the caller's thread.
   explicit CallStarters(std::size_t threads);
   // Runs the tasks still posted, then joins the threads.
   ~CallStarters();
@@ -31,10 +32,11 @@ class CallStarters {
  private:
   void work();
 
+  const std::size_t wanted_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace matserve::client

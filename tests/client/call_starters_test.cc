@@ -1,11 +1,15 @@
 // CallStarters: every posted task runs once, on the starter threads and side by side (a task that
 // waits for a later one finishes only if both run at once), inline when there are no threads, and
-// the tasks still queued run before the destructor returns.
+// the tasks still queued run before the destructor returns; no thread is made before the first
+// task (a client that never stripes keeps none).
 #include "client/cpp/call_starters.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -44,6 +48,28 @@ TEST(CallStarters, TasksRunSideBySide) {
   });
   starters.post([&] { second_ran.Notify(); });
   EXPECT_TRUE(first_saw_it.WaitForNotificationWithTimeout(absl::Seconds(20)));
+}
+
+// The process's threads now (Linux: one entry each in /proc/self/task).
+std::ptrdiff_t threads_now() {
+  const std::filesystem::directory_iterator tasks("/proc/self/task");
+  return std::distance(begin(tasks), end(tasks));
+}
+
+// Checked in a forked child, whose only thread is the one that forked: no other test's threads
+// (gRPC's) come or go there while it counts.
+TEST(CallStarters, ThreadsAreMadeByTheFirstTask) {
+  EXPECT_EXIT(
+      {
+        const std::ptrdiff_t before = threads_now();
+        CallStarters starters(6);
+        const bool none_yet = threads_now() == before;
+        absl::Notification ran;
+        starters.post([&] { ran.Notify(); });
+        const bool ran_in_time = ran.WaitForNotificationWithTimeout(absl::Seconds(20));
+        std::_Exit(none_yet && ran_in_time && threads_now() == before + 6 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(CallStarters, WithoutThreadsATaskRunsOnTheCallersThread) {
