@@ -1,9 +1,12 @@
 // The C++ client's striped path against the fake service: operands above the threshold go as
 // ranges over the stripes and the result comes back the same as inline; nothing is left
 // resident; a server without ranged transfer gets the call inline; small calls stay inline; a
-// call's bytes are cut so that every stripe gets a range.
+// call's bytes are cut so that every stripe gets a range; calls from several threads at once,
+// sharing the client's stripes and starter threads, each get their own result.
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "client/cpp/client.h"
 #include "client/cpp/matrix.h"
@@ -93,6 +96,36 @@ v1::Matrix stack_of(std::int64_t count, std::int64_t rows, std::int64_t cols, La
     m.set_batch(count);
   }
   return m;
+}
+
+TEST(StripedClient, CallsFromManyThreadsAtOnceEachGetTheirOwnResult) {
+  testing::FakeServer server;
+  server.service().set_ranged(true);
+  const std::unique_ptr<Client> striped = connect(server.target(), 3, 1);
+  const std::unique_ptr<Client> inline_client = connect(server.target(), 0, 1);
+  constexpr int kThreads = 8;
+  constexpr int kCallsEach = 5;
+  std::vector<v1::MultiplyRequest> requests;
+  std::vector<std::string> wanted;
+  for (int t = 0; t < kThreads; ++t) {
+    requests.push_back(request_of(17 + t, 31, 23));  // a shape, and so a result, of its own
+    absl::StatusOr<v1::MultiplyReply> want = inline_client->multiply(requests.back());
+    ASSERT_TRUE(want.ok()) << want.status();
+    wanted.push_back(want->c().data());
+  }
+  std::vector<int> right(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsEach; ++i) {
+        absl::StatusOr<v1::MultiplyReply> got = striped->multiply(requests[t]);
+        if (got.ok() && got->c().data() == wanted[t]) ++right[t];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(right[t], kCallsEach) << "thread " << t;
+  EXPECT_EQ(server.service().resident_count(), 0u);
 }
 
 TEST(StripedClient, ABatchGoesAsOneStackedResidentPerOperandWithEveryOption) {
