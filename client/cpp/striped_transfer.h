@@ -91,8 +91,6 @@ class StripedTransfer {
                                     const Prepare& prepare);
   absl::Status release(std::span<const std::string> handles, const Prepare& prepare);
 
-  std::size_t stripes() const { return stripes_.size(); }
-  std::int64_t chunk_bytes() const { return chunk_bytes_.load(); }
   // Ranges of at most `limit` bytes from now on (what one message of the server carries).
   void limit_chunk_bytes(std::int64_t limit);
 
