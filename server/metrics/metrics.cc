@@ -1,6 +1,7 @@
 // Metric families and recording: see metrics.h.
 #include "server/metrics/metrics.h"
 
+#include <cmath>
 #include <iterator>
 #include <sstream>
 #include <thread>
@@ -19,7 +20,7 @@ prometheus::Histogram::BucketBoundaries make_latency_buckets() {
   prometheus::Histogram::BucketBoundaries b;
   for (double us : {10, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 600, 800})
     b.push_back(us * 1e-6);
-  for (double v = 1e-3; v < 60.0; v *= 2) b.push_back(v);
+  for (int i = 0; i < 16; ++i) b.push_back(std::ldexp(1e-3, i));  // 1 ms .. 32.8 s
   b.push_back(60.0);
   return b;
 }
@@ -27,21 +28,21 @@ prometheus::Histogram::BucketBoundaries make_latency_buckets() {
 // m*n*k (or rows*cols) from 1 to 2^42 in powers of 8.
 prometheus::Histogram::BucketBoundaries make_size_buckets() {
   prometheus::Histogram::BucketBoundaries b;
-  for (double v = 1; v <= 4.4e12; v *= 8) b.push_back(v);
+  for (int i = 0; i <= 14; ++i) b.push_back(std::ldexp(1.0, 3 * i));  // 8^0 .. 8^14 = 2^42
   return b;
 }
 
 // Requests or products per launch: 1, 2, 4, ... 65536.
 prometheus::Histogram::BucketBoundaries make_count_buckets() {
   prometheus::Histogram::BucketBoundaries b;
-  for (double v = 1; v <= 65536; v *= 2) b.push_back(v);
+  for (int i = 0; i <= 16; ++i) b.push_back(std::ldexp(1.0, i));
   return b;
 }
 
 // Delay added by dynamic batching: 0 (ran at once) then 10 us to about 1.3 s, doubling.
 prometheus::Histogram::BucketBoundaries make_wait_buckets() {
   prometheus::Histogram::BucketBoundaries b{0.0};
-  for (double v = 10e-6; v < 1.5; v *= 2) b.push_back(v);
+  for (int i = 0; i < 18; ++i) b.push_back(std::ldexp(10e-6, i));  // 10 us .. 1.31 s
   return b;
 }
 
