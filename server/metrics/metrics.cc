@@ -122,6 +122,14 @@ Metrics::Metrics(const BuildInfo& build)
                    .Name("matserve_batched_products")
                    .Help("Products per successful MultiplyBatched call")
                    .Register(*registry_);
+  resident_duration_ =
+      &BuildHistogram()
+           .Name("matserve_resident_rpc_duration_seconds")
+           .Help(
+               "Time from receipt to reply of the resident-matrix and ranged-transfer RPCs "
+               "(CreateResident, WriteRange, ReadRange, Upload, Download, their streams, "
+               "ListResident, Release) by rpc and outcome (ok|error)")
+           .Register(*registry_);
   BuildGauge()
       .Name("matserve_build_info")
       .Help("Build identity (always 1)")
@@ -159,6 +167,8 @@ struct Metrics::Series {
   prometheus::Histogram* merged = nullptr;      // dynamic batching
   prometheus::Histogram* batch_wait = nullptr;  // dynamic batching
   prometheus::Histogram* products = nullptr;    // MultiplyBatched
+  // Resident-matrix and ranged-transfer RPCs only: their time from receipt to reply.
+  prometheus::Histogram* resident_total = nullptr;
   prometheus::Labels device;  // {device} and, for a GPU, {UUID}: built once, read per request
 };
 
@@ -225,6 +235,10 @@ Metrics::Series& Metrics::series(const RequestRecord& r) {
   if (compute && r.code == "OK" && r.products > 0) {
     s->products = &products_->Add(s->device, count_buckets_);
   }
+  if (r.op == "resident") {
+    s->resident_total = &resident_duration_->Add(
+        {{"rpc", r.rpc}, {"outcome", r.code == "OK" ? "ok" : "error"}}, latency_buckets_);
+  }
   slot = std::move(s);
   return *slot;
 }
@@ -260,6 +274,7 @@ void Metrics::apply(const RequestRecord& r) {
   s.received->Increment(static_cast<double>(r.bytes_received));
   s.sent->Increment(static_cast<double>(r.bytes_sent));
   if (s.failed_total != nullptr) s.failed_total->Observe(r.times.total_us * 1e-6);
+  if (s.resident_total != nullptr) s.resident_total->Observe(r.times.total_us * 1e-6);
   if (s.kernel_seconds == nullptr) return;  // failed, or not a compute RPC
   const double stage_us[5] = {r.times.total_us, r.times.queue_us, r.times.host_to_device_us,
                               r.times.kernel_us, r.times.device_to_host_us};

@@ -126,6 +126,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* merged_;
   prometheus::Family<prometheus::Histogram>* batch_wait_;
   prometheus::Family<prometheus::Histogram>* products_;
+  prometheus::Family<prometheus::Histogram>* resident_duration_;
   std::function<RuntimeSnapshot()> runtime_source_;
   std::unique_ptr<Nvml> nvml_;
   std::map<std::string, std::string> device_by_uuid_;

@@ -1,8 +1,9 @@
 """End-to-end: /metrics of the real server (CPU backend), and the Grafana dashboard's queries.
 
-ScrapeTest drives a known mix of requests (GEMMs in two precisions, transposes, failures),
-scrapes /metrics, checks the values against what was sent (counts, bytes, FLOPs, stage times
-within the total) and runs `promtool check metrics` on the scrape.
+ScrapeTest drives a known mix of requests (GEMMs in two precisions, transposes, failures, an
+upload, a listing and a release), scrapes /metrics, checks the values against what was sent
+(counts, bytes, FLOPs, stage times within the total, the resident RPCs' times) and runs
+`promtool check metrics` on the scrape.
 DashboardQueryTest starts a real Prometheus (Debian's `prometheus`) on loopback with
 deploy/prometheus/prometheus.yml pointed at the test server, waits for scrapes, and runs EVERY
 query of deploy/grafana/dashboards/matserve.json through the HTTP API: each must succeed and
@@ -152,11 +153,21 @@ def drive_batched(stub):
     assert reply.c.batch == 3, reply.c
 
 
+def drive_resident(stub):
+    """One Upload, one ListResident and one Release of the uploaded matrix (the resident RPCs'
+    latency panel)."""
+    handle = stub.Upload(pb.UploadRequest(matrix=matrix(rand(16, 9))), timeout=60).resident.handle
+    listed = stub.ListResident(pb.ListResidentRequest(), timeout=60).matrices
+    assert [m.handle for m in listed] == [handle], listed
+    stub.Release(pb.ReleaseRequest(handle=handle), timeout=60)
+
+
 class ScrapeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server, cls.nvml = start_server()
         cls.sent = drive_mix(cls.server.stub)
+        drive_resident(cls.server.stub)
         cls.text = scrape(cls.server.metrics_port)
 
     @classmethod
@@ -212,6 +223,14 @@ class ScrapeTest(unittest.TestCase):
         inf = total(t, "matserve_request_duration_seconds_bucket", stage="total", le="+Inf",
                     outcome="ok")
         self.assertEqual(inf, ok)
+
+    def test_resident_rpcs_observe_their_time(self):
+        t = self.text
+        family = "matserve_resident_rpc_duration_seconds"
+        for rpc in ("Upload", "ListResident", "Release"):
+            self.assertEqual(total(t, family + "_count", rpc=rpc, outcome="ok"), 1, rpc)
+            self.assertGreater(total(t, family + "_sum", rpc=rpc, outcome="ok"), 0, rpc)
+        self.assertEqual(total(t, family + "_count", rpc="Multiply"), 0)
 
     def test_runtime_and_build_info(self):
         t = self.text
@@ -350,6 +369,7 @@ class DashboardQueryTest(unittest.TestCase):
                 for server in cls.servers:
                     drive_mix(server.stub)
                     drive_batched(server.stub)
+                    drive_resident(server.stub)
                 time.sleep(1.2)
             want = 2 * 3 * (4 + 3 + 3)
             cls.prom.wait(lambda: sum(cls.result("matserve_requests_total")) >= want, 30,

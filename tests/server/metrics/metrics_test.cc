@@ -145,6 +145,35 @@ TEST(MetricsTest, FailedRequestsObserveTheirTotalOnlyAndNoKernelWork) {
   EXPECT_EQ(sample_sum(text, "matserve_kernel_seconds_total"), -1);
 }
 
+TEST(MetricsTest, ResidentRpcsObserveTheirTimeByRpcAndOutcome) {
+  Metrics m = make_metrics();
+  const auto resident = [](const std::string& rpc, const std::string& code, double total_us) {
+    RequestRecord r{.rpc = rpc,
+                    .op = "resident",
+                    .variant = "none",
+                    .precision = "none",
+                    .device = "none",
+                    .code = code};
+    r.times.total_us = total_us;
+    return r;
+  };
+  m.record(resident("WriteRange", "OK", 250));
+  m.record(resident("WriteRange", "OK", 150));
+  m.record(resident("WriteRange", "OUT_OF_RANGE", 10));
+  m.record(resident("Release", "OK", 6));
+  m.record(gemm_ok("openblas", 50));
+  const std::string text = m.scrape();
+  const std::string family = "matserve_resident_rpc_duration_seconds";
+  EXPECT_EQ(sample_sum(text, family + "_count", {{"rpc", "WriteRange"}, {"outcome", "ok"}}), 2);
+  EXPECT_DOUBLE_EQ(sample_sum(text, family + "_sum", {{"rpc", "WriteRange"}, {"outcome", "ok"}}),
+                   400e-6);
+  EXPECT_EQ(sample_sum(text, family + "_count", {{"rpc", "WriteRange"}, {"outcome", "error"}}), 1);
+  EXPECT_DOUBLE_EQ(sample_sum(text, family + "_sum", {{"rpc", "Release"}}), 6e-6);
+  // Compute RPCs keep their stages in matserve_request_duration_seconds only.
+  EXPECT_EQ(sample_sum(text, family + "_count", {{"rpc", "Multiply"}}), -1);
+  EXPECT_EQ(sample_sum(text, "matserve_request_duration_seconds_count", {{"stage", "total"}}), 1);
+}
+
 TEST(MetricsTest, KernelCountersGiveTheAchievedRate) {
   Metrics m = make_metrics();
   m.record(gemm_ok("openblas", 50));
