@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "client/cpp/process_settings.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -208,7 +208,7 @@ bool parse_args(int argc, char** argv, Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  matserve::client::turn_off_lock_order_checks();
   Options o;
   if (!parse_args(argc, argv, o)) return 2;
   const std::string socket_path = "/tmp/grpc-wire-ceiling-" + std::to_string(getpid()) + ".sock";

@@ -1,5 +1,6 @@
 // Process-wide settings a matserve client program makes once, at its start (matserve-cli,
-// matserve-bench, the Python client's compiled module). The server makes its own (server/main.cc).
+// matserve-bench, grpc-wire-ceiling, the Python client's compiled module). The server makes its
+// own (server/main.cc).
 #pragma once
 
 namespace matserve::client {
