@@ -56,9 +56,11 @@ std::ptrdiff_t threads_now() {
   return std::distance(begin(tasks), end(tasks));
 }
 
-// Checked in a forked child, whose only thread is the one that forked: no other test's threads
-// (gRPC's) come or go there while it counts.
+// Checked in a child process that runs only this test (gtest's "threadsafe" style re-executes the
+// binary; a plain fork could inherit a lock some other test's gRPC thread held), so no other
+// test's threads come or go while it counts.
 TEST(CallStarters, ThreadsAreMadeByTheFirstTask) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         const std::ptrdiff_t before = threads_now();
