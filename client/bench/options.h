@@ -3,6 +3,7 @@
 // where the reports go. Parsing is separate from running so tests can check it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,9 +60,17 @@ struct BenchOptions {
   std::optional<double> duration_s;  // timed seconds per run (default 5 when neither given)
   int warmup = 2;                    // untimed requests per worker before each run
   bool client_per_worker = false;    // --client per-worker: one Client (channel) per worker
-  // --release inline: each worker releases its resident result itself, after the timed call and
-  // before its next one, instead of a pool of release threads beside the workers (background).
-  bool release_inline = false;
+  // Who releases resident results, always outside the timed call: a pool of release threads
+  // beside the workers (background); each worker itself, after each timed call and before its
+  // next one (inline); or each worker, holding its results and releasing them in one call once
+  // it holds deferred_release_handles or _bytes of them, and at the end (deferred:
+  // the timed calls then follow each other back to back, as a ping's or an echo's do).
+  enum class Release { kBackground, kInline, kDeferred };
+  Release release = Release::kBackground;
+  // --release deferred: a worker releases what it holds once it holds this many results, or
+  // results of at least this many bytes.
+  std::size_t deferred_release_handles = 256;
+  std::int64_t deferred_release_bytes = std::int64_t{256} << 20;
   std::int64_t deadline_ms = 120000;
   int cuda_device = 0;  // --cuda-device: where the cuda-ipc transport allocates
   // The striped mode's connections per client and bytes per range (--stripes,

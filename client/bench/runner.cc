@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -219,7 +220,7 @@ class Worker {
       ++record_.devices[answer->device];
       if (!answer->precision.empty()) ++record_.precisions[answer->precision];
       finished(OpName(op), answer->client_us, true);
-      if (!answer->results.empty()) release_results(std::move(answer->results));
+      if (!answer->results.empty()) release_results(std::move(answer->results), op);
       bytes_received_ = shared_.spec.mode == Mode::kShm || shared_.spec.mode == Mode::kCudaIpc
                             ? result_bytes_
                             : answer->result_bytes;
@@ -247,6 +248,7 @@ class Worker {
   }
 
   void teardown() {
+    release_held();
     for (const std::string& handle : operand_handles_) (void)client_->release(handle);
     if (!region_.empty()) (void)client_->unregister_shared_memory(region_);
   }
@@ -320,17 +322,39 @@ class Worker {
     return answer;
   }
 
-  // A request's kept results (one, or a batch's): to the release pool, or released here
-  // (--release inline), outside the timing; one Release call either way.
-  void release_results(std::vector<std::string> handles) {
+  // A request's kept results (one, or a batch's) of operation `op`: to the release pool, released
+  // here (--release inline), or held until enough are (--release deferred); outside the timing
+  // and one Release call each way.
+  void release_results(std::vector<std::string> handles, Op op) {
     if (shared_.releaser != nullptr) {
       shared_.releaser->push(std::move(handles));
       return;
     }
+    held_.insert(held_.end(), std::make_move_iterator(handles.begin()),
+                 std::make_move_iterator(handles.end()));
+    held_bytes_ += kept_bytes_bound(op);
+    const BenchOptions& o = shared_.context.options;
+    if (o.release != BenchOptions::Release::kDeferred ||
+        held_.size() >= o.deferred_release_handles || held_bytes_ >= o.deferred_release_bytes) {
+      release_held();
+    }
+  }
+
+  // Releases the results held (--release deferred; at most one request's otherwise) in one call.
+  void release_held() {
+    if (held_.empty()) return;
     const auto r0 = Clock::now();
-    const bool released = client_->release(handles).ok();
+    const bool released = client_->release(held_).ok();
     record_.release_us.push_back(micros_between(r0, Clock::now()));
     if (!released) ++record_.release_errors;
+    held_.clear();
+    held_bytes_ = 0;
+  }
+
+  // At least the device bytes of one request's kept results: its elements at the widest dtype.
+  std::int64_t kept_bytes_bound(Op op) const {
+    const Shape& s = shared_.spec.shape;
+    return (op == Op::kTranspose ? s.m * s.k : s.m * s.n) * shared_.spec.batch * 8;
   }
 
   // Uploads one operand onto the device of the worker's first: on a multi-GPU server each
@@ -453,6 +477,9 @@ class Worker {
   v1::MultiplyBatchedRequest batched_request_;
   // Resident mode: the operands, uploaded once and released at the end.
   std::vector<std::string> operand_handles_;
+  // Kept results not yet released (--release inline or deferred), and a bound on their bytes.
+  std::vector<std::string> held_;
+  std::int64_t held_bytes_ = 0;
   SharedMemoryObject shm_;  // shm mode
   CudaIpcBuffer gpu_;       // cuda-ipc mode
   std::string region_;      // its registered name
@@ -522,7 +549,7 @@ RunResult run_one(const RunContext& context, const RunSpec& spec) {
   // one of its own.
   std::unique_ptr<Client> release_client;
   std::unique_ptr<Releaser> releaser;
-  if (spec.mode == Mode::kResident && !o.release_inline) {
+  if (spec.mode == Mode::kResident && o.release == BenchOptions::Release::kBackground) {
     Client* client = context.shared_client;
     if (client == nullptr) {
       ClientOptions options = o.client;

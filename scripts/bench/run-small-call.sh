@@ -3,19 +3,21 @@
 # GPU), runs matserve-bench at concurrency 1 with a bare health check (ping: the gRPC round trip
 # with no matrix work, answered on gRPC's callback threads), an echo (a ListResident call: the
 # same client and transport, on the synchronous server threads Multiply runs on) and a resident
-# multiply of the shape (default 256^3 fp32; result kept and released between calls, outside
-# the timed call), and stops the server. The report gives each run's client p50 and the server's
+# multiply of the shape (default 256^3 fp32; result kept and released outside the timed call:
+# between calls, or with RELEASES="inline deferred" also in one call per 256 results, so that the
+# multiplies follow each other back to back as the echoes do), and stops the server. The report gives each run's client p50 and the server's
 # own total.
-# With WAITS="block poll" and ROUNDS=N the client runs once per round and wait mode (matserve-bench
-# --wait: asleep in gRPC, or polling for its replies so that no idle CPU of the client has to
-# wake), alternating, against the same server.
-# Writes small-call.md (a table: per round and wait mode, the health check's, the echo's and the
-# multiply's client p50, the server's total and kernel p50, and multiply - (echo + total)),
-# small-call[-WAIT-ROUND].{txt,json} and server.log to $OUT (default /tmp/matserve-small-call).
+# With WAITS="block poll", RELEASES="inline deferred" and ROUNDS=N the client runs once per round,
+# release mode (matserve-bench --release) and wait mode (--wait: asleep in gRPC, or polling for
+# its replies so that no idle CPU of the client has to wake), alternating, against the same server.
+# Writes small-call.md (a table: per round, release and wait mode, the health check's, the echo's
+# and the multiply's client p50, the server's total and kernel p50, and multiply - (echo +
+# total)), small-call[-ROUND-RELEASE-WAIT].{txt,json} and server.log to $OUT (default
+# /tmp/matserve-small-call).
 #
 # usage: scripts/bench/run-small-call.sh [BUNDLE_DIR] [MATSERVE-BENCH ARGS...]  (default build/device)
 # Environment: MATSERVE_BACKEND [cuda], SERVER_ARGS (extra server flags), SHAPES [256],
-#   COMPUTE [fp32], DURATION [5] (seconds per run), WAITS [block], ROUNDS [1].
+#   COMPUTE [fp32], DURATION [5] (seconds per run), WAITS [block], RELEASES [inline], ROUNDS [1].
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
@@ -38,41 +40,49 @@ fi
 server=$!
 port=$(wait_for_server_port "$out/server.log" $server run-small-call 300) || exit 1
 read -r -a waits <<<"${WAITS:-block}"
+read -r -a releases <<<"${RELEASES:-inline}"
 rounds=${ROUNDS:-1}
 rc=0
 for round in $(seq 1 "$rounds"); do
-  for wait in "${waits[@]}"; do
-    name=small-call
-    [ "${#waits[@]}" -gt 1 ] || [ "$rounds" -gt 1 ] && name=small-call-$wait-$round
-    echo "run-small-call: round $round, --wait $wait" >&2
-    "${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,echo,resident \
-      --shapes "${SHAPES:-256}" --compute "${COMPUTE:-fp32}" --concurrency 1 \
-      --duration "${DURATION:-5}" --warmup 50 --release inline --wait "$wait" \
-      --json "$out/$name.json" "$@" 2>&1 | tee "$out/$name.txt"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  for release in "${releases[@]}"; do
+    for wait in "${waits[@]}"; do
+      name=small-call
+      [ "${#waits[@]}" -gt 1 ] || [ "${#releases[@]}" -gt 1 ] || [ "$rounds" -gt 1 ] &&
+        name=small-call-$round-$release-$wait
+      echo "run-small-call: round $round, --release $release, --wait $wait" >&2
+      "${bench_cmd[@]}" --target "127.0.0.1:$port" --modes ping,echo,resident \
+        --shapes "${SHAPES:-256}" --compute "${COMPUTE:-fp32}" --concurrency 1 \
+        --duration "${DURATION:-5}" --warmup 50 --release "$release" --wait "$wait" \
+        --json "$out/$name.json" "$@" 2>&1 | tee "$out/$name.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    done
   done
 done
 /usr/bin/env python3 - "$out" >"$out/small-call.md" <<'PY'
 import glob, json, os, re, sys
 out = sys.argv[1]
-print("| round | wait | health check p50 us | echo p50 us | multiply p50 us |"
+print("| round | release | wait | health check p50 us | echo p50 us | multiply p50 us |"
       " server total p50 us (kernel) | multiply - (echo + total) us |")
-print("|---:|---|---:|---:|---:|---:|---:|")
-def key(path):
-    m = re.search(r"small-call-(\w+)-(\d+)\.json$", path)
-    return (int(m.group(2)), m.group(1)) if m else (1, "block")
-for path in sorted(glob.glob(os.path.join(out, "small-call*.json")), key=key):
-    rnd, wait = key(path)
-    runs = {r["mode"]: r for r in json.load(open(path))["runs"]}
+print("|---:|---|---|---:|---:|---:|---:|---:|")
+rows = []
+for path in glob.glob(os.path.join(out, "small-call*.json")):
+    m = re.search(r"small-call-(\d+)-", os.path.basename(path))
+    doc = json.load(open(path))
+    flag = lambda name, default: (re.findall(rf"--{name} (\w+)", doc.get("command_line", ""))
+                                  or [default])[-1]
+    rows.append((int(m.group(1)) if m else 1, flag("release", "background"),
+                 flag("wait", "block"), doc))
+for rnd, release, wait, doc in sorted(rows, key=lambda r: r[:3]):
+    runs = {r["mode"]: r for r in doc["runs"]}
     if not {"ping", "echo", "resident"} <= runs.keys():
-        print(f"| {rnd} | {wait} | (incomplete) | | | | |")
+        print(f"| {rnd} | {release} | {wait} | (incomplete) | | | | |")
         continue
     ping, echo = runs["ping"]["client_us"]["p50"], runs["echo"]["client_us"]["p50"]
     mul = runs["resident"]["client_us"]["p50"]
     total = runs["resident"]["server_total_us"]["p50"]
     kernel = runs["resident"]["kernel_us"]["p50"]
-    print(f"| {rnd} | {wait} | {ping:.1f} | {echo:.1f} | {mul:.1f} | {total:.1f} ({kernel:.1f}) |"
-          f" {mul - echo - total:.1f} |")
+    print(f"| {rnd} | {release} | {wait} | {ping:.1f} | {echo:.1f} | {mul:.1f} |"
+          f" {total:.1f} ({kernel:.1f}) | {mul - echo - total:.1f} |")
 PY
 cat "$out/small-call.md"
 kill -TERM $server

@@ -83,10 +83,12 @@ TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
 }
 
 TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
-  for (const bool release_inline : {false, true}) {
-    options_.release_inline = release_inline;
+  using Release = BenchOptions::Release;
+  for (const Release release : {Release::kBackground, Release::kInline, Release::kDeferred}) {
+    SCOPED_TRACE(static_cast<int>(release));
+    options_.release = release;
     const RunResult result = run(Mode::kResident, 3);
-    EXPECT_EQ(result.record.ok(), kRequests) << release_inline;
+    EXPECT_EQ(result.record.ok(), kRequests);
     EXPECT_EQ(result.record.errors(), 0) << result.record.first_error;
     const v1::MultiplyBatchedRequest sent = server_.service().last_multiply_batched();
     EXPECT_EQ(sent.a_handles_size(), 3);
@@ -97,8 +99,12 @@ TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
     // A timed request's three results go in one Release call, outside the timed call (the pool
     // may carry several requests' results in one call; warm-up results are released too); the
     // operands are released at the end: nothing is left.
-    if (release_inline) {
+    if (release == Release::kInline) {
       EXPECT_EQ(result.record.release_us.size(), static_cast<std::size_t>(kRequests));
+    } else if (release == Release::kDeferred) {
+      // 36 results are under the 256 a worker holds before it releases: one call each, at the end.
+      EXPECT_GE(result.record.release_us.size(), 1u);
+      EXPECT_LE(result.record.release_us.size(), static_cast<std::size_t>(kWorkers));
     } else {
       EXPECT_GE(result.record.release_us.size(), 1u);
       EXPECT_LE(result.record.release_us.size(), static_cast<std::size_t>(kRequests + kWorkers));
@@ -106,6 +112,25 @@ TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
     EXPECT_EQ(result.record.release_errors, 0);
     EXPECT_EQ(server_.service().resident_count(), 0u);
   }
+}
+
+TEST_F(BenchRunner, DeferredReleaseCallsWhenAWorkerHoldsEnoughResults) {
+  options_.release = BenchOptions::Release::kDeferred;
+  options_.deferred_release_handles = 4;
+  const RunResult by_count = run(Mode::kResident, 1);
+  EXPECT_EQ(by_count.record.ok(), kRequests);
+  // 12 results over two workers, a call at every 4th a worker holds and one at the end for the
+  // rest: 3 calls (8 + 4 or 12 + 0) or 4 (the other splits).
+  EXPECT_GE(by_count.record.release_us.size(), 3u);
+  EXPECT_LE(by_count.record.release_us.size(), 4u);
+  EXPECT_EQ(by_count.record.release_errors, 0);
+  EXPECT_EQ(server_.service().resident_count(), 0u);
+
+  options_.deferred_release_handles = 256;
+  options_.deferred_release_bytes = 6 * 5 * 8;  // the bound on one 6 x 5 result: every call
+  const RunResult by_bytes = run(Mode::kResident, 1);
+  EXPECT_EQ(by_bytes.record.release_us.size(), static_cast<std::size_t>(kRequests));
+  EXPECT_EQ(server_.service().resident_count(), 0u);
 }
 
 TEST_F(BenchRunner, AMixedWorkloadRecordsEachOperationAndReleasesEverything) {

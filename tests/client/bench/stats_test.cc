@@ -258,8 +258,11 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_FALSE(parse_options({"--channel-arg", "grpc.x"}).ok());
   EXPECT_FALSE(parse_options({"--channel-arg", "=5"}).ok());
   EXPECT_FALSE(parse_options({"--channel-arg", "grpc.x=big"}).ok());
-  EXPECT_FALSE(parse_options({})->release_inline);
-  EXPECT_TRUE(parse_options({"--release", "inline"})->release_inline);
+  using Release = BenchOptions::Release;
+  EXPECT_EQ(parse_options({})->release, Release::kBackground);
+  EXPECT_EQ(parse_options({"--release", "background"})->release, Release::kBackground);
+  EXPECT_EQ(parse_options({"--release", "inline"})->release, Release::kInline);
+  EXPECT_EQ(parse_options({"--release", "deferred"})->release, Release::kDeferred);
   EXPECT_FALSE(parse_options({"--release", "never"}).ok());
   EXPECT_EQ(parse_options({"--compute", "fp8,bf16"})->compute,
             (std::vector<std::string>{"fp8", "bf16"}));
