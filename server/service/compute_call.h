@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +118,46 @@ inline std::string device_label(const std::string& device) {
   return space == std::string::npos ? device : device.substr(0, space);
 }
 
+// The handle a request keeps its result under when that is an operand's (an in-place transpose),
+// which release_handles may not name; empty for the others.
+template <typename Request>
+std::string_view kept_in_place(const Request& /*request*/) {
+  return {};
+}
+template <>
+inline std::string_view kept_in_place(const v1::TransposeRequest& request) {
+  return request.in_place() ? std::string_view(request.a_handle()) : std::string_view();
+}
+
+// release_handles checked before the call runs, so that a call that succeeds can release them
+// all: each names a matrix of `owner` (being filled or complete), once, and not the call's own
+// result.
+template <typename Request>
+absl::Status check_release_handles(const Request& request, ResidentStore& residents,
+                                   const std::string& owner) {
+  const auto& handles = request.release_handles();
+  for (int i = 0; i < handles.size(); ++i) {
+    const std::string field = absl::StrCat("release_handles[", i, "]");
+    const std::string& handle = handles[i];
+    if (handle.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty handle"));
+    for (int j = 0; j < i; ++j) {
+      if (handles[j] == handle) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": '", handle, "' is named twice (also release_handles[", j, "])"));
+      }
+    }
+    if (handle == kept_in_place(request)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": '", handle, "' is the matrix this in-place call keeps its result in"));
+    }
+    if (absl::StatusOr<std::shared_ptr<ResidentMatrix>> m = residents.find(field, handle, owner);
+        !m.ok()) {
+      return m.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
 // What every compute reply shares: the variant and device that ran, the timing, the
 // verification; and the same facts for the request's metrics record.
 template <typename Reply>
@@ -158,6 +199,9 @@ grpc::Status MatrixServiceImpl::compute_call(const ComputeRpc& rpc, grpc::Server
     absl::StatusOr<Job> job = steps.validate(gate_.handles(*owner), &regions);
     if (!job.ok()) return job.status();
     Facts::owner(*job) = *owner;
+    if (absl::Status s = check_release_handles(request, runtime_.residents(), *owner); !s.ok()) {
+      return s;
+    }
     marks.mark("validate");
     if (marks.enabled()) marks.relabel(absl::StrCat(marks.label(), " ", Facts::shape(*job)));
     absl::StatusOr<QuotaReservation> quota = gate_.reserve_quota(*owner, Facts::kept_bytes(*job));
@@ -171,6 +215,10 @@ grpc::Status MatrixServiceImpl::compute_call(const ComputeRpc& rpc, grpc::Server
     if (absl::Status s = regions_intact(Facts::regions(*job)); !s.ok()) return s;
     if (absl::Status s = steps.keep(*job, outcome, received); !s.ok()) return s;
     marks.mark("publish");
+    // As a Release call would; one released meanwhile by another call is gone either way.
+    for (const std::string& handle : request.release_handles()) {
+      (void)runtime_.residents().release(handle, *owner);
+    }
     outcome.times.total_us = micros_since(received);
     report_outcome(outcome, reply, rec);
     steps.fill(*job, outcome, rec);

@@ -210,6 +210,49 @@ class ResidentTest(unittest.TestCase):
             self.stub.Transpose(pb.TransposeRequest(a=matrix(rand(3, 3)), in_place=True))
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
+    def test_release_handles_go_with_the_call_that_succeeds(self):
+        a, b = rand(24, 24), rand(24, 24)
+        ha = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident.handle
+        hb = self.stub.Upload(pb.UploadRequest(matrix=matrix(b))).resident.handle
+        listed = lambda: {m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices}
+        keep = lambda **kw: self.stub.Multiply(pb.MultiplyRequest(keep_result=True, **kw)).result.handle
+        r1 = keep(a_handle=ha, b_handle=hb)
+        # The next result replaces the one before; then a chain releases its own operand.
+        r2 = keep(a_handle=ha, b_handle=hb, release_handles=[r1])
+        self.assertEqual(listed(), {ha, hb, r2})
+        r3 = keep(a_handle=r2, b_handle=hb, release_handles=[r2])
+        self.assertEqual(listed(), {ha, hb, r3})
+        got = decode(self.stub.Download(pb.DownloadRequest(handle=r3)).matrix)
+        self.assertLess(rel_l2(got, (a.astype(np.float64) @ b) @ b), 1e-5)
+        batch = self.stub.MultiplyBatched(pb.MultiplyBatchedRequest(
+            batch=2, a_handles=[ha], b_handles=[hb], keep_result=True, release_handles=[r3]))
+        kept = [r.handle for r in batch.results]
+        self.assertEqual(listed(), {ha, hb, *kept})
+        t = self.stub.Transpose(pb.TransposeRequest(a_handle=ha, release_handles=kept))
+        self.assertLess(rel_l2(decode(t.b), a.T), 1e-6)
+        self.assertEqual(listed(), {ha, hb})
+        # Refused calls release nothing: a bad product, an unknown or doubled handle, and the
+        # matrix an in-place transpose keeps its result in.
+        r4 = keep(a_handle=ha, b_handle=hb)
+        for call, req, code, fragment in [
+            (self.stub.Multiply, pb.MultiplyRequest(a_handle=ha, b=matrix(rand(5, 3)),
+                                                    release_handles=[r4]),
+             grpc.StatusCode.INVALID_ARGUMENT, "b"),
+            (self.stub.Multiply, pb.MultiplyRequest(a_handle=ha, b_handle=hb,
+                                                    release_handles=[r4, "0" * 32]),
+             grpc.StatusCode.NOT_FOUND, "release_handles[1]"),
+            (self.stub.Transpose, pb.TransposeRequest(a_handle=ha, release_handles=[r4, r4]),
+             grpc.StatusCode.INVALID_ARGUMENT, "release_handles[1]"),
+            (self.stub.Transpose, pb.TransposeRequest(a_handle=r4, in_place=True,
+                                                      release_handles=[r4]),
+             grpc.StatusCode.INVALID_ARGUMENT, "release_handles[0]"),
+        ]:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                call(req)
+            self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+            self.assertIn(fragment, ctx.exception.details())
+            self.assertEqual(listed(), {ha, hb, r4})
+
     def test_colocated_uploads_share_a_device_and_multiply(self):
         a, b = rand(33, 17), rand(17, 9)
         ha = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident
