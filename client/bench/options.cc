@@ -230,8 +230,11 @@ absl::StatusOr<BenchOptions> parse_options(const std::vector<std::string>& args)
         o.release = BenchOptions::Release::kInline;
       } else if (value == "deferred") {
         o.release = BenchOptions::Release::kDeferred;
+      } else if (value == "next-call") {
+        o.release = BenchOptions::Release::kNextCall;
       } else {
-        return bad(absl::StrCat("--release: '", value, "' is not background, inline or deferred"));
+        return bad(absl::StrCat("--release: '", value,
+                                "' is not background, inline, deferred or next-call"));
       }
     } else if (name == "--cuda-device") {
       auto v = parse_int(name, value, 0);
@@ -351,12 +354,14 @@ usage: matserve-bench [options]
   --arrivals poisson|constant   the open loop's arrival times: exponential or even gaps
                            (default poisson)
   --client shared|per-worker   one Client for all workers (default) or one per worker
-  --release background|inline|deferred  resident results are released by threads beside the
-                           workers (default: the server keeps busy), by each worker between its
-                           calls (inline: no Release RPC overlaps a timed call, cleaner latency
-                           at low concurrency), or by each worker in one call once it holds 256
-                           results or 256 MiB of them, and at the end (deferred: timed calls
-                           back to back, as a ping's or an echo's); always outside the timed call
+  --release background|inline|deferred|next-call  resident results are released by threads
+                           beside the workers (default: the server keeps busy), by each worker
+                           between its calls (inline: no Release RPC overlaps a timed call,
+                           cleaner latency at low concurrency), by each worker in one call once
+                           it holds 256 results or 256 MiB of them, and at the end (deferred:
+                           timed calls back to back, as a ping's or an echo's), all outside the
+                           timed call; or by the worker's next call, which names them in its
+                           release_handles (next-call: one RPC per call)
   --deadline-ms N          per-call deadline (default 120000)
   --wait block|poll        how a worker waits for each reply: asleep in gRPC (block, default) or
                            polling its call's completion queue (poll: no CPU wake-up when the

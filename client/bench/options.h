@@ -64,8 +64,10 @@ struct BenchOptions {
   // beside the workers (background); each worker itself, after each timed call and before its
   // next one (inline); or each worker, holding its results and releasing them in one call once
   // it holds deferred_release_handles or _bytes of them, and at the end (deferred:
-  // the timed calls then follow each other back to back, as a ping's or an echo's do).
-  enum class Release { kBackground, kInline, kDeferred };
+  // the timed calls then follow each other back to back, as a ping's or an echo's do); or named
+  // in the next call's release_handles, which releases them once it has succeeded (next-call: one
+  // RPC per call, and the last call's results released at the end).
+  enum class Release { kBackground, kInline, kDeferred, kNextCall };
   Release release = Release::kBackground;
   // --release deferred: a worker releases what it holds once it holds this many results, or
   // results of at least this many bytes.

@@ -296,7 +296,18 @@ class Worker {
   // from now.
   absl::StatusOr<Answer> Call(Op op, std::optional<Clock::time_point> due = std::nullopt) {
     const auto t0 = due.value_or(Clock::now());
+    absl::StatusOr<Answer> answer = send(op, t0);
+    // --release next-call: the results held went with this call, which succeeded.
+    if (answer.ok() && releases_with_next_call()) {
+      held_.clear();
+      held_bytes_ = 0;
+    }
+    return answer;
+  }
+
+  absl::StatusOr<Answer> send(Op op, Clock::time_point t0) {
     if (batched()) {
+      attach_held(batched_request_);
       auto reply = client_->multiply_batched(batched_request_);
       const double client_us = micros_between(t0, Clock::now());
       if (!reply.ok()) return reply.status();
@@ -306,6 +317,7 @@ class Worker {
       return answer;
     }
     if (op == Op::kTranspose) {
+      attach_held(transpose_request_);
       auto reply = client_->transpose(transpose_request_);
       const double client_us = micros_between(t0, Clock::now());
       if (!reply.ok()) return reply.status();
@@ -313,6 +325,7 @@ class Worker {
       if (!reply->result().handle().empty()) answer.results.push_back(reply->result().handle());
       return answer;
     }
+    attach_held(request_);
     auto reply = client_->multiply(request_);
     const double client_us = micros_between(t0, Clock::now());
     if (!reply.ok()) return reply.status();
@@ -322,9 +335,21 @@ class Worker {
     return answer;
   }
 
+  bool releases_with_next_call() const {
+    return shared_.context.options.release == BenchOptions::Release::kNextCall;
+  }
+
+  // --release next-call: the results held are named in the request's release_handles.
+  template <typename Request>
+  void attach_held(Request& request) {
+    request.clear_release_handles();
+    if (!releases_with_next_call()) return;
+    for (const std::string& handle : held_) request.add_release_handles(handle);
+  }
+
   // A request's kept results (one, or a batch's) of operation `op`: to the release pool, released
-  // here (--release inline), or held until enough are (--release deferred); outside the timing
-  // and one Release call each way.
+  // here (--release inline), held until enough are (--release deferred) or until the next call
+  // (--release next-call); outside the timing, and one Release call each way but the last.
   void release_results(std::vector<std::string> handles, Op op) {
     if (shared_.releaser != nullptr) {
       shared_.releaser->push(std::move(handles));
@@ -333,6 +358,7 @@ class Worker {
     held_.insert(held_.end(), std::make_move_iterator(handles.begin()),
                  std::make_move_iterator(handles.end()));
     held_bytes_ += kept_bytes_bound(op);
+    if (releases_with_next_call()) return;
     const BenchOptions& o = shared_.context.options;
     if (o.release != BenchOptions::Release::kDeferred ||
         held_.size() >= o.deferred_release_handles || held_bytes_ >= o.deferred_release_bytes) {
@@ -340,7 +366,8 @@ class Worker {
     }
   }
 
-  // Releases the results held (--release deferred; at most one request's otherwise) in one call.
+  // Releases the results held (--release deferred, and the last request's with next-call; at
+  // most one request's otherwise) in one call.
   void release_held() {
     if (held_.empty()) return;
     const auto r0 = Clock::now();

@@ -3,9 +3,9 @@
 # GPU), runs matserve-bench at concurrency 1 with a bare health check (ping: the gRPC round trip
 # with no matrix work, answered on gRPC's callback threads), an echo (a ListResident call: the
 # same client and transport, on the synchronous server threads Multiply runs on) and a resident
-# multiply of the shape (default 256^3 fp32; result kept and released outside the timed call:
-# between calls, or with RELEASES="inline deferred" also in one call per 256 results, so that the
-# multiplies follow each other back to back as the echoes do), and stops the server. The report gives each run's client p50 and the server's
+# multiply of the shape (default 256^3 fp32; result kept and released between calls, outside the
+# timed call, or with RELEASES="inline next-call" also by the next multiply, which names it in
+# release_handles: one RPC per call, as an echo is), and stops the server. The report gives each run's client p50 and the server's
 # own total.
 # With WAITS="block poll", RELEASES="inline deferred" and ROUNDS=N the client runs once per round,
 # release mode (matserve-bench --release) and wait mode (--wait: asleep in gRPC, or polling for

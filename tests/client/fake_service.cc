@@ -134,7 +134,7 @@ grpc::Status FakeMatrixService::Multiply(grpc::ServerContext*, const v1::Multipl
   // As from a server with dynamic batching: the launch computed this request and another.
   reply->mutable_timing()->set_batch_wait_us(0.75);
   reply->mutable_timing()->set_merged_requests(2);
-  return grpc::Status::OK;
+  return release_named(given->release_handles());
 }
 
 grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
@@ -231,7 +231,7 @@ grpc::Status FakeMatrixService::MultiplyBatched(grpc::ServerContext*,
   reply->mutable_timing()->set_merged_requests(1);
   reply->set_gflops(123.5);
   if (request->verify()) *reply->mutable_verification() = worst;
-  return grpc::Status::OK;
+  return release_named(request->release_handles());
 }
 
 grpc::Status FakeMatrixService::Compute(const v1::MultiplyRequest& request,
@@ -322,7 +322,7 @@ grpc::Status FakeMatrixService::Transpose(grpc::ServerContext*, const v1::Transp
         keep(reply->b(), request->in_place() ? request->a_handle() : std::string());
     reply->mutable_b()->clear_data();
   }
-  return grpc::Status::OK;
+  return release_named(request->release_handles());
 }
 
 grpc::Status FakeMatrixService::Upload(grpc::ServerContext*, const v1::UploadRequest* request,
@@ -384,6 +384,13 @@ grpc::Status FakeMatrixService::DownloadStream(grpc::ServerContext*,
   }
   std::lock_guard<std::mutex> lock(mu_);
   download_stream_chunks_ = chunks;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeMatrixService::release_named(
+    const google::protobuf::RepeatedPtrField<std::string>& handles) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& handle : handles) resident_.erase(handle);
   return grpc::Status::OK;
 }
 

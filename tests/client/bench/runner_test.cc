@@ -84,7 +84,8 @@ TEST_F(BenchRunner, InlineBatchSendsStackedOperands) {
 
 TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
   using Release = BenchOptions::Release;
-  for (const Release release : {Release::kBackground, Release::kInline, Release::kDeferred}) {
+  for (const Release release :
+       {Release::kBackground, Release::kInline, Release::kDeferred, Release::kNextCall}) {
     SCOPED_TRACE(static_cast<int>(release));
     options_.release = release;
     const RunResult result = run(Mode::kResident, 3);
@@ -101,6 +102,11 @@ TEST_F(BenchRunner, ResidentBatchUploadsOnceAndReleasesEveryResult) {
     // operands are released at the end: nothing is left.
     if (release == Release::kInline) {
       EXPECT_EQ(result.record.release_us.size(), static_cast<std::size_t>(kRequests));
+    } else if (release == Release::kNextCall) {
+      // Each call releases the results of the one before; one Release per worker at the end.
+      EXPECT_GE(result.record.release_us.size(), 1u);
+      EXPECT_LE(result.record.release_us.size(), static_cast<std::size_t>(kWorkers));
+      EXPECT_EQ(sent.release_handles_size(), 3);
     } else if (release == Release::kDeferred) {
       // 36 results are under the 256 a worker holds before it releases: one call each, at the end.
       EXPECT_GE(result.record.release_us.size(), 1u);

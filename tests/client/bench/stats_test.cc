@@ -263,6 +263,7 @@ TEST(Options, MixAndStopConditions) {
   EXPECT_EQ(parse_options({"--release", "background"})->release, Release::kBackground);
   EXPECT_EQ(parse_options({"--release", "inline"})->release, Release::kInline);
   EXPECT_EQ(parse_options({"--release", "deferred"})->release, Release::kDeferred);
+  EXPECT_EQ(parse_options({"--release", "next-call"})->release, Release::kNextCall);
   EXPECT_FALSE(parse_options({"--release", "never"}).ok());
   EXPECT_EQ(parse_options({"--compute", "fp8,bf16"})->compute,
             (std::vector<std::string>{"fp8", "bf16"}));
