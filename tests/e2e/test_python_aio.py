@@ -107,6 +107,25 @@ class AsyncClientTest(unittest.TestCase):
             self.assertGreaterEqual(got, size)  # the server's block, rounded up to its pool's size
         self.assertEqual(again, 0)
 
+    def test_calls_release_the_matrices_named_in_release(self):
+        a, b = rand(12, 12, np.float64), rand(12, 12, np.float64)
+
+        async def main():
+            async with AsyncClient(self.server.target, timeout=60) as client:
+                ha, hb = await asyncio.gather(client.upload(a), client.upload(b))
+                r1 = (await client.multiply(ha, hb, keep_result=True)).resident
+                r2 = (await client.multiply(r1, hb, keep_result=True, release=[r1])).resident
+                t = await client.transpose(r2, release=[r2])
+                with mc.Client(self.server.target, timeout=60) as lister:
+                    left = {m.handle for m in lister.list_resident()}
+                for h in (ha, hb):
+                    await h.release()
+                return t.b, left, (r1.released, r2.released), {ha.handle, hb.handle}
+        got, left, released, operands = run(main())
+        self.assertLess(rel_l2(got, ((a @ b) @ b).T), 1e-12)
+        self.assertEqual(released, (True, True))
+        self.assertEqual(left, operands)
+
     def test_information_health_and_errors(self):
         async def main():
             async with AsyncClient(self.server.target, timeout=30) as client:

@@ -325,6 +325,39 @@ class ClientTest(ClientServerTest):
             self.assertIs(r.resident, hs)
             np.testing.assert_array_equal(hs.download(), sq.T)
 
+    def test_calls_release_the_matrices_named_in_release(self):
+        self.assert_resident()
+        a, b = rand(12, 12), rand(12, 12)
+        listed = lambda: {m.handle for m in self.client.list_resident()}
+        with self.client.upload(a) as ha, self.client.upload(b) as hb:
+            r1 = self.client.multiply(ha, hb, keep_result=True).resident
+            # The next result replaces r1; then a product releases its own operand.
+            r2 = self.client.multiply(ha, hb, keep_result=True, release=[r1]).resident
+            self.assertTrue(r1.released)
+            r3 = self.client.multiply(r2, hb, keep_result=True, release=[r2]).resident
+            self.assertTrue(r2.released)
+            self.assertEqual(listed(), {ha.handle, hb.handle, r3.handle})
+            want = (a.astype(np.float64) @ b) @ b
+            self.assertLess(rel_l2(r3.download().astype(np.float64), want), 1e-5)
+            batch = self.client.multiply_batched([ha, hb], [hb, ha], keep_result=True,
+                                                 release=[r3])
+            self.assertTrue(r3.released)
+            t = self.client.transpose(ha, release=batch.residents)
+            np.testing.assert_array_equal(t.b, a.T)
+            self.assertTrue(all(r.released for r in batch.residents))
+            self.assertEqual(listed(), {ha.handle, hb.handle})
+            # Checked before the call; a refused call releases nothing.
+            with self.assertRaises(ValueError):
+                self.client.multiply(ha, hb, release=[r1])
+            with self.assertRaises(TypeError):
+                self.client.multiply(ha, hb, release=[ha.handle])
+            r4 = self.client.multiply(ha, hb, keep_result=True).resident
+            with self.assertRaises(mc.InvalidArgument):
+                self.client.multiply(ha, rand(5, 3), release=[r4])
+            self.assertFalse(r4.released)
+            self.assertEqual(listed(), {ha.handle, hb.handle, r4.handle})
+            r4.release()
+
     def test_streamed_matrices_above_the_unary_limit(self):
         with ServerProcess("--max_message_bytes=1048576") as small:
             with Client(small.target, timeout=120, chunk_bytes=256 << 10, stripes=0) as client:

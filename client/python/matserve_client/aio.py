@@ -33,6 +33,7 @@ from .client import (_HEADROOM_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STRIPE_
                      _multiply_request, _order)
 from .encoding import Prepared, assemble, decode, memory_order, prepare
 from .errors import NotFound, PermissionDenied, Unimplemented, from_rpc_error
+from .resident import mark_released, name_for_release
 from .results import (KernelInfo, MultiplyResult, ResidentInfo, ServerInfo, Timing,
                       TransposeResult, Verification, fp8_scales_of)
 
@@ -81,6 +82,10 @@ class AsyncResidentMatrix:
             freed = 0
         self._released = True
         return freed
+
+    def _mark_released(self) -> None:
+        """A call that named this matrix in its release_handles succeeded."""
+        self._released = True
 
     def __repr__(self) -> str:
         state = " released" if self._released else ""
@@ -220,7 +225,8 @@ class AsyncClient:
                        timeout: Optional[float] = None,
                        precision: Optional[str] = None,
                        split: Optional[str] = None, a_scale: Optional[float] = None,
-                       b_scale: Optional[float] = None) -> MultiplyResult:
+                       b_scale: Optional[float] = None,
+                       release: Sequence[AsyncResidentMatrix] = ()) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C, as Client.multiply (precision: the deprecated
         name of compute); result.resident is an AsyncResidentMatrix with keep_result."""
         compute = _compute(compute, precision)
@@ -231,9 +237,11 @@ class AsyncClient:
             variant=variant, compute=compute, verify=verify, split=split, a_scale=a_scale,
             b_scale=b_scale)
         request.keep_result = keep_result
+        released = name_for_release(request, release)
         made = await self._fill_striped(request, ops, timeout)
         try:
             reply = await self._call("Multiply", request, timeout, made is not None)
+            mark_released(released)
             matrix, resident = await self._result(reply.c, reply.result, keep_result, bf16_bits,
                                                   made, timeout)
         finally:
@@ -247,17 +255,20 @@ class AsyncClient:
                         verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
                         keep_result: bool = False, in_place: bool = False,
                         bf16_bits: bool = False,
-                        timeout: Optional[float] = None) -> TransposeResult:
+                        timeout: Optional[float] = None,
+                        release: Sequence[AsyncResidentMatrix] = ()) -> TransposeResult:
         """B = scale * A^T, as Client.transpose. in_place: `a` (an AsyncResidentMatrix) becomes
         its transpose on the server; the result's `b` is None and its `resident` is `a`."""
         request = pb.TransposeRequest(scale=float(scale), variant=variant or "auto",
                                       verify=verify, keep_result=keep_result)
+        released = name_for_release(request, release)
         if in_place:
             if not isinstance(a, AsyncResidentMatrix):
                 raise ValueError("in_place transposes an AsyncResidentMatrix (upload it first)")
             request.in_place = True
             request.a_handle = a.handle
             reply = await self._call("Transpose", request, timeout)
+            mark_released(released)
             a.info = ResidentInfo.from_proto(reply.result)
             return TransposeResult(b=None, variant=reply.variant, device=reply.device,
                                    timing=Timing.from_proto(reply.timing),
@@ -266,6 +277,7 @@ class AsyncClient:
         made = await self._fill_striped(request, {"a": self._operand(a, dtype, "a")}, timeout)
         try:
             reply = await self._call("Transpose", request, timeout, made is not None)
+            mark_released(released)
             matrix, resident = await self._result(reply.b, reply.result, keep_result, bf16_bits,
                                                   made, timeout)
         finally:

@@ -24,7 +24,7 @@ from ._stubs import pb
 from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, Prepared, assemble_batch,
                        batch_memory_order, decode_batch, prepare_batch, set_fp8_scales)
 from .errors import error_for
-from .resident import ResidentMatrix
+from .resident import ResidentMatrix, mark_released, name_for_release
 from .results import MultiplyBatchedResult, ResidentInfo, Timing, Verification
 from .shared_memory import ShmMatrix
 
@@ -198,7 +198,8 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
                      order: Optional[str], verify: bool, keep_result: bool,
                      timeout: Optional[float], bf16_bits: bool = False,
                      a_scale: Optional[float] = None, b_scale: Optional[float] = None,
-                     keep_stacked: bool = False) -> MultiplyBatchedResult:
+                     keep_stacked: bool = False,
+                     release: Sequence[ResidentMatrix] = ()) -> MultiplyBatchedResult:
     """See Client.multiply_batched (`compute` and `order` already checked there)."""
     if keep_result and keep_stacked:
         raise ValueError("keep_result and keep_stacked: give one of them (one resident result "
@@ -219,6 +220,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
     if out_dtype is not None:
         request.output_dtype = DTYPE_TO_PROTO[out_name]
     set_fp8_scales(request, a_scale, b_scale)
+    released = name_for_release(request, release)
     m = shape(ops["a"])[1 if transpose_a else 0]
     n = shape(ops["b"])[0 if transpose_b else 1]
     result_bytes = batch * m * n * dtypes.itemsize(out_name)
@@ -227,6 +229,7 @@ def multiply_batched(client: "Client", a: BatchOperand, b: BatchOperand, *,
         kept, striped_call = fill(client, request, ops, result_bytes, keep_result, keep_stacked,
                                   temporaries, timeout)
         reply = client._call("MultiplyBatched", request, timeout, striped_call)
+        mark_released(released)
         matrices, residents, stacked = None, [], None
         if not kept:
             matrices = decode_batch(reply.c, bf16_bits=bf16_bits)

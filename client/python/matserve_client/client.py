@@ -21,7 +21,7 @@ from .encoding import (DTYPE_TO_PROTO, ORDER_TO_LAYOUT, PROTO_TO_DTYPE, Prepared
                        decode, memory_order, prepare, set_fp8_scales)
 from .errors import (MatserveError, NotFound, PermissionDenied, Unimplemented, error_for,
                      from_rpc_error)
-from .resident import ResidentMatrix
+from .resident import ResidentMatrix, mark_released, name_for_release
 from .results import (KernelInfo, MultiplyBatchedResult, MultiplyResult, ResidentInfo,
                       ServerInfo, SharedMemoryInfo, Timing, TransposeResult, Verification,
                       fp8_scales_of)
@@ -317,7 +317,8 @@ class Client:
                  out: Optional[ShmMatrix] = None, timeout: Optional[float] = None,
                  precision: Optional[str] = None,
                  split: Optional[str] = None, a_scale: Optional[float] = None,
-                 b_scale: Optional[float] = None) -> MultiplyResult:
+                 b_scale: Optional[float] = None,
+                 release: Sequence[ResidentMatrix] = ()) -> MultiplyResult:
         """C = alpha * op(A) @ op(B) + beta * C on the server.
 
         a, b: 2-D float64/float32/float16 arrays, `Bfloat16`/`Float8E4M3` bits, ml_dtypes
@@ -345,6 +346,9 @@ class Client:
         a_scale, b_scale: for fp8_e4m3 data only, the per-tensor scales it was quantized with
         (A as sent times a_scale is the A meant): C = alpha * a_scale * b_scale * op(A) @ op(B)
         + beta * C. Default 1.
+        release: resident matrices (e.g. the result this one replaces, or an operand) that the
+        server releases once this call has succeeded, in the same round trip; a call that fails
+        releases none of them.
         Raises a MatserveError subclass (InvalidArgument, FailedPrecondition, ...) on failure.
         """
         compute = _compute(compute, precision)
@@ -359,6 +363,7 @@ class Client:
             transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha, beta=beta,
             variant=variant, compute=compute, verify=verify, split=split, a_scale=a_scale,
             b_scale=b_scale)
+        released = name_for_release(request, release)
         m = _shape(ops["a"])[1 if transpose_a else 0]
         n = _shape(ops["b"])[0 if transpose_b else 1]
         result_bytes = m * n * dtypes.itemsize(out_name)
@@ -373,6 +378,7 @@ class Client:
                                                      temporaries,
                                        timeout)
             reply = self._call("Multiply", request, timeout, striped_call)
+            mark_released(released)
             if out is not None:
                 matrix, resident = _out_view(out, reply.c), None
             else:
@@ -398,7 +404,8 @@ class Client:
                          precision: Optional[str] = None,
                          bf16_bits: bool = False, a_scale: Optional[float] = None,
                          b_scale: Optional[float] = None,
-                         keep_stacked: bool = False) -> MultiplyBatchedResult:
+                         keep_stacked: bool = False,
+                         release: Sequence[ResidentMatrix] = ()) -> MultiplyBatchedResult:
         """C_i = alpha * op(A_i) @ op(B_i) + beta * C_i for i = 0 .. batch-1, in one launch.
 
         a, b: 3-D (batch, rows, cols) float64/float32/float16 arrays (or `Bfloat16` of 3-D
@@ -421,7 +428,8 @@ class Client:
         result.c is None. With auto_stream,
         stacks and results too large for one message go through temporary resident matrices.
         bf16_bits: bf16 results come back as one Bfloat16 of (batch, m, n) bits instead of
-        float32 values (no widening on the client). a_scale, b_scale: as in `multiply`.
+        float32 values (no widening on the client). a_scale, b_scale, release: as in
+        `multiply`.
         Returns a MultiplyBatchedResult: c is (batch, m, n) (float32 for bf16). Raises a
         MatserveError subclass on failure (InvalidArgument for mismatched counts or shapes).
         """
@@ -431,20 +439,22 @@ class Client:
             dtype=dtype,
             out_dtype=out_dtype, order=_order(out_order), verify=verify,
             keep_result=keep_result, timeout=timeout, bf16_bits=bf16_bits, a_scale=a_scale,
-            b_scale=b_scale, keep_stacked=keep_stacked)
+            b_scale=b_scale, keep_stacked=keep_stacked, release=release)
 
     def transpose(self, a: Operand, *, scale: float = 1.0, variant: str = "auto",
                   verify: bool = False, dtype: Optional[dtypes.DTypeLike] = None,
                   keep_result: bool = False, in_place: bool = False, bf16_bits: bool = False,
                   out: Optional[ShmMatrix] = None,
-                  timeout: Optional[float] = None) -> TransposeResult:
+                  timeout: Optional[float] = None,
+                  release: Sequence[ResidentMatrix] = ()) -> TransposeResult:
         """B = scale * A^T on the server (same dtype and order as A).
 
         a: 2-D array (any that multiply takes), ResidentMatrix or ShmMatrix. in_place
         (ResidentMatrix only): transpose the resident matrix itself; afterwards `a` describes A^T
         and result.resident is `a`. keep_result: leave B on the server (result.resident).
         out: a ShmMatrix (cols x rows, A's dtype and order) the server writes B into; result.b is
-        then out.array(), a view of the shared memory. Other arguments as in multiply.
+        then out.array(), a view of the shared memory. Other arguments (release: not `a` with
+        in_place) as in multiply.
         """
         if in_place and not isinstance(a, ResidentMatrix):
             raise ValueError("in_place transposes a ResidentMatrix (upload the array first)")
@@ -456,6 +466,7 @@ class Client:
                                       verify=verify)
         if in_place:
             request.in_place = True
+        released = name_for_release(request, release)
         result_bytes = 0 if in_place else op.nbytes
         if out is not None:
             rows, cols = _shape(op)
@@ -468,6 +479,7 @@ class Client:
                                                      keep_result,
                                        temporaries, timeout)
             reply = self._call("Transpose", request, timeout, striped_call)
+            mark_released(released)
             if out is not None:
                 matrix, resident = _out_view(out, reply.b), None
             elif in_place:

@@ -7,7 +7,7 @@ collection.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -105,3 +105,24 @@ class ResidentMatrix:
         state = " released" if self._released else ""
         return (f"ResidentMatrix({self.handle[:8]}..., shape={self.shape}, dtype={self.dtype}, "
                 f"order={self.order}, device={self.device!r}{state})")
+
+
+def name_for_release(request, release: Sequence[Any]) -> List[Any]:
+    """Names the resident matrices in `release` in the request's release_handles: the server
+    releases them once the call has succeeded (none when it fails). Returns them, to be marked
+    released after the call."""
+    matrices = list(release)
+    for i, r in enumerate(matrices):
+        if not hasattr(r, "handle") or not hasattr(r, "_mark_released"):
+            raise TypeError(f"release[{i}]: must be a resident matrix of this client, got "
+                            f"{type(r).__name__}")
+        if r.released:
+            raise ValueError(f"release[{i}]: resident matrix {r.handle} was already released")
+        request.release_handles.append(r.handle)
+    return matrices
+
+
+def mark_released(matrices: Sequence[Any]) -> None:
+    """The call that named `matrices` in its release_handles succeeded: they are gone."""
+    for r in matrices:
+        r._mark_released()
