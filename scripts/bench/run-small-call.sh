@@ -68,7 +68,7 @@ rows = []
 for path in glob.glob(os.path.join(out, "small-call*.json")):
     m = re.search(r"small-call-(\d+)-", os.path.basename(path))
     doc = json.load(open(path))
-    flag = lambda name, default: (re.findall(rf"--{name} (\w+)", doc.get("command_line", ""))
+    flag = lambda name, default: (re.findall(rf"--{name} ([\w-]+)", doc.get("command_line", ""))
                                   or [default])[-1]
     rows.append((int(m.group(1)) if m else 1, flag("release", "background"),
                  flag("wait", "block"), doc))
