@@ -504,7 +504,8 @@ class Worker {
   v1::MultiplyBatchedRequest batched_request_;
   // Resident mode: the operands, uploaded once and released at the end.
   std::vector<std::string> operand_handles_;
-  // Kept results not yet released (--release inline or deferred), and a bound on their bytes.
+  // Kept results not yet released (--release inline, deferred or next-call), and a bound on
+  // their bytes.
   std::vector<std::string> held_;
   std::int64_t held_bytes_ = 0;
   SharedMemoryObject shm_;  // shm mode

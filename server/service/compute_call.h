@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/types.h"
@@ -136,15 +137,14 @@ template <typename Request>
 absl::Status check_release_handles(const Request& request, ResidentStore& residents,
                                    const std::string& owner) {
   const auto& handles = request.release_handles();
+  absl::flat_hash_map<std::string_view, int> seen;  // handle -> its first index
   for (int i = 0; i < handles.size(); ++i) {
     const std::string field = absl::StrCat("release_handles[", i, "]");
     const std::string& handle = handles[i];
     if (handle.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty handle"));
-    for (int j = 0; j < i; ++j) {
-      if (handles[j] == handle) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ": '", handle, "' is named twice (also release_handles[", j, "])"));
-      }
+    if (const auto [at, added] = seen.emplace(handle, i); !added) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": '", handle, "' is named twice (also release_handles[", at->second, "])"));
     }
     if (handle == kept_in_place(request)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -213,6 +213,14 @@ grpc::Status MatrixServiceImpl::compute_call(const ComputeRpc& rpc, grpc::Server
     marks.mark("quota+reply_alloc");
     if (absl::Status s = steps.run(*job, out, outcome); !s.ok()) return s;
     if (absl::Status s = regions_intact(Facts::regions(*job)); !s.ok()) return s;
+    // A call its client gave up on fails, so it releases nothing (its kept result is dropped in
+    // keep, as always).
+    if (!request.release_handles().empty()) {
+      if (absl::Status s = given_up(context, received, "nothing in release_handles was released");
+          !s.ok()) {
+        return s;
+      }
+    }
     if (absl::Status s = steps.keep(*job, outcome, received); !s.ok()) return s;
     marks.mark("publish");
     // As a Release call would; one released meanwhile by another call is gone either way.

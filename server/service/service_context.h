@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/runtime/device_scheduler.h"
 
@@ -46,16 +47,22 @@ inline absl::Status cancelled_or_expired(const grpc::ServerContext& context) {
 // own deadline) is listed by ListResident for its owner and expires with the TTL.
 inline constexpr absl::Duration kCancelCheckAfter = absl::Milliseconds(2);
 
-inline absl::Status abandoned(grpc::ServerContext& context, const char* what, absl::Time received) {
+// DEADLINE_EXCEEDED or CANCELLED, with `consequence` after the reason, when the call's client gave
+// up on it while it ran (checked as described above); OK otherwise.
+inline absl::Status given_up(grpc::ServerContext& context, absl::Time received,
+                             absl::string_view consequence) {
   if (context.deadline() <= std::chrono::system_clock::now()) {
-    return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed while it ran; ",
-                                                    what, " was released, not kept"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("the request's deadline passed while it ran; ", consequence));
   }
   if (absl::Now() - received >= kCancelCheckAfter && context.IsCancelled()) {
-    return absl::CancelledError(
-        absl::StrCat("the client cancelled the call; ", what, " was released, not kept"));
+    return absl::CancelledError(absl::StrCat("the client cancelled the call; ", consequence));
   }
   return absl::OkStatus();
+}
+
+inline absl::Status abandoned(grpc::ServerContext& context, const char* what, absl::Time received) {
+  return given_up(context, received, absl::StrCat(what, " was released, not kept"));
 }
 
 }  // namespace matserve::server

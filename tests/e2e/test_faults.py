@@ -183,26 +183,50 @@ class CancelAndDeadlineTest(FaultTestBase):
         # server always receives and starts; its 31 GFLOP of fp64 take far longer than the
         # deadline on any CPU, so the deadline passes while it runs, never after it ends.
         # The quota holds the operand and one result, not two: with the expired call's result
-        # kept, the last call below would be refused.
+        # kept, the last call below would be refused. The matrix the call names in
+        # release_handles stays: a call that fails releases none of them.
         a = rand(LONG_N, LONG_N, np.float64)
         with ServerProcess("--cpu_concurrency=1",
                            "--max_resident_bytes_per_owner=%d" % (a.nbytes * 5 // 2),
                            env=ONE_BLAS_THREAD) as server:
             stub = server.stub
             h = stub.Upload(pb.UploadRequest(matrix=matrix(a)), timeout=120).resident.handle
+            x = stub.Upload(pb.UploadRequest(matrix=matrix(rand(4, 4))), timeout=60).resident.handle
+            held = metric(server, "matserve_resident_bytes")
             request = pb.MultiplyRequest(a_handle=h, b_handle=h, keep_result=True)
             with self.assertRaises(grpc.RpcError) as ctx:
-                stub.Multiply(request, timeout=0.15)
+                stub.Multiply(pb.MultiplyRequest(a_handle=h, b_handle=h, keep_result=True,
+                                                 release_handles=[x]), timeout=0.15)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
             # The server finishes the product it had started, then drops its result.
             self.assertTrue(wait_until(lambda: in_flight(server) <= 0))
             listed = stub.ListResident(pb.ListResidentRequest(), timeout=30)
-            self.assertEqual([m.handle for m in listed.matrices], [h])
-            self.assertEqual(metric(server, "matserve_resident_bytes"), float(a.nbytes))
+            self.assertEqual(sorted(m.handle for m in listed.matrices), sorted([h, x]))
+            self.assertEqual(metric(server, "matserve_resident_bytes"), held)
             kept = stub.Multiply(request, timeout=600).result  # fits: the quota is back
             self.assertEqual((kept.rows, kept.cols), (LONG_N, LONG_N))
-            for handle in (kept.handle, h):
+            for handle in (kept.handle, h, x):
                 stub.Release(pb.ReleaseRequest(handle=handle), timeout=60)
+            self.assertEqual(server.stop(), 0)
+
+    def test_a_call_that_expires_while_it_runs_releases_nothing(self):
+        # The matrices a call names in release_handles go only with a call that succeeds: one
+        # whose deadline passes while it runs fails, and they stay (here with the result meant
+        # for the reply; the keep_result case is the test above).
+        a = rand(LONG_N, LONG_N, np.float64)
+        with ServerProcess("--cpu_concurrency=1", "--max_message_bytes=%d" % (a.nbytes + (1 << 20)),
+                           env=ONE_BLAS_THREAD) as server:
+            stub = server.stub
+            h = stub.Upload(pb.UploadRequest(matrix=matrix(a)), timeout=120).resident.handle
+            x = stub.Upload(pb.UploadRequest(matrix=matrix(rand(4, 4))), timeout=60).resident.handle
+            with self.assertRaises(grpc.RpcError) as ctx:
+                stub.Multiply(pb.MultiplyRequest(a_handle=h, b_handle=h, release_handles=[x]),
+                              timeout=0.15)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+            self.assertTrue(wait_until(lambda: in_flight(server) <= 0))
+            listed = stub.ListResident(pb.ListResidentRequest(), timeout=30)
+            self.assertEqual(sorted(m.handle for m in listed.matrices), sorted([h, x]))
+            stub.Release(pb.ReleaseRequest(handles=[h, x]), timeout=60)
             self.assertEqual(server.stop(), 0)
 
     def test_deadline_expires_mid_request(self):
