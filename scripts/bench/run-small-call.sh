@@ -5,9 +5,9 @@
 # same client and transport, on the synchronous server threads Multiply runs on) and a resident
 # multiply of the shape (default 256^3 fp32; result kept and released between calls, outside the
 # timed call, or with RELEASES="inline next-call" also by the next multiply, which names it in
-# release_handles: one RPC per call, as an echo is), and stops the server. The report gives each run's client p50 and the server's
-# own total.
-# With WAITS="block poll", RELEASES="inline deferred" and ROUNDS=N the client runs once per round,
+# release_handles: one RPC per call, as an echo is), and stops the server. The report gives each
+# run's client p50 and the server's own total.
+# With WAITS="block poll", RELEASES="inline next-call" and ROUNDS=N the client runs once per round,
 # release mode (matserve-bench --release) and wait mode (--wait: asleep in gRPC, or polling for
 # its replies so that no idle CPU of the client has to wake), alternating, against the same server.
 # Writes small-call.md (a table: per round, release and wait mode, the health check's, the echo's
