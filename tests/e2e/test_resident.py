@@ -214,8 +214,11 @@ class ResidentTest(unittest.TestCase):
         a, b = rand(24, 24), rand(24, 24)
         ha = self.stub.Upload(pb.UploadRequest(matrix=matrix(a))).resident.handle
         hb = self.stub.Upload(pb.UploadRequest(matrix=matrix(b))).resident.handle
-        listed = lambda: {m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices}
-        keep = lambda **kw: self.stub.Multiply(pb.MultiplyRequest(keep_result=True, **kw)).result.handle
+        def listed():
+            return {m.handle for m in self.stub.ListResident(pb.ListResidentRequest()).matrices}
+
+        def keep(**kw):
+            return self.stub.Multiply(pb.MultiplyRequest(keep_result=True, **kw)).result.handle
         r1 = keep(a_handle=ha, b_handle=hb)
         # The next result replaces the one before; then a chain releases its own operand.
         r2 = keep(a_handle=ha, b_handle=hb, release_handles=[r1])
