@@ -16,13 +16,17 @@ stream busy, so the interval holds no host launch time (median). The ratio is ag
 accumulation of the same kind: the *_fast variants against use_fast_accum=True, every other one
 against the default. Beside it, torch given the operands in the service's order: where that is not
 A x B^T, torch must first make an operand contiguous in its layout (.t().contiguous()), and that
-copy is timed with the product. Each service case runs twice in a row and the second is kept
+copy is timed with the product. With --torch-graph torch's A x B^T is also timed the way the
+service times its own call: captured in a CUDA graph between two event-record nodes (events
+inside the graph), each replay enqueued while a spin kernel holds the stream busy, as the server's
+--gate_launches holds its graph's start (both sides in CUDA graphs, device time only).
+Each service case runs twice in a row and the second is kept
 (--no-settle: once): right after torch's timing a case's first calls run 1.5-2 us long, whatever
 the case (docs/benchmarks.md, "Results with the launch gate"), and every service case here follows
 torch's. Writes fp8.json and fp8.md to --out.
 
 usage: fp8_vs_torch.py --target HOST:PORT [--sizes 2048,4096,8192] [--reps 30]
-                       [--variants auto,wgmma_fp8_fast] [--data e4m3,bf16]
+                       [--variants auto,wgmma_fp8_fast] [--data e4m3,bf16] [--torch-graph]
 """
 import argparse
 import json
@@ -90,6 +94,43 @@ def torch_us(a, b, reps, warmup, fast_accum, ta=False, tb=True):
     return statistics.median(times)
 
 
+def torch_graph_us(a, b, reps, warmup, fast_accum):
+    """torch._scaled_mm (A x B^T as stored) captured in a CUDA graph with its two timing events
+    inside it, as the service's kernel_us is measured; each replay is enqueued while a spin kernel
+    holds the stream busy (the service's launch gate). Median us."""
+    one = torch.tensor(1.0, device="cuda")
+
+    def product():
+        return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                use_fast_accum=fast_accum)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(1, warmup)):
+            product()  # cuBLASLt's plan made outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    begin = torch.cuda.Event(enable_timing=True, external=True)
+    end = torch.cuda.Event(enable_timing=True, external=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        begin.record()
+        product()
+        end.record()
+    cycles = spin_cycles(300)
+    times = []
+    try:
+        for i in range(warmup + reps):
+            torch.cuda._sleep(cycles)
+            graph.replay()
+            end.synchronize()
+            if i >= warmup:
+                times.append(begin.elapsed_time(end) * 1e3)
+    finally:
+        del graph
+    return statistics.median(times)
+
+
 def operand(rng, n, data):
     """The service's operand and the e4m3 tensor torch multiplies for it: the same bits for e4m3
     data; for bf16/fp32 data, the values quantized per tensor (amax / 448), as the server does."""
@@ -148,6 +189,9 @@ def main():
     p.add_argument("--torch-data", default="same", choices=["same", "randn"],
                    help="torch multiplies the service's operands (same) or its own normal values "
                         "in e4m3 (randn; tensor-core power, so clocks, depend on the bits)")
+    p.add_argument("--torch-graph", action="store_true",
+                   help="also time torch's A x B^T captured in a CUDA graph with its events "
+                        "inside, as the service's kernel_us is measured")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(8)
@@ -170,6 +214,8 @@ def main():
                         # ... and given them as the service is, copies included.
                         same_us = t_us if (ta, tb) == ORDERS[0] else torch_us(
                             ta_e4m3, tb_e4m3, args.reps, args.warmup, fast, ta, tb)
+                        graph_us = (torch_graph_us(ta_e4m3, tb_e4m3, args.reps, args.warmup, fast)
+                                    if args.torch_graph else None)
                         base = {"n": n, "order": order_name(ta, tb), "data": data, "asked": asked,
                                 "torch_fast_accum": fast, "torch_data": args.torch_data}
                         try:
@@ -184,7 +230,9 @@ def main():
                                          torch_same_order_us=same_us,
                                          service_tflops=flops / s_us / 1e6,
                                          torch_tflops=flops / t_us / 1e6, ratio=t_us / s_us,
-                                         ratio_same_order=same_us / s_us))
+                                         ratio_same_order=same_us / s_us,
+                                         torch_graph_us=graph_us,
+                                         ratio_graph=graph_us / s_us if graph_us else None))
                         print(f"{n} {data} {order_name(ta, tb)} {asked} -> {variant}: service "
                               f"{s_us:.1f} us, torch{' fast' if fast else ''} {t_us:.1f} us",
                               file=sys.stderr, flush=True)
@@ -192,18 +240,24 @@ def main():
     lines = ["| n^3 | data | operands | asked | ran | first call kernel_us | service kernel_us | "
              "TFLOP/s | "
              "torch._scaled_mm us (A x B^T) | torch accumulation | service / torch speed | "
-             "torch us, operands as the service's (copies included) | service / that |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+             "torch us, operands as the service's (copies included) | service / that |"
+             + (" torch A x B^T in a CUDA graph us | service / that |" if args.torch_graph else ""),
+             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|"
+             + ("---:|---:|" if args.torch_graph else "")]
     for r in rows:
         head = f"| {r['n']} | {r['data']} | {r['order']} | {r['asked']} |"
         acc = "fast" if r["torch_fast_accum"] else "promoted"
+        graph_cells = " | |" if args.torch_graph else ""
         if "refused" in r:
-            lines.append(f"{head} refused | | | | | {acc} | | | |")
+            lines.append(f"{head} refused | | | | | {acc} | | | |{graph_cells}")
             continue
+        if args.torch_graph:
+            graph_cells = f" {r['torch_graph_us']:.1f} | **{r['ratio_graph']:.2f}x** |"
         lines.append(f"{head} {r['variant']} | {r['service_first_us']:.1f} | "
                      f"{r['service_us']:.1f} | {r['service_tflops']:.0f} | "
                      f"{r['torch_us']:.1f} | {acc} | **{r['ratio']:.2f}x** | "
-                     f"{r['torch_same_order_us']:.1f} | {r['ratio_same_order']:.2f}x |")
+                     f"{r['torch_same_order_us']:.1f} | {r['ratio_same_order']:.2f}x |"
+                     f"{graph_cells}")
     table = "\n".join(lines)
     open(os.path.join(args.out, "fp8.md"), "w").write(table + "\n")
     print(table)
