@@ -54,7 +54,8 @@ ComputeSteps(Validate, SizeReply, Run, Keep, Fill)
 
 // What the lifecycle reads of each kind of job: its owner and shared-memory regions, its shape
 // for the trace label, the bytes a kept result holds against the quota, its precision and
-// problem size for the metrics.
+// problem size for the metrics, and the resident matrix it keeps its result in when that is an
+// operand's (an in-place transpose), which release_handles may not name.
 template <typename Job>
 struct ComputeJobFacts;
 
@@ -69,6 +70,7 @@ struct GemmFacts {
   static double problem_size(const Gemm& j) {
     return static_cast<double>(j.m()) * static_cast<double>(j.n()) * static_cast<double>(j.k());
   }
+  static std::string_view kept_in_place(const Gemm& /*j*/) { return {}; }
 };
 
 template <>
@@ -92,6 +94,7 @@ struct ComputeJobFacts<GemmBatchJob> {
   static double problem_size(const GemmBatchJob& b) {
     return One::problem_size(b.shape) * static_cast<double>(b.count);
   }
+  static std::string_view kept_in_place(const GemmBatchJob& /*b*/) { return {}; }
 };
 
 template <>
@@ -106,6 +109,10 @@ struct ComputeJobFacts<TransposeJob> {
   static double problem_size(const TransposeJob& j) {
     return static_cast<double>(j.a.rows) * static_cast<double>(j.a.cols);
   }
+  static std::string_view kept_in_place(const TransposeJob& j) {
+    return j.in_place && j.a.is_resident() ? std::string_view(j.a.resident->handle)
+                                           : std::string_view();
+  }
 };
 
 // A string's bytes as the span the runtime writes a result into.
@@ -119,23 +126,12 @@ inline std::string device_label(const std::string& device) {
   return space == std::string::npos ? device : device.substr(0, space);
 }
 
-// The handle a request keeps its result under when that is an operand's (an in-place transpose),
-// which release_handles may not name; empty for the others.
-template <typename Request>
-std::string_view kept_in_place(const Request& /*request*/) {
-  return {};
-}
-template <>
-inline std::string_view kept_in_place(const v1::TransposeRequest& request) {
-  return request.in_place() ? std::string_view(request.a_handle()) : std::string_view();
-}
-
 // release_handles checked before the call runs, so that a call that succeeds can release them
-// all: each names a matrix of `owner` (being filled or complete), once, and not the call's own
-// result.
+// all: each names a matrix of `owner` (being filled or complete), once, and not `kept_in_place`
+// (the matrix the call keeps its result in, if an operand's).
 template <typename Request>
-absl::Status check_release_handles(const Request& request, ResidentStore& residents,
-                                   const std::string& owner) {
+absl::Status check_release_handles(const Request& request, std::string_view kept_in_place,
+                                   ResidentStore& residents, const std::string& owner) {
   const auto& handles = request.release_handles();
   absl::flat_hash_map<std::string_view, int> seen;  // handle -> its first index
   for (int i = 0; i < handles.size(); ++i) {
@@ -146,7 +142,7 @@ absl::Status check_release_handles(const Request& request, ResidentStore& reside
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": '", handle, "' is named twice (also release_handles[", at->second, "])"));
     }
-    if (handle == kept_in_place(request)) {
+    if (!kept_in_place.empty() && handle == kept_in_place) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": '", handle, "' is the matrix this in-place call keeps its result in"));
     }
@@ -199,7 +195,9 @@ grpc::Status MatrixServiceImpl::compute_call(const ComputeRpc& rpc, grpc::Server
     absl::StatusOr<Job> job = steps.validate(gate_.handles(*owner), &regions);
     if (!job.ok()) return job.status();
     Facts::owner(*job) = *owner;
-    if (absl::Status s = check_release_handles(request, runtime_.residents(), *owner); !s.ok()) {
+    if (absl::Status s = check_release_handles(request, Facts::kept_in_place(*job),
+                                               runtime_.residents(), *owner);
+        !s.ok()) {
       return s;
     }
     marks.mark("validate");
