@@ -129,7 +129,7 @@ class FakeMatrixService final : public matserve::v1::MatrixService::Service {
   // Replaces the request's handles by the stored matrices; NOT_FOUND for unknown handles.
   grpc::Status resolve_handles(matserve::v1::MultiplyRequest& request) const;
   // A successful compute call's release_handles, as the server releases them.
-  grpc::Status release_named(const google::protobuf::RepeatedPtrField<std::string>& handles);
+  void release_named(const google::protobuf::RepeatedPtrField<std::string>& handles);
   // One product of inline operands (handles already resolved): the reply with C, or kept.
   grpc::Status Compute(const matserve::v1::MultiplyRequest& request,
                        matserve::v1::MultiplyReply* reply);
