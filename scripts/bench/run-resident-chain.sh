@@ -14,22 +14,14 @@
 set -uo pipefail
 # shellcheck source=../lib/server-port.sh
 source "$(dirname "$0")/../lib/server-port.sh"
+# shellcheck source=../lib/python-client.sh
+source "$(dirname "$0")/../lib/python-client.sh"
 bundle=build/device
 if [ $# -gt 0 ] && [[ "$1" != -* ]]; then bundle=$1; shift; fi
 out=${OUT:-/tmp/matserve-resident-chain}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -x "$bundle/with-env.sh" ] && [ -z "${MATSERVE_SERVER:-}" ]; then
-  "$bundle/with-env.sh" true || exit 1
-  server_cmd=("$bundle/with-env.sh" matserve)
-  stubs=${MATSERVE_PYTHON_STUBS:-$bundle/python}
-  client_env=("$bundle/with-env.sh")
-else
-  : "${MATSERVE_SERVER:?no bundle at $bundle: set MATSERVE_SERVER and MATSERVE_PYTHON_STUBS}"
-  server_cmd=("$MATSERVE_SERVER")
-  stubs=${MATSERVE_PYTHON_STUBS:?set MATSERVE_PYTHON_STUBS to <build>/python}
-  client_env=()
-fi
+resolve_python_client "$bundle" || exit 1
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 "${server_cmd[@]}" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
   --backend="${MATSERVE_BACKEND:-cuda}" ${SERVER_ARGS:-} >"$out/server.log" 2>&1 &
